@@ -1,0 +1,137 @@
+/*
+ * libopenreg_trace: analysis of torch.profiler / Kineto chrome traces.
+ *
+ * A pure C ABI so that any language (the Python command line uses ctypes)
+ * can load the library without a C++ runtime contract. Results travel as
+ * UTF-8 JSON documents; their schema is described in trace/README.md.
+ *
+ * Contract common to every function:
+ *   - Ownership. Every `char**` out-parameter receives a NUL-terminated string
+ *     allocated by this library, or NULL. The caller owns it and releases it
+ *     with ortrace_free_string(). A trace handle is released with
+ *     ortrace_close().
+ *   - Errors. Functions return an ortrace_status. On failure the string
+ *     out-parameter (when the caller passed one) holds a JSON object
+ *     {"status": "<name>", "message": "<text>"}. No function throws, aborts,
+ *     or prints.
+ *   - Threading. The library has no global mutable state. A handle is
+ *     immutable after ortrace_open_*: any number of threads may run analyses
+ *     on the same handle at once. ortrace_close() must not race with them.
+ *   - Options. Each function takes an optional JSON object of options
+ *     (NULL or "" means defaults). An unknown key is an error, so typos do
+ *     not pass silently.
+ */
+#ifndef OPENREG_TRACE_ANALYSIS_H_
+#define OPENREG_TRACE_ANALYSIS_H_
+
+#include <stddef.h>
+
+#if defined(__GNUC__)
+#define ORTRACE_API __attribute__((visibility("default")))
+#else
+#define ORTRACE_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ortrace_status {
+  ORTRACE_OK = 0,
+  ORTRACE_ERROR_INVALID_ARGUMENT = 1, /* NULL handle/path, bad options JSON, unknown option */
+  ORTRACE_ERROR_IO = 2,               /* file missing, unreadable, corrupt gzip stream */
+  ORTRACE_ERROR_PARSE = 3,            /* the trace is not valid JSON or has no traceEvents */
+  ORTRACE_ERROR_OUT_OF_MEMORY = 4,
+  ORTRACE_ERROR_INTERNAL = 5
+} ortrace_status;
+
+/* Opaque, immutable parsed trace. */
+typedef struct ortrace_trace ortrace_trace;
+
+/* Library version, e.g. "0.1.0". Static storage: do not free. */
+ORTRACE_API const char* ortrace_version(void);
+
+/* Human-readable name of a status ("ok", "invalid_argument", ...). Static. */
+ORTRACE_API const char* ortrace_status_name(ortrace_status status);
+
+/*
+ * Reads and indexes a trace file; gzip-compressed files are detected by
+ * their magic bytes. The file is streamed: memory grows with the number of
+ * events, not with the file size.
+ *
+ * options_json keys (all optional):
+ *   "device_categories":     [str]  categories of device work
+ *                                   (default ["kernel","gpu_memcpy","gpu_memset"])
+ *   "infer_device_categories": bool also treat as device work any other
+ *                                   category whose complete events carry
+ *                                   integer "stream" and "correlation" args
+ *                                   (default true)
+ *   "runtime_categories":    [str]  host-side launch calls (default: every
+ *                                   category ending in "_runtime" or "_driver")
+ *   "annotation_categories": [str]  device-row annotations that may enclose
+ *                                   device work (default ["gpu_user_annotation"])
+ *   "op_categories":         [str]  host operators (default ["cpu_op","user_annotation"])
+ *   "flow_categories":       [str]  host-to-device arrows (default ["ac2g"])
+ *
+ * Returns ORTRACE_OK with *out_trace set when the file could be read, even
+ * if its JSON is malformed: the parse error is kept in the handle, so that
+ * ortrace_check() can report it; ortrace_summary() and ortrace_timeline()
+ * then return ORTRACE_ERROR_PARSE. On failure *out_trace is NULL.
+ * out_error may be NULL.
+ */
+ORTRACE_API ortrace_status ortrace_open_file(const char* path, const char* options_json,
+                                             ortrace_trace** out_trace, char** out_error);
+
+/* Same as ortrace_open_file() on an in-memory document (plain JSON or gzip).
+ * The bytes are not retained after the call returns. */
+ORTRACE_API ortrace_status ortrace_open_buffer(const void* data, size_t size,
+                                               const char* options_json,
+                                               ortrace_trace** out_trace, char** out_error);
+
+/* Releases a handle. NULL is allowed. */
+ORTRACE_API void ortrace_close(ortrace_trace* trace);
+
+/*
+ * The summary: top kernels, device time per op, linked share, per-stream
+ * utilisation, largest idle gaps with the host activity during each, and
+ * the device memory peak with the op that reached it.
+ *
+ * options_json keys: "top" (int, rows per table, default 10),
+ * "gaps" (int, idle gaps to report, default 5).
+ */
+ORTRACE_API ortrace_status ortrace_summary(const ortrace_trace* trace, const char* options_json,
+                                           char** out_json);
+
+/*
+ * The structural invariants. Always ORTRACE_OK for a readable trace: failed
+ * invariants are results ("ok": false), including malformed JSON.
+ *
+ * options_json keys: "examples" (int, example violations kept per check,
+ * default 5), "skip" ([str] check names), "only" ([str] check names),
+ * "window_slack_ns" (int, tolerance of the profiling-window check, default 0),
+ * "strict" (bool, warnings also make "ok" false, default false).
+ */
+ORTRACE_API ortrace_status ortrace_check(const ortrace_trace* trace, const char* options_json,
+                                         char** out_json);
+
+/* The table of checks ortrace_check() runs: names, severities, descriptions. */
+ORTRACE_API ortrace_status ortrace_list_checks(char** out_json);
+
+/*
+ * Data for drawing a timeline, already reduced to the given resolution:
+ * device rows (busy intervals), host op ranges, profiler steps, and the
+ * device memory curve.
+ *
+ * options_json keys: "width" (int, buckets across the time axis, default 2000).
+ */
+ORTRACE_API ortrace_status ortrace_timeline(const ortrace_trace* trace, const char* options_json,
+                                            char** out_json);
+
+/* Releases a string returned by this library. NULL is allowed. */
+ORTRACE_API void ortrace_free_string(char* str);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* OPENREG_TRACE_ANALYSIS_H_ */

@@ -1,0 +1,236 @@
+// The parsed trace: compact event records, lanes, string table and the
+// indexes that the summary, checks and timeline share. Built once by
+// load_trace(), then read-only (safe to share between threads).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "json_reader.h"
+
+namespace openreg::trace {
+
+inline constexpr uint32_t kNoString = 0xFFFFFFFFu;
+inline constexpr int32_t kNoSlice = -1;
+
+// Interned strings; ids are dense and stable, views stay valid for the
+// table's lifetime.
+class StringTable {
+ public:
+  uint32_t intern(std::string_view s);
+  // kNoString when absent.
+  uint32_t find(std::string_view s) const;
+  std::string_view view(uint32_t id) const { return id == kNoString ? std::string_view() : views_[id]; }
+  size_t size() const { return views_.size(); }
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  struct Eq {
+    using is_transparent = void;
+    bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
+  };
+  char* allocate(size_t n);
+
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  size_t block_left_ = 0;
+  char* block_pos_ = nullptr;
+  std::vector<std::string_view> views_;
+  std::unordered_map<std::string_view, uint32_t, Hash, Eq> ids_;
+};
+
+// A pid, tid or flow id: chrome traces allow numbers and strings.
+struct Key {
+  int64_t value = 0;
+  bool is_string = false;  // value is then a StringTable id
+  bool operator==(const Key&) const = default;
+  bool operator<(const Key& o) const {
+    return is_string != o.is_string ? !is_string : value < o.value;
+  }
+};
+
+struct Lane {
+  Key pid, tid;
+  bool operator==(const Lane&) const = default;
+};
+
+enum class LaneKind : uint8_t { kHost, kDevice, kOther };
+
+// Roles a category plays; see LoadOptions.
+enum class CategoryRole : uint8_t { kOther, kDevice, kRuntime, kAnnotation, kOp, kPython, kSpan };
+
+// An integer argument as found in "args".
+struct IntArg {
+  int64_t value = 0;
+  bool present = false;
+  bool is_int = false;  // false: present but a string, a fraction, a bool...
+  bool ok() const { return present && is_int; }
+};
+
+// Where an event came from, for reports.
+struct Origin {
+  uint64_t offset = 0;  // byte offset of the event's '{' in the decompressed file
+  uint32_t index = 0;   // position in traceEvents
+};
+
+struct Slice {  // ph "X"
+  int64_t ts = 0, dur = 0;  // ns
+  int64_t end() const { return ts + dur; }
+  Origin origin;
+  uint32_t lane = 0;
+  uint32_t name = kNoString, cat = kNoString;
+  IntArg external_id, device, stream, correlation;
+};
+
+struct FlowPoint {  // ph "s", "t", "f"
+  int64_t ts = 0;
+  Origin origin;
+  Key id;
+  uint32_t lane = 0;
+  uint32_t name = kNoString, cat = kNoString;
+  char ph = 0;
+  bool binds_enclosing = false;  // "bp":"e"
+};
+
+struct MemoryPoint {  // ph "i", name "[memory]"
+  int64_t ts = 0;
+  Origin origin;
+  uint32_t lane = 0;
+  IntArg device_type, device_id, total_allocated, bytes;
+};
+
+struct MetaEvent {  // ph "M"
+  Origin origin;
+  uint32_t lane = 0;
+  uint32_t name = kNoString;  // "process_name", "thread_sort_index", ...
+  uint32_t str_arg = kNoString;  // args.name / args.labels
+  IntArg sort_index;
+};
+
+struct Malformed {
+  Origin origin;
+  std::string reason;
+};
+
+struct LoadOptions {
+  std::vector<std::string> device_categories{"kernel", "gpu_memcpy", "gpu_memset"};
+  bool infer_device_categories = true;
+  // Empty: every category ending in "_runtime" or "_driver".
+  std::vector<std::string> runtime_categories;
+  bool runtime_categories_given = false;
+  std::vector<std::string> annotation_categories{"gpu_user_annotation"};
+  std::vector<std::string> op_categories{"cpu_op", "user_annotation"};
+  std::vector<std::string> flow_categories{"ac2g"};
+  size_t buffer_size = JsonReader::kDefaultBufferSize;
+};
+
+struct ParseError {
+  uint64_t offset = 0;
+  std::string message;
+};
+
+class Trace {
+ public:
+  // ---- raw content, in file order ----
+  StringTable strings;
+  std::vector<Lane> lanes;
+  std::vector<Slice> slices;
+  std::vector<FlowPoint> flows;
+  std::vector<MemoryPoint> memory;
+  std::vector<MetaEvent> meta;
+  std::vector<Malformed> malformed;  // first kMaxMalformedKept
+  uint64_t malformed_count = 0;
+  static constexpr size_t kMaxMalformedKept = 1000;
+
+  uint64_t event_count = 0;
+  uint64_t bytes_read = 0;
+  std::unordered_map<char, uint64_t> phase_counts;
+  std::optional<int64_t> record_window_end;  // "Record Window End" instant
+  std::optional<ParseError> parse_error;
+  bool has_trace_events = false;
+
+  // ---- classification (build_indexes) ----
+  LoadOptions options;
+  std::vector<CategoryRole> category_role;  // by string id
+  std::vector<LaneKind> lane_kind;          // by lane
+  std::vector<uint32_t> device_categories, runtime_categories, annotation_categories,
+      op_categories, flow_categories;       // resolved string ids
+
+  // ---- indexes ----
+  // Slices of each lane sorted by (ts, longer first, file order).
+  std::vector<std::vector<uint32_t>> lane_slices;
+  // Innermost slice on the same lane that fully encloses each slice.
+  std::vector<int32_t> parent;
+  std::unordered_map<int64_t, uint32_t> op_by_external_id;
+  std::unordered_map<int64_t, uint32_t> runtime_by_correlation;
+  std::vector<uint32_t> device_slices;  // sorted by (lane, ts)
+  // Earliest timestamp: reported times are relative to it.
+  int64_t origin_ns = 0;
+
+  CategoryRole role(uint32_t cat) const {
+    return cat < category_role.size() ? category_role[cat] : CategoryRole::kOther;
+  }
+  bool is_device(const Slice& s) const { return role(s.cat) == CategoryRole::kDevice; }
+  std::string_view str(uint32_t id) const { return strings.view(id); }
+  std::string key_text(const Key& k) const;
+
+  // Innermost slice on `lane` containing t (inclusive ends) whose role is in
+  // `roles` (a bit set of 1 << CategoryRole), or kNoSlice.
+  int32_t innermost_at(uint32_t lane, int64_t t, uint32_t roles) const;
+  // Slices on `lane` enclosing t, outermost first.
+  std::vector<uint32_t> stack_at(uint32_t lane, int64_t t) const;
+  // The host op a device slice belongs to: via "External id", else via its
+  // runtime launch (same correlation). kNoSlice when unlinked.
+  int32_t op_of_device_slice(const Slice& s, bool* via_correlation = nullptr) const;
+
+  // From the "M" events; the first of duplicates wins.
+  struct ProcessInfo {
+    uint32_t name = kNoString, labels = kNoString;
+    std::optional<int64_t> sort_index;
+    int32_t sort_meta = -1;  // index into meta of the process_sort_index event
+  };
+  struct ThreadInfo {
+    uint32_t name = kNoString;
+    std::optional<int64_t> sort_index;
+  };
+  std::map<Key, ProcessInfo> processes;
+  std::vector<ThreadInfo> threads;  // by lane
+  const ProcessInfo* process(const Key& pid) const {
+    auto it = processes.find(pid);
+    return it == processes.end() ? nullptr : &it->second;
+  }
+
+  uint32_t lane_id(const Lane& lane);
+
+ private:
+  struct LaneHash {
+    size_t operator()(const Lane& l) const noexcept {
+      uint64_t h = static_cast<uint64_t>(l.pid.value) * 0x9E3779B97F4A7C15ull;
+      h ^= static_cast<uint64_t>(l.tid.value) + 0x7F4A7C15u + (h << 6) + (h >> 2);
+      return static_cast<size_t>(h ^ (l.pid.is_string ? 1 : 0) ^ (l.tid.is_string ? 2 : 0));
+    }
+  };
+  std::unordered_map<Lane, uint32_t, LaneHash> lane_ids_;
+};
+
+inline constexpr uint32_t role_bit(CategoryRole r) { return 1u << static_cast<uint32_t>(r); }
+inline constexpr uint32_t kAnyRole = 0xFFFFFFFFu;
+
+// Parses the document from `reader`. A JSON error is kept in
+// trace.parse_error (events read before it stay); I/O errors throw IoError.
+std::unique_ptr<Trace> load_trace(JsonReader& reader, const LoadOptions& options);
+std::unique_ptr<Trace> load_trace_file(const std::string& path, const LoadOptions& options);
+std::unique_ptr<Trace> load_trace_buffer(const void* data, size_t size, const LoadOptions& options);
+
+// Formats ns as Kineto writes µs: "123.456".
+std::string format_us(int64_t ns);
+
+}  // namespace openreg::trace

@@ -1,0 +1,191 @@
+#include <gtest/gtest.h>
+
+#include "analysis.h"
+#include "trace_builder.h"
+
+namespace openreg::trace {
+namespace {
+
+using testing::TraceBuilder;
+
+// One step on device 0 (streams 7 and 8):
+//   stream 7: gemm [10, 40] us, gemm [45, 75] us
+//   stream 8: add [15, 20] us, Memcpy DtoH [170, 172] us, orphan [190, 191] us
+// so the device idles 95 us while the host sits in aten::item's
+// synchronisation, 18 us after it, and 5 us between the gemms.
+TraceBuilder one_step() {
+  TraceBuilder b;
+  b.lanes(0, {7, 8}).span(0, 200'000);
+  b.op("ProfilerStep#1", 0, 200'000, 1, "user_annotation");
+  b.python("train.py(12): step", 500, 198'500);
+  b.op("aten::mm", 1'000, 10'000, 2).runtime("orLaunchKernel", 2'000, 1'000, 101, 2);
+  b.kernel("gemm", 10'000, 30'000, 0, 7, 101, 2);
+  b.op("aten::add", 20'000, 10'000, 3).runtime("orLaunchKernel", 21'000, 1'000, 102, 3);
+  // Linked only through its launch's correlation.
+  b.kernel("add", 15'000, 5'000, 0, 8, 102, 0, "kernel", R"("device":0,"stream":8,"correlation":102)");
+  b.op("aten::mm", 40'000, 10'000, 4).runtime("orLaunchKernel", 41'000, 1'000, 103, 4);
+  b.kernel("gemm", 45'000, 30'000, 0, 7, 103, 4);
+  b.python("<built-in method item of Tensor object>", 79'000, 101'500);
+  b.op("aten::item", 80'000, 100'000, 5).runtime("orMemcpyAsync", 80'500, 1'000, 105, 5);
+  b.runtime("orStreamSynchronize", 82'000, 96'000, 104, 5);
+  b.kernel("Memcpy DtoH (Device -> Host)", 170'000, 2'000, 0, 8, 105, 5, "gpu_memcpy");
+  // Launched by nobody the trace knows of.
+  b.kernel("orphan", 190'000, 1'000, 0, 8, 106, 0, "kernel", R"("device":0,"stream":8,"correlation":106)");
+  b.memory(2'000, 20, 0, 4096, 4096).memory(3'000, 0, -1, 999'999, 999'999);
+  b.memory(21'000, 20, 0, 12'288, 8192).memory(41'000, 20, 0, 8192, -4096);
+  return b;
+}
+
+TEST(Summary, TopKernelsByDeviceTime) {
+  auto t = one_step().load();
+  Summary s = compute_summary(*t, {});
+  EXPECT_EQ(s.device_total_ns, 68'000);
+  ASSERT_EQ(s.kernels.size(), 4u);
+  EXPECT_EQ(t->str(s.kernels[0].name), "gemm");
+  EXPECT_EQ(s.kernels[0].count, 2u);
+  EXPECT_EQ(s.kernels[0].total_ns, 60'000);
+  EXPECT_EQ(t->str(s.kernels[1].name), "add");
+  EXPECT_EQ(t->str(s.kernels[2].name), "Memcpy DtoH (Device -> Host)");
+  EXPECT_EQ(t->str(s.kernels[2].cat), "gpu_memcpy");
+  EXPECT_EQ(t->str(s.kernels[3].name), "orphan");
+}
+
+TEST(Summary, DeviceTimePerOpAndLinkedShare) {
+  auto t = one_step().load();
+  Summary s = compute_summary(*t, {});
+  ASSERT_EQ(s.ops.size(), 4u);
+  EXPECT_EQ(t->str(s.ops[0].name), "aten::mm");
+  EXPECT_EQ(s.ops[0].device_ns, 60'000);
+  EXPECT_EQ(s.ops[0].op_instances, 2u);
+  EXPECT_EQ(t->str(s.ops[1].name), "aten::add");
+  EXPECT_EQ(s.ops[1].device_ns, 5'000);
+  EXPECT_EQ(t->str(s.ops[2].name), "aten::item");
+  EXPECT_EQ(s.ops[3].name, kNoString);  // the orphan
+  EXPECT_EQ(s.ops[3].device_ns, 1'000);
+
+  EXPECT_EQ(s.links.device_events, 5u);
+  EXPECT_EQ(s.links.linked, 4u);
+  EXPECT_EQ(s.links.via_external_id, 3u);
+  EXPECT_EQ(s.links.via_correlation, 1u);
+}
+
+TEST(Summary, StreamAndDeviceUtilisation) {
+  auto t = one_step().load();
+  Summary s = compute_summary(*t, {});
+  ASSERT_EQ(s.streams.size(), 2u);
+  EXPECT_EQ(t->lanes[s.streams[0].lane].tid.value, 7);
+  EXPECT_EQ(s.streams[0].busy_ns, 60'000);
+  EXPECT_EQ(s.streams[0].last_ns - s.streams[0].first_ns, 65'000);
+  EXPECT_EQ(t->lanes[s.streams[1].lane].tid.value, 8);
+  EXPECT_EQ(s.streams[1].busy_ns, 8'000);
+  EXPECT_EQ(s.streams[1].events, 3u);
+  ASSERT_EQ(s.devices.size(), 1u);
+  // Stream 8's add lies under stream 7's first gemm: counted once.
+  EXPECT_EQ(s.devices[0].busy_ns, 63'000);
+  EXPECT_EQ(s.devices[0].last_ns - s.devices[0].first_ns, 181'000);
+}
+
+TEST(Summary, LargestIdleGapsAndWhatTheHostDid) {
+  auto t = one_step().load();
+  Summary s = compute_summary(*t, {.top = 10, .gaps = 3});
+  ASSERT_EQ(s.gaps.size(), 3u);
+  EXPECT_EQ(s.gaps[0].start_ns, 75'000);
+  EXPECT_EQ(s.gaps[0].end_ns, 170'000);
+  EXPECT_EQ(s.gaps[0].host.text, "python: train.py(12): step \xE2\x86\x92 aten::item \xE2\x86\x92 orStreamSynchronize");
+  EXPECT_EQ(s.gaps[1].end_ns - s.gaps[1].start_ns, 18'000);
+  EXPECT_EQ(s.gaps[1].host.text, "python: train.py(12): step");
+  ASSERT_FALSE(s.gaps[1].host.overlapping.empty());
+  EXPECT_EQ(t->str(s.gaps[1].host.overlapping[0].name), "aten::item");
+  EXPECT_EQ(s.gaps[1].host.overlapping[0].overlap_ns, 8'000);
+  EXPECT_EQ(s.gaps[2].end_ns - s.gaps[2].start_ns, 5'000);
+}
+
+TEST(Summary, GapWithNoHostActivity) {
+  TraceBuilder b;
+  b.kernel("a", 0, 10, 0, 7, 1, 0).kernel("b", 1'000, 10, 0, 7, 2, 0);
+  auto t = b.load();
+  Summary s = compute_summary(*t, {});
+  ASSERT_EQ(s.gaps.size(), 1u);
+  EXPECT_EQ(s.gaps[0].host.lane, -1);
+  EXPECT_TRUE(s.gaps[0].host.text.empty());
+  EXPECT_TRUE(s.gaps[0].host.overlapping.empty());
+}
+
+TEST(Summary, DeviceMemoryPeakAndItsOp) {
+  auto t = one_step().load();
+  Summary s = compute_summary(*t, {});
+  ASSERT_EQ(s.memory.size(), 1u);
+  const MemoryStat& m = s.memory[0];
+  EXPECT_EQ(m.device_type, 20);
+  EXPECT_EQ(m.device_id, 0);
+  EXPECT_EQ(m.peak_bytes, 12'288);
+  EXPECT_EQ(m.final_bytes, 8192);
+  EXPECT_EQ(m.allocations, 2u);
+  EXPECT_EQ(m.frees, 1u);
+  ASSERT_NE(m.op, kNoSlice);
+  EXPECT_EQ(t->str(t->slices[m.op].name), "aten::add");
+  ASSERT_EQ(m.op_stack.size(), 2u);
+  EXPECT_EQ(t->str(t->slices[m.op_stack[0]].name), "ProfilerStep#1");
+  // CPU memory is kept apart and does not count as the device peak.
+  ASSERT_EQ(s.host_memory.size(), 1u);
+  EXPECT_EQ(s.host_memory[0].peak_bytes, 999'999);
+}
+
+TEST(Summary, MemoryPeakIsTheFirstTimeTheMaximumIsReached) {
+  TraceBuilder b;
+  b.op("aten::first", 0, 100, 1).op("aten::second", 200, 100, 2);
+  b.memory(50, 1, 0, 100, 100).memory(60, 1, 0, 0, -100).memory(250, 1, 0, 100, 100);
+  auto t = b.load();
+  Summary s = compute_summary(*t, {});
+  ASSERT_EQ(s.memory.size(), 1u);
+  EXPECT_EQ(t->str(t->slices[s.memory[0].op].name), "aten::first");
+}
+
+TEST(Summary, CpuOnlyTraceHasEmptyDeviceSections) {
+  TraceBuilder b;
+  b.op("aten::add", 0, 100, 1);
+  auto t = b.load();
+  Summary s = compute_summary(*t, {});
+  EXPECT_TRUE(s.kernels.empty());
+  EXPECT_TRUE(s.streams.empty());
+  EXPECT_TRUE(s.gaps.empty());
+  EXPECT_EQ(s.links.device_events, 0u);
+}
+
+TEST(Summary, JsonIsValid) {
+  auto t = one_step().load();
+  SummaryOptions o;
+  std::string json = summary_to_json(*t, compute_summary(*t, o), o);
+  JsonReader r(open_memory_source(json.data(), json.size()));
+  EXPECT_NO_THROW(r.skip_value());
+  EXPECT_TRUE(r.at_end());
+  EXPECT_NE(json.find(R"("name":"gemm")"), std::string::npos);
+  EXPECT_NE(json.find(R"("device_type_name":"PrivateUse1")"), std::string::npos);
+}
+
+TEST(Summary, WindowPrefersTraceSpanAndRecordWindowEnd) {
+  TraceBuilder b;
+  b.op("aten::add", 1'000, 100, 1).span(500, 2'000);
+  auto t = b.load();
+  auto w = profiling_window(*t);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->start, 500);
+  EXPECT_EQ(w->end, 2'500);
+  EXPECT_EQ(w->source, "trace_span");
+
+  b.raw(R"({"name":"Record Window End","ph":"i","s":"g","pid":"","tid":"","ts":3.000})");
+  t = b.load();
+  w = profiling_window(*t);
+  EXPECT_EQ(w->end, 3'000);
+
+  TraceBuilder no_span;
+  no_span.op("aten::add", 1'000, 100, 1).op("aten::mul", 5'000, 100, 2);
+  t = no_span.load();
+  w = profiling_window(*t);
+  EXPECT_EQ(w->source, "host_events");
+  EXPECT_EQ(w->start, 1'000);
+  EXPECT_EQ(w->end, 5'100);
+}
+
+}  // namespace
+}  // namespace openreg::trace

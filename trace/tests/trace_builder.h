@@ -1,0 +1,133 @@
+// Writes small traces in Kineto's chrome-trace layout for the unit tests.
+// Times are integer nanoseconds; they are written as microseconds with three
+// decimals, as Kineto does.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trace_model.h"
+
+namespace openreg::trace::testing {
+
+inline constexpr int64_t kHostPid = 1000;
+inline constexpr int64_t kHostTid = 1001;
+inline constexpr int64_t kDeviceSortBase = 5000000;
+
+class TraceBuilder {
+ public:
+  TraceBuilder& raw(const std::string& event) {
+    events_.push_back(event);
+    return *this;
+  }
+
+  TraceBuilder& op(const std::string& name, int64_t ts, int64_t dur, int64_t external_id,
+                   const std::string& cat = "cpu_op", int64_t pid = kHostPid, int64_t tid = kHostTid) {
+    return raw(R"({"ph":"X","cat":")" + cat + R"(","name":")" + name + R"(","pid":)" + std::to_string(pid) +
+               R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + us(ts) + R"(,"dur":)" + us(dur) +
+               R"(,"args":{"External id":)" + std::to_string(external_id) + "}}");
+  }
+
+  TraceBuilder& python(const std::string& name, int64_t ts, int64_t dur, int64_t pid = kHostPid, int64_t tid = kHostTid) {
+    return raw(R"({"ph":"X","cat":"python_function","name":")" + name + R"(","pid":)" + std::to_string(pid) +
+               R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + us(ts) + R"(,"dur":)" + us(dur) + "}");
+  }
+
+  TraceBuilder& runtime(const std::string& name, int64_t ts, int64_t dur, int64_t correlation, int64_t external_id,
+                        int64_t pid = kHostPid, int64_t tid = kHostTid) {
+    return raw(R"({"ph":"X","cat":"privateuse1_runtime","name":")" + name + R"(","pid":)" + std::to_string(pid) +
+               R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + us(ts) + R"(,"dur":)" + us(dur) +
+               R"(,"args":{"External id":)" + std::to_string(external_id) + R"(,"correlation":)" +
+               std::to_string(correlation) + "}}");
+  }
+
+  // A device event with the args Kineto's CUDA path writes. `args` replaces
+  // the default args when given (to plant missing or bad ones).
+  TraceBuilder& kernel(const std::string& name, int64_t ts, int64_t dur, int64_t device, int64_t stream,
+                       int64_t correlation, int64_t external_id, const std::string& cat = "kernel",
+                       const std::string& args = "") {
+    std::string a = args.empty() ? R"("External id":)" + std::to_string(external_id) + R"(,"device":)" +
+                                       std::to_string(device) + R"(,"stream":)" + std::to_string(stream) +
+                                       R"(,"correlation":)" + std::to_string(correlation)
+                                 : args;
+    return raw(R"({"ph":"X","cat":")" + cat + R"(","name":")" + name + R"(","pid":)" + std::to_string(device) +
+               R"(,"tid":)" + std::to_string(stream) + R"(,"ts":)" + us(ts) + R"(,"dur":)" + us(dur) +
+               R"(,"args":{)" + a + "}}");
+  }
+
+  TraceBuilder& flow(char ph, int64_t id, int64_t ts, int64_t pid, int64_t tid) {
+    std::string bp = ph == 'f' ? R"(,"bp":"e")" : "";
+    return raw(std::string(R"({"ph":")") + ph + R"(","id":)" + std::to_string(id) + R"(,"pid":)" +
+               std::to_string(pid) + R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + us(ts) +
+               R"(,"cat":"ac2g","name":"ac2g")" + bp + "}");
+  }
+
+  // One op launching one kernel, linked both ways, with its arrow.
+  TraceBuilder& launch(const std::string& op_name, const std::string& kernel_name, int64_t op_ts, int64_t kernel_ts,
+                       int64_t kernel_dur, int64_t device, int64_t stream, int64_t correlation, int64_t external_id) {
+    op(op_name, op_ts, 10'000, external_id);
+    runtime("orLaunchKernel", op_ts + 2'000, 5'000, correlation, external_id);
+    kernel(kernel_name, kernel_ts, kernel_dur, device, stream, correlation, external_id);
+    flow('s', correlation, op_ts + 2'000, kHostPid, kHostTid);
+    return flow('f', correlation, kernel_ts, device, stream);
+  }
+
+  TraceBuilder& memory(int64_t ts, int64_t device_type, int64_t device_id, int64_t total, int64_t bytes,
+                       int64_t pid = kHostPid, int64_t tid = kHostTid) {
+    return raw(R"({"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":)" + std::to_string(pid) +
+               R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + us(ts) + R"(,"args":{"Total Reserved":0,"Total Allocated":)" +
+               std::to_string(total) + R"(,"Bytes":)" + std::to_string(bytes) + R"(,"Device Id":)" +
+               std::to_string(device_id) + R"(,"Device Type":)" + std::to_string(device_type) +
+               R"(,"Addr":94717755884672}})");
+  }
+
+  TraceBuilder& process(int64_t pid, const std::string& name, int64_t sort_index) {
+    raw(R"({"name":"process_name","ph":"M","ts":0,"pid":)" + std::to_string(pid) + R"(,"tid":0,"args":{"name":")" +
+        name + R"("}})");
+    return raw(R"({"name":"process_sort_index","ph":"M","ts":0,"pid":)" + std::to_string(pid) +
+               R"(,"tid":0,"args":{"sort_index":)" + std::to_string(sort_index) + "}}");
+  }
+
+  TraceBuilder& thread(int64_t pid, int64_t tid, const std::string& name) {
+    return raw(R"({"name":"thread_name","ph":"M","ts":0,"pid":)" + std::to_string(pid) + R"(,"tid":)" +
+               std::to_string(tid) + R"(,"args":{"name":")" + name + R"("}})");
+  }
+
+  // Host process and thread rows, a device with the given streams.
+  TraceBuilder& lanes(int64_t device, const std::vector<int64_t>& streams) {
+    process(kHostPid, "python", kHostPid);
+    thread(kHostPid, kHostTid, "thread 1001 (python)");
+    process(device, "openreg " + std::to_string(device), kDeviceSortBase + device);
+    for (int64_t s : streams) thread(device, s, "stream " + std::to_string(s));
+    return *this;
+  }
+
+  TraceBuilder& span(int64_t ts, int64_t dur) {
+    return raw(R"({"ph":"X","cat":"Trace","ts":)" + us(ts) + R"(,"dur":)" + us(dur) +
+               R"json(,"pid":"Spans","tid":"PyTorch Profiler","name":"PyTorch Profiler (0)","args":{"Op count":0}})json");
+  }
+
+  std::string json() const {
+    std::string out = "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n  \"displayTimeUnit\": \"ms\",\n"
+                      "  \"baseTimeNanoseconds\": 1700000000000000000,\n  \"traceEvents\": [";
+    for (size_t i = 0; i < events_.size(); ++i) {
+      out += i ? ",\n  " : "\n  ";
+      out += events_[i];
+    }
+    out += "\n  ],\n  \"traceName\": \"test.json\"\n}";
+    return out;
+  }
+
+  std::unique_ptr<Trace> load(const LoadOptions& options = {}) const {
+    std::string text = json();
+    return load_trace_buffer(text.data(), text.size(), options);
+  }
+
+  static std::string us(int64_t ns) { return format_us(ns); }
+
+ private:
+  std::vector<std::string> events_;
+};
+
+}  // namespace openreg::trace::testing
