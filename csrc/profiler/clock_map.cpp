@@ -1,0 +1,86 @@
+#include "clock_map.h"
+
+#include <algorithm>
+
+namespace openreg::profiler {
+namespace {
+
+// Samples whose uncertainty is this many times the median are noise, not
+// information: interpolating through them would bend the map.
+constexpr uint64_t kUncertaintyOutlierFactor = 8;
+// Below this width a sample counts as exact, so a few very tight samples do
+// not make ordinary ones outliers.
+constexpr uint64_t kUncertaintyFloorNs = 1000;
+
+int64_t interpolate(const ClockPoint& a, const ClockPoint& b, uint64_t deviceTs) {
+  // 128-bit arithmetic: device deltas times host deltas overflow 64 bits.
+  __int128 dd = static_cast<__int128>(deviceTs) - static_cast<__int128>(a.device);
+  __int128 hostSpan = static_cast<__int128>(b.host) - static_cast<__int128>(a.host);
+  __int128 deviceSpan = static_cast<__int128>(b.device) - static_cast<__int128>(a.device);
+  __int128 num = dd * hostSpan;
+  // Round to nearest, symmetric for negative offsets (extrapolation before a).
+  __int128 q = (num >= 0 ? num + deviceSpan / 2 : num - deviceSpan / 2) / deviceSpan;
+  return static_cast<int64_t>(static_cast<__int128>(a.host) + q);
+}
+
+} // namespace
+
+ClockMap::ClockMap(std::vector<ClockPoint> samples) {
+  if (samples.empty()) {
+    return;
+  }
+  std::vector<uint64_t> widths;
+  widths.reserve(samples.size());
+  for (const auto& s : samples) {
+    widths.push_back(s.uncertainty);
+  }
+  std::nth_element(widths.begin(), widths.begin() + widths.size() / 2, widths.end());
+  const uint64_t limit =
+      std::max(widths[widths.size() / 2], kUncertaintyFloorNs) * kUncertaintyOutlierFactor;
+
+  std::sort(samples.begin(), samples.end(), [](const ClockPoint& a, const ClockPoint& b) {
+    return a.device != b.device ? a.device < b.device : a.uncertainty < b.uncertainty;
+  });
+  points_.reserve(samples.size());
+  for (const auto& s : samples) {
+    if (s.uncertainty > limit) {
+      ++rejected_;
+      continue;
+    }
+    if (!points_.empty()) {
+      const auto& last = points_.back();
+      // Equal device readings: keep the tighter one (sorted first).
+      // Host time not increasing: the clocks disagree; keep the earlier one.
+      if (s.device == last.device || s.host <= last.host) {
+        ++rejected_;
+        continue;
+      }
+    }
+    points_.push_back(s);
+  }
+}
+
+std::optional<int64_t> ClockMap::toHost(uint64_t deviceTs) const {
+  if (points_.empty()) {
+    return std::nullopt;
+  }
+  if (points_.size() == 1) {
+    // One sample: offset only, nominal rate.
+    const auto& p = points_.front();
+    return static_cast<int64_t>(p.host) +
+        (static_cast<int64_t>(deviceTs) - static_cast<int64_t>(p.device));
+  }
+  auto upper = std::upper_bound(points_.begin(), points_.end(), deviceTs,
+                                [](uint64_t ts, const ClockPoint& p) { return ts < p.device; });
+  size_t i;
+  if (upper == points_.begin()) {
+    i = 0;  // before the first sample: extend the first segment
+  } else if (upper == points_.end()) {
+    i = points_.size() - 2;  // after the last: extend the last segment
+  } else {
+    i = static_cast<size_t>(upper - points_.begin()) - 1;
+  }
+  return interpolate(points_[i], points_[i + 1], deviceTs);
+}
+
+} // namespace openreg::profiler

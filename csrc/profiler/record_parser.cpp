@@ -1,0 +1,210 @@
+#include "record_parser.h"
+
+#include <cstring>
+
+namespace openreg::profiler {
+namespace {
+
+// Copies the version-1 prefix of a record; false if the record is shorter.
+template <typename T>
+bool readPrefix(const orActivityRecord& record, T& out) {
+  if (record.size < sizeof(T)) {
+    return false;
+  }
+  std::memcpy(&out, &record, sizeof(T));
+  return true;
+}
+
+void copyDim(const orDim3& dim, uint32_t (&out)[3]) {
+  out[0] = dim.x;
+  out[1] = dim.y;
+  out[2] = dim.z;
+}
+
+} // namespace
+
+void RecordSet::append(RecordSet&& other) {
+  deviceOps.insert(deviceOps.end(), other.deviceOps.begin(), other.deviceOps.end());
+  runtimeCalls.insert(runtimeCalls.end(), other.runtimeCalls.begin(), other.runtimeCalls.end());
+  hostSyncs.insert(hostSyncs.end(), other.hostSyncs.begin(), other.hostSyncs.end());
+  for (auto& [corr, ids] : other.external) {
+    auto& mine = external[corr];
+    if (ids.op != 0) mine.op = ids.op;
+    if (ids.user != 0) mine.user = ids.user;
+  }
+  for (auto& [device, points] : other.clock) {
+    auto& mine = clock[device];
+    mine.insert(mine.end(), points.begin(), points.end());
+  }
+  recordsParsed += other.recordsParsed;
+  unknownKinds += other.unknownKinds;
+  truncatedRecords += other.truncatedRecords;
+  malformedBuffers += other.malformedBuffers;
+  overheadNs += other.overheadNs;
+  memoryRecords += other.memoryRecords;
+  markerRecords += other.markerRecords;
+}
+
+void parseRecord(const orActivityRecord& record, RecordSet& out) {
+  bool complete = true;
+  switch (record.kind) {
+    case OR_ACTIVITY_KIND_RUNTIME: {
+      orActivityRuntime r;
+      if ((complete = readPrefix(record, r))) {
+        out.runtimeCalls.push_back({.apiId = r.apiId,
+                                    .processId = r.processId,
+                                    .threadId = r.threadId,
+                                    .device = r.device,
+                                    .correlationId = r.correlationId,
+                                    .start = r.start,
+                                    .end = r.end,
+                                    .name = r.name,
+                                    .status = r.status});
+      }
+      break;
+    }
+    case OR_ACTIVITY_KIND_KERNEL: {
+      orActivityKernel k;
+      if ((complete = readPrefix(record, k))) {
+        DeviceOp op;
+        op.kind = DeviceOpKind::Kernel;
+        op.device = k.device;
+        op.stream = k.streamId;
+        op.correlationId = k.correlationId;
+        op.start = k.start;
+        op.end = k.end;
+        op.name = k.name;
+        op.status = k.status;
+        copyDim(k.grid, op.grid);
+        copyDim(k.block, op.block);
+        op.sharedMemBytes = k.sharedMemBytes;
+        op.streamPriority = k.streamPriority;
+        out.deviceOps.push_back(op);
+      }
+      break;
+    }
+    case OR_ACTIVITY_KIND_MEMCPY: {
+      orActivityMemcpy m;
+      if ((complete = readPrefix(record, m))) {
+        DeviceOp op;
+        op.kind = DeviceOpKind::Memcpy;
+        op.device = m.device;
+        op.stream = m.streamId;
+        op.correlationId = m.correlationId;
+        op.start = m.start;
+        op.end = m.end;
+        op.bytes = m.bytes;
+        op.copyKind = m.copyKind;
+        op.srcKind = m.srcKind;
+        op.dstKind = m.dstKind;
+        op.srcDevice = m.srcDevice;
+        op.dstDevice = m.dstDevice;
+        op.isAsync = m.isAsync != 0;
+        out.deviceOps.push_back(op);
+      }
+      break;
+    }
+    case OR_ACTIVITY_KIND_MEMSET: {
+      orActivityMemset m;
+      if ((complete = readPrefix(record, m))) {
+        DeviceOp op;
+        op.kind = DeviceOpKind::Memset;
+        op.device = m.device;
+        op.stream = m.streamId;
+        op.correlationId = m.correlationId;
+        op.start = m.start;
+        op.end = m.end;
+        op.bytes = m.bytes;
+        op.memsetValue = m.value;
+        op.memsetElementSize = m.elementSize;
+        op.isAsync = m.isAsync != 0;
+        out.deviceOps.push_back(op);
+      }
+      break;
+    }
+    case OR_ACTIVITY_KIND_SYNCHRONIZATION: {
+      orActivitySynchronization s;
+      if ((complete = readPrefix(record, s))) {
+        if (s.clockDomain == OR_ACTIVITY_CLOCK_DEVICE) {
+          DeviceOp op;
+          op.kind = DeviceOpKind::StreamWait;
+          op.device = s.device;
+          op.stream = s.streamId;
+          op.correlationId = s.correlationId;
+          op.start = s.start;
+          op.end = s.end;
+          op.eventId = s.eventId;
+          out.deviceOps.push_back(op);
+        } else {
+          out.hostSyncs.push_back({.syncType = s.syncType,
+                                   .device = s.device,
+                                   .stream = s.streamId,
+                                   .eventId = s.eventId,
+                                   .correlationId = s.correlationId});
+        }
+      }
+      break;
+    }
+    case OR_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+      orActivityExternalCorrelation e;
+      if ((complete = readPrefix(record, e))) {
+        auto& ids = out.external[e.correlationId];
+        if (e.externalKind == OR_EXTERNAL_CORRELATION_KIND_OPERATOR) {
+          ids.op = e.externalId;
+        } else if (e.externalKind == OR_EXTERNAL_CORRELATION_KIND_USER) {
+          ids.user = e.externalId;
+        }
+      }
+      break;
+    }
+    case OR_ACTIVITY_KIND_CLOCK_SYNC: {
+      orActivityClockSync c;
+      if ((complete = readPrefix(record, c))) {
+        out.clock[c.device].push_back(
+            {.host = c.hostTimestamp, .device = c.deviceTimestamp, .uncertainty = c.uncertainty});
+      }
+      break;
+    }
+    case OR_ACTIVITY_KIND_OVERHEAD: {
+      orActivityOverhead o;
+      if ((complete = readPrefix(record, o)) && o.end > o.start) {
+        out.overheadNs += o.end - o.start;
+      }
+      break;
+    }
+    case OR_ACTIVITY_KIND_MEMORY:
+      ++out.memoryRecords;
+      break;
+    case OR_ACTIVITY_KIND_MARKER:
+      ++out.markerRecords;
+      break;
+    default:
+      ++out.unknownKinds;
+      return;
+  }
+  if (complete) {
+    ++out.recordsParsed;
+  } else {
+    ++out.truncatedRecords;
+  }
+}
+
+void parseBuffer(NextRecordFn next, const uint8_t* buffer, size_t validSize, RecordSet& out) {
+  if (buffer == nullptr || validSize == 0) {
+    return;
+  }
+  const orActivityRecord* record = nullptr;
+  while (true) {
+    orError_t status = next(buffer, validSize, &record);
+    if (status == orErrorMaxLimitReached) {
+      return;
+    }
+    if (status != orSuccess || record == nullptr) {
+      ++out.malformedBuffers;
+      return;
+    }
+    parseRecord(*record, out);
+  }
+}
+
+} // namespace openreg::profiler

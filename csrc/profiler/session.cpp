@@ -1,0 +1,560 @@
+#include "session.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+#include <sstream>
+
+#include <c10/util/Exception.h>
+#include <libkineto.h>
+#include <output_base.h>
+
+#include "record_buffers.h"
+
+namespace openreg::profiler {
+namespace {
+
+using libkineto::ActivityType;
+
+// The activity API has one client and one window: a second session that
+// starts while another holds it stays inert instead of corrupting both.
+std::mutex gWindowMutex;
+const OpenregSession* gWindowOwner = nullptr;
+
+std::atomic<uint64_t> gNextGeneration{1};
+
+RecordBufferPool& bufferPool() {
+  // Leaked: the runtime may deliver a buffer while statics are destroyed.
+  static auto* pool =
+      new RecordBufferPool(RecordBufferPool::bufferBytesFromEnv(), RecordBufferPool::limitBytesFromEnv());
+  return *pool;
+}
+
+// Per-thread count of the ids this thread pushed for one session, so a pop
+// that belongs to an older session (or arrives without a push) is not
+// forwarded to the runtime's stack.
+struct ThreadPushes {
+  uint64_t generation = 0;
+  uint32_t depth[OR_EXTERNAL_CORRELATION_KIND_COUNT] = {};
+};
+thread_local ThreadPushes tPushes;
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string jsonString(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+ActivityType kinetoType(TraceEventType type) {
+  switch (type) {
+    case TraceEventType::Kernel: return ActivityType::CONCURRENT_KERNEL;
+    case TraceEventType::Memcpy: return ActivityType::GPU_MEMCPY;
+    case TraceEventType::Memset: return ActivityType::GPU_MEMSET;
+    // Kineto's only synchronisation type; torch files it under the device.
+    case TraceEventType::StreamWait: return ActivityType::CUDA_SYNC;
+    case TraceEventType::UserAnnotation: return ActivityType::GPU_USER_ANNOTATION;
+    case TraceEventType::Runtime: return ActivityType::PRIVATEUSE1_RUNTIME;
+  }
+  return ActivityType::CONCURRENT_KERNEL;
+}
+
+// Copies kept by Kineto's loggers point at a span; a static one never dangles.
+const libkineto::TraceSpan& pluginSpan() {
+  static const libkineto::TraceSpan span(0, 0, "openreg");
+  return span;
+}
+
+} // namespace
+
+SessionRequest SessionRequest::fromActivityTypes(const std::set<ActivityType>& types) {
+  SessionRequest r;
+  r.kernels = types.count(ActivityType::CONCURRENT_KERNEL) > 0;
+  r.memcpy = types.count(ActivityType::GPU_MEMCPY) > 0;
+  r.memset = types.count(ActivityType::GPU_MEMSET) > 0;
+  r.userAnnotations = types.count(ActivityType::GPU_USER_ANNOTATION) > 0;
+  r.runtime = types.count(ActivityType::PRIVATEUSE1_RUNTIME) > 0;
+  r.syncs = r.kernels || types.count(ActivityType::CUDA_SYNC) > 0;
+  return r;
+}
+
+std::string SessionRequest::describe() const {
+  std::string out = "[";
+  auto add = [&](bool on, const char* name) {
+    if (on) out += (out.size() > 1 ? ", \"" : "\"") + std::string(name) + "\"";
+  };
+  add(kernels, "kernel");
+  add(memcpy, "gpu_memcpy");
+  add(memset, "gpu_memset");
+  add(userAnnotations, "gpu_user_annotation");
+  add(runtime, "privateuse1_runtime");
+  add(syncs, "cuda_sync");
+  return out + "]";
+}
+
+OpenregSession::OpenregSession(const ActivityApi& api, SessionRequest request)
+    : api_(api), request_(request), generation_(gNextGeneration.fetch_add(1)) {
+  if (!api_.available()) {
+    state_ = State::Inert;
+    addError(api_.error(), false);  // configure() already warned
+    return;
+  }
+  int count = 0;
+  if (orError_t rc = api_.fn().getDeviceCount(&count); rc != orSuccess) {
+    addError("orActivityGetDeviceCount failed: " + api_.describe(rc), true);
+    count = 0;
+  }
+  for (int d = 0; d < count; ++d) {
+    DeviceDescription desc;
+    desc.index = d;
+    desc.info.structSize = sizeof(orActivityDeviceInfo);
+    if (api_.fn().getDeviceInfo(d, &desc.info) == orSuccess) {
+      desc.name = std::string(desc.info.name, strnlen(desc.info.name, sizeof(desc.info.name)));
+    }
+    if (desc.name.empty()) {
+      desc.name = "openreg device";
+    }
+    devices_.push_back(std::move(desc));
+  }
+}
+
+OpenregSession::~OpenregSession() {
+  try {
+    if (state_ == State::Running) {
+      stop();
+    }
+  } catch (...) {
+    // A destructor must not throw; stop() already recorded what went wrong.
+  }
+}
+
+void OpenregSession::addError(const std::string& message, bool warn) {
+  {
+    std::lock_guard<std::mutex> guard(errorsMutex_);
+    errors_.push_back(message);
+  }
+  if (warn) {
+    TORCH_WARN("openreg profiler: ", message);
+  }
+}
+
+std::vector<std::string> OpenregSession::errors() {
+  std::lock_guard<std::mutex> guard(errorsMutex_);
+  return errors_;
+}
+
+void OpenregSession::enableKinds(bool on) {
+  const auto& fn = api_.fn();
+  auto set = [&](orActivityKind kind, bool wanted) {
+    if (wanted) (on ? fn.enable : fn.disable)(kind);
+  };
+  const bool deviceWork = request_.anyDeviceActivity();
+  // User-range spans are built from kernels, copies and memsets.
+  set(OR_ACTIVITY_KIND_KERNEL, request_.kernels || request_.userAnnotations);
+  set(OR_ACTIVITY_KIND_MEMCPY, request_.memcpy || request_.userAnnotations);
+  set(OR_ACTIVITY_KIND_MEMSET, request_.memset || request_.userAnnotations);
+  set(OR_ACTIVITY_KIND_SYNCHRONIZATION, request_.syncs || request_.runtime);
+  set(OR_ACTIVITY_KIND_RUNTIME, request_.runtime);
+  set(OR_ACTIVITY_KIND_EXTERNAL_CORRELATION, deviceWork || request_.runtime);
+  set(OR_ACTIVITY_KIND_CLOCK_SYNC, true);
+  set(OR_ACTIVITY_KIND_OVERHEAD, true);
+}
+
+void OpenregSession::takeClockSamples() {
+  for (const auto& device : devices_) {
+    orActivityClockSample sample{};
+    if (api_.fn().getClockSample(device.index, &sample) == orSuccess) {
+      directClockSamples_.push_back(
+          {device.index, ClockPoint{sample.hostTimestamp, sample.deviceTimestamp, sample.uncertainty}});
+    }
+  }
+}
+
+void OpenregSession::start() {
+  if (state_ != State::Configured) {
+    if (state_ != State::Inert) {
+      addError("start() called on a session that already started", true);
+    }
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> guard(gWindowMutex);
+    if (gWindowOwner != nullptr) {
+      state_ = State::Inert;
+      addError(
+          "another openreg profiling session is already collecting (profilers nested or run from two "
+          "threads); this trace gets no device activity",
+          true);
+      return;
+    }
+    gWindowOwner = this;
+    ownsWindow_ = true;
+  }
+  const auto& fn = api_.fn();
+  auto& pool = bufferPool();
+  pool.takeStats();  // start counting from this session
+  pool.setSink(&records_, fn.getNextRecord);
+  if (orError_t rc = fn.registerCallbacks(&RecordBufferPool::onRequested, &RecordBufferPool::onCompleted, &pool);
+      rc != orSuccess) {
+    pool.setSink(nullptr, nullptr);
+    {
+      std::lock_guard<std::mutex> guard(gWindowMutex);
+      gWindowOwner = nullptr;
+      ownsWindow_ = false;
+    }
+    state_ = State::Inert;
+    addError("orActivityRegisterCallbacks failed: " + api_.describe(rc) + "; this trace gets no device activity",
+             true);
+    return;
+  }
+  enableKinds(true);
+  fn.getNumDroppedRecords(-1, &droppedAtStart_);
+  takeClockSamples();
+  startedNs_ = nowNs();
+  if (orError_t rc = fn.enableTracing(); rc != orSuccess) {
+    addError("orActivityEnableTracing failed: " + api_.describe(rc), true);
+  }
+  state_ = State::Running;
+}
+
+void OpenregSession::stop() {
+  if (state_ != State::Running) {
+    if (state_ == State::Configured) {
+      // Kineto stops sessions it never started when a trace is abandoned.
+      state_ = State::Stopped;
+    }
+    return;
+  }
+  const auto& fn = api_.fn();
+  stoppedNs_ = nowNs();
+  fn.disableTracing();
+  // Forced: also the partly filled buffers, after the device work queued in
+  // the window has run. The runtime bounds the wait; no sleeping here.
+  if (orError_t rc = fn.flushAll(OR_ACTIVITY_FLUSH_FORCED); rc != orSuccess) {
+    ++flushTimeouts_;
+    addError("orActivityFlushAll failed: " + api_.describe(rc) +
+                 "; device work still running was left out of the trace",
+             true);
+  }
+  takeClockSamples();
+  enableKinds(false);
+  // Unregistering delivers anything still pending.
+  fn.registerCallbacks(nullptr, nullptr, nullptr);
+  auto& pool = bufferPool();
+  pool.setSink(nullptr, nullptr);
+  const BufferStats bufferStats = pool.takeStats();
+  buffersRefused_ = bufferStats.refused;
+  buffersCompleted_ = bufferStats.completed;
+  pool.trim();
+
+  uint64_t droppedNow = droppedAtStart_;
+  fn.getNumDroppedRecords(-1, &droppedNow);
+  droppedByRuntime_ = droppedNow >= droppedAtStart_ ? droppedNow - droppedAtStart_ : 0;
+  {
+    std::lock_guard<std::mutex> guard(gWindowMutex);
+    if (gWindowOwner == this) gWindowOwner = nullptr;
+    ownsWindow_ = false;
+  }
+  state_ = State::Stopped;
+
+  if (droppedByRuntime_ > 0) {
+    addError(std::to_string(droppedByRuntime_) +
+                 " activity records were dropped by the runtime (" + std::to_string(buffersRefused_) +
+                 " buffer requests refused at the OPENREG_PROFILER_BUFFER_LIMIT_MB limit); the device "
+                 "lanes of this trace are incomplete",
+             true);
+  }
+  if (records_.malformedBuffers > 0 || records_.truncatedRecords > 0) {
+    addError(std::to_string(records_.malformedBuffers) + " malformed buffers and " +
+                 std::to_string(records_.truncatedRecords) + " truncated records were skipped",
+             true);
+  }
+}
+
+const PreparedTrace& OpenregSession::prepared() {
+  if (!preparedDone_) {
+    for (const auto& [device, point] : directClockSamples_) {
+      records_.clock[device].push_back(point);
+    }
+    directClockSamples_.clear();
+    prepared_ = prepareTrace(records_);
+    preparedDone_ = true;
+    if (prepared_.stats.unmappedDeviceOps > 0) {
+      addError(std::to_string(prepared_.stats.unmappedDeviceOps) +
+                   " device activities had no clock samples for their device and were left out",
+               true);
+    }
+  }
+  return prepared_;
+}
+
+void OpenregSession::emitStatsWarnings(const EmitStats& stats) {
+  if (stats.launchedInWindowButOutside > 0) {
+    addError(std::to_string(stats.launchedInWindowButOutside) +
+                 " device activities launched in the profiled region finished after it ended and were left "
+                 "out; synchronize the device before leaving the profiler",
+             true);
+  }
+  if (stats.annotationOverlapsDropped > 0) {
+    addError(std::to_string(stats.annotationOverlapsDropped) +
+                 " record_function ranges interleaved on one stream and could not be drawn as nested spans",
+             false);
+  }
+}
+
+void OpenregSession::processTrace(libkineto::ActivityLogger& logger) {
+  processTrace(logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, startedNs_,
+               stoppedNs_);
+}
+
+void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
+                                  libkineto::getLinkedActivityCallback getLinkedActivity, int64_t startTime,
+                                  int64_t endTime) {
+  if (state_ == State::Inert || emitted_) {
+    return;
+  }
+  const PreparedTrace& trace = prepared();
+  EmitOptions options;
+  options.kernels = request_.kernels;
+  options.memcpy = request_.memcpy;
+  options.memset = request_.memset;
+  options.syncs = request_.syncs;
+  options.userAnnotations = request_.userAnnotations;
+  options.runtime = request_.runtime;
+  options.windowStart = startTime;
+  options.windowEnd = endTime;
+  if (deferredStart()) {
+    options.notBefore = request_.requestedStartNs;
+    if (request_.durationNs > 0) {
+      options.windowEnd = std::min(endTime, request_.requestedStartNs + request_.durationNs);
+    }
+  }
+
+  // torch keeps correlation ids as int32; truncate the same way.
+  auto linked = [&](uint64_t externalId) -> const libkineto::ITraceActivity* {
+    return getLinkedActivity ? getLinkedActivity(static_cast<int32_t>(externalId)) : nullptr;
+  };
+  EmitResult result = emitTrace(trace, options, [&](uint64_t userId) -> std::optional<std::string> {
+    const auto* range = linked(userId);
+    return range != nullptr ? std::optional<std::string>(range->name()) : std::nullopt;
+  });
+
+  for (const TraceEvent& event : result.events) {
+    libkineto::GenericTraceActivity act(pluginSpan(), kinetoType(event.type), event.name);
+    act.startTime = event.start;
+    act.endTime = event.end;
+    if (event.type == TraceEventType::UserAnnotation) {
+      // Kineto widens these by 1 ns each side when writing JSON; undo it so
+      // the span does not poke out of the work it covers. Its id is the
+      // range's own, which Kineto writes as "External id", as for CUDA.
+      if (act.endTime - act.startTime >= 2) {
+        act.startTime += 1;
+        act.endTime -= 1;
+      }
+      act.id = static_cast<int32_t>(event.userRange);
+    } else {
+      act.id = event.id;
+    }
+    act.device = static_cast<int32_t>(event.pid);
+    act.resource = static_cast<int32_t>(event.tid);
+    act.threadId = event.threadId;
+    if (event.flowId != 0) {
+      act.flow.id = event.flowId;
+      act.flow.type = libkineto::kLinkAsyncCpuGpu;
+      act.flow.start = event.flowStart ? 1 : 0;
+    }
+    if (event.linkedOp != 0) {
+      act.linked = linked(event.linkedOp);
+    }
+    for (const auto& arg : event.args) {
+      if (arg.quoted) {
+        act.addMetadataQuoted(arg.key, arg.value);
+      } else {
+        act.addMetadata(arg.key, arg.value);
+      }
+    }
+    act.log(logger);
+  }
+  rows_ = std::move(result.rows);
+  emitStats_ = result.stats;
+  if (std::getenv("OPENREG_PROFILER_DEBUG") != nullptr) {
+    std::fprintf(stderr,
+                 "openreg profiler: window [%" PRId64 ", %" PRId64 "] emitted %" PRIu64 " (not requested %" PRIu64
+                 ", outside window %" PRIu64 ", flows %" PRIu64 ", causality fixes %" PRIu64 ", row fixes %" PRIu64
+                 ")\n",
+                 startTime, endTime, emitStats_.emitted, emitStats_.notRequested, emitStats_.outOfWindow,
+                 emitStats_.flows, emitStats_.causalityFixes, emitStats_.rowOverlapFixes);
+  }
+  emitted_ = true;
+  emitStatsWarnings(emitStats_);
+
+  // getDeviceInfo() names device 0; the others are named here.
+  for (size_t i = 1; i < devices_.size(); ++i) {
+    logger.handleDeviceInfo(deviceInfo(devices_[i]), startTime);
+  }
+}
+
+bool OpenregSession::deferredStart() const {
+  // Kineto's synchronous path (torch.profiler) passes ts = now + warm-up and
+  // a default duration whatever the real window is, and starts the session
+  // long before ts: there the capture window rules. A session started at or
+  // after ts is a deferred (on-demand) trace, whose warm-up before ts and
+  // overrun past ts + duration are left out.
+  return request_.requestedStartNs > 0 && startedNs_ >= request_.requestedStartNs;
+}
+
+libkineto::DeviceInfo OpenregSession::deviceInfo(const DeviceDescription& device) const {
+  return libkineto::DeviceInfo{
+      .id = device.index,
+      .sortIndex = libkineto::kExceedMaxPid + device.index,
+      .name = "openreg:" + std::to_string(device.index) + " (" + device.name + ")",
+      .label = "openreg " + std::to_string(device.index)};
+}
+
+std::unique_ptr<libkineto::DeviceInfo> OpenregSession::getDeviceInfo() {
+  if (devices_.empty()) {
+    // No library (or no device): still name the lane, so Kineto does not
+    // invent "GPU 0..15" rows, and say why it is empty.
+    return std::make_unique<libkineto::DeviceInfo>(libkineto::DeviceInfo{
+        .id = 0,
+        .sortIndex = libkineto::kExceedMaxPid,
+        .name = "openreg (device tracing unavailable)",
+        .label = "openreg"});
+  }
+  return std::make_unique<libkineto::DeviceInfo>(deviceInfo(devices_.front()));
+}
+
+std::string OpenregSession::streamName(int32_t device, uint64_t stream) const {
+  std::string name = "Stream " + std::to_string(stream);
+  if (api_.available()) {
+    orActivityStreamInfo info{};
+    info.structSize = sizeof(info);
+    if (api_.fn().getStreamInfo(device, stream, &info) == orSuccess) {
+      if (info.isDefault) {
+        name += " (default)";
+      } else if (info.priority != 0) {
+        name += " (priority " + std::to_string(info.priority) + ")";
+      }
+    }
+  }
+  return name;
+}
+
+std::vector<libkineto::ResourceInfo> OpenregSession::getResourceInfos() {
+  std::vector<libkineto::ResourceInfo> out;
+  for (const auto& [key, count] : rows_) {
+    const auto& [device, stream] = key;
+    out.push_back(libkineto::ResourceInfo{.id = static_cast<int64_t>(stream),
+                                          .sortIndex = static_cast<int64_t>(stream),
+                                          .deviceId = device,
+                                          .name = streamName(device, stream)});
+  }
+  return out;
+}
+
+std::unique_ptr<libkineto::CpuTraceBuffer> OpenregSession::getTraceBuffer() {
+  // Activities were handed to the logger as copies; nothing to keep alive.
+  return nullptr;
+}
+
+void OpenregSession::pushExternal(orActivityExternalCorrelationKind kind, uint64_t id) {
+  if (!api_.available()) {
+    return;
+  }
+  if (tPushes.generation != generation_) {
+    tPushes = ThreadPushes{};
+    tPushes.generation = generation_;
+  }
+  if (api_.fn().pushExternalCorrelationId(kind, id) == orSuccess) {
+    ++tPushes.depth[kind];
+  }
+}
+
+void OpenregSession::popExternal(orActivityExternalCorrelationKind kind) {
+  if (!api_.available() || tPushes.generation != generation_ || tPushes.depth[kind] == 0) {
+    return;
+  }
+  --tPushes.depth[kind];
+  api_.fn().popExternalCorrelationId(kind, nullptr);
+}
+
+void OpenregSession::pushCorrelationId(uint64_t id) { pushExternal(OR_EXTERNAL_CORRELATION_KIND_OPERATOR, id); }
+void OpenregSession::popCorrelationId() { popExternal(OR_EXTERNAL_CORRELATION_KIND_OPERATOR); }
+void OpenregSession::pushUserCorrelationId(uint64_t id) { pushExternal(OR_EXTERNAL_CORRELATION_KIND_USER, id); }
+void OpenregSession::popUserCorrelationId() { popExternal(OR_EXTERNAL_CORRELATION_KIND_USER); }
+
+std::string OpenregSession::getDeviceProperties() {
+  std::string out;
+  for (const auto& device : devices_) {
+    if (!out.empty()) out += ",";
+    out += "\n      {\"id\": " + std::to_string(device.index) + ", \"name\": " + jsonString(device.name) +
+        ", \"backend\": \"openreg\", \"totalGlobalMem\": " + std::to_string(device.info.totalMemory) +
+        ", \"computeUnits\": " + std::to_string(device.info.computeUnits) +
+        ", \"clockRateKHz\": " + std::to_string(device.info.clockRateKHz) +
+        ", \"executorThreads\": " + std::to_string(device.info.executorThreads) + "}";
+  }
+  return out;
+}
+
+std::unordered_map<std::string, std::string> OpenregSession::getMetadata() {
+  std::unordered_map<std::string, std::string> out;
+  if (state_ == State::Inert) {
+    const auto errs = errors();
+    out["openreg_profiler_error"] = jsonString(errs.empty() ? "device tracing inactive" : errs.front());
+    return out;
+  }
+  // Kineto asks before processTrace: window figures use this session's own
+  // start/stop times, a few microseconds inside Kineto's window.
+  const PreparedTrace& trace = prepared();
+  uint64_t outside = 0;
+  for (const auto& op : trace.deviceOps) {
+    if (op.start < startedNs_ || op.end > stoppedNs_) ++outside;
+  }
+  const uint64_t dropped = droppedByRuntime_;
+  out["openreg_dropped_records"] = std::to_string(dropped);
+  std::ostringstream s;
+  s << "{\"library\": " << jsonString(api_.library()) << ", \"api_version\": " << api_.version()
+    << ", \"requested\": " << request_.describe() << ", \"records\": " << records_.recordsParsed
+    << ", \"device_activities\": " << trace.deviceOps.size() << ", \"runtime_calls\": " << trace.runtime.size()
+    << ", \"dropped_by_runtime\": " << dropped << ", \"buffers_refused\": " << buffersRefused_
+    << ", \"buffers_completed\": " << buffersCompleted_ << ", \"unknown_records\": " << records_.unknownKinds
+    << ", \"truncated_records\": " << records_.truncatedRecords
+    << ", \"malformed_buffers\": " << records_.malformedBuffers
+    << ", \"duplicates\": " << trace.stats.duplicateRecords
+    << ", \"unmapped_device_activities\": " << trace.stats.unmappedDeviceOps
+    << ", \"clock_samples\": " << trace.stats.clockSamples
+    << ", \"rejected_clock_samples\": " << trace.stats.rejectedClockSamples
+    << ", \"device_activities_outside_window\": " << outside << ", \"flush_failures\": " << flushTimeouts_
+    << ", \"tracing_overhead_ns\": " << records_.overheadNs
+    << ", \"requested_start_ms\": " << request_.requestedStartNs / 1000000
+    << ", \"requested_duration_ms\": " << request_.durationNs / 1000000
+    << ", \"deferred_start\": " << (deferredStart() ? "true" : "false") << "}";
+  out["openreg_profiler"] = s.str();
+  return out;
+}
+
+} // namespace openreg::profiler

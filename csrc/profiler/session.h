@@ -1,0 +1,112 @@
+// One Kineto tracing session on the openreg device.
+//
+// Kineto creates a session per trace (per schedule cycle) through
+// OpenregActivityProfiler::configure, calls start()/stop() around the capture
+// window, then asks for metadata, processTrace() and the row descriptors.
+// push/pop of correlation ids arrive from any thread, unlocked.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <IActivityProfiler.h>
+
+#include "activity_api.h"
+#include "records.h"
+#include "trace_builder.h"
+
+namespace openreg::profiler {
+
+// What a trace asked of the device, from Kineto's activity types.
+struct SessionRequest {
+  bool kernels = false;
+  bool memcpy = false;
+  bool memset = false;
+  bool userAnnotations = false;
+  bool runtime = false;
+  bool syncs = false;
+  int64_t requestedStartNs = 0;  // ts_ms, 0 if none
+  int64_t durationNs = 0;        // duration_ms, 0 if none
+
+  bool anyDeviceActivity() const { return kernels || memcpy || memset || userAnnotations; }
+  static SessionRequest fromActivityTypes(const std::set<libkineto::ActivityType>& types);
+  std::string describe() const;
+};
+
+class OpenregSession final : public libkineto::IActivityProfilerSession {
+ public:
+  OpenregSession(const ActivityApi& api, SessionRequest request);
+  ~OpenregSession() override;
+
+  void start() override;
+  void stop() override;
+  std::vector<std::string> errors() override;
+
+  void processTrace(libkineto::ActivityLogger& logger) override;
+  void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback getLinkedActivity,
+                    int64_t startTime, int64_t endTime) override;
+
+  std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override;
+  std::vector<libkineto::ResourceInfo> getResourceInfos() override;
+  std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override;
+
+  void pushCorrelationId(uint64_t id) override;
+  void popCorrelationId() override;
+  void pushUserCorrelationId(uint64_t id) override;
+  void popUserCorrelationId() override;
+
+  std::string getDeviceProperties() override;
+  std::unordered_map<std::string, std::string> getMetadata() override;
+
+ private:
+  struct DeviceDescription {
+    int32_t index = 0;
+    std::string name;
+    orActivityDeviceInfo info{};
+  };
+
+  void addError(const std::string& message, bool warn);
+  void enableKinds(bool on);
+  void takeClockSamples();
+  const PreparedTrace& prepared();
+  bool deferredStart() const;
+  libkineto::DeviceInfo deviceInfo(const DeviceDescription& device) const;
+  std::string streamName(int32_t device, uint64_t stream) const;
+  void pushExternal(orActivityExternalCorrelationKind kind, uint64_t id);
+  void popExternal(orActivityExternalCorrelationKind kind);
+  void emitStatsWarnings(const EmitStats& stats);
+
+  const ActivityApi& api_;
+  const SessionRequest request_;
+  const uint64_t generation_;  // tells this session's pushes from older ones
+  std::vector<DeviceDescription> devices_;
+
+  enum class State { Configured, Running, Stopped, Inert };
+  State state_ = State::Configured;
+  bool ownsWindow_ = false;
+  int64_t startedNs_ = 0;
+  int64_t stoppedNs_ = 0;
+
+  RecordSet records_;  // filled by the buffer pool's completed callback
+  std::vector<std::pair<int32_t, ClockPoint>> directClockSamples_;
+  uint64_t droppedAtStart_ = 0;
+  uint64_t droppedByRuntime_ = 0;
+  uint64_t buffersRefused_ = 0;
+  uint64_t buffersCompleted_ = 0;
+  uint64_t flushTimeouts_ = 0;
+
+  bool preparedDone_ = false;
+  PreparedTrace prepared_;
+  bool emitted_ = false;
+  EmitStats emitStats_;
+  std::map<std::pair<int32_t, uint64_t>, uint64_t> rows_;
+
+  std::mutex errorsMutex_;
+  std::vector<std::string> errors_;
+};
+
+} // namespace openreg::profiler

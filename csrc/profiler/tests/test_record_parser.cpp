@@ -1,0 +1,142 @@
+#include "record_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+using namespace openreg::profiler;
+
+namespace {
+
+// A minimal reader with the contract of orActivityGetNextRecord.
+orError_t nextRecord(const uint8_t* buffer, size_t validSize, const orActivityRecord** record) {
+  size_t offset = 0;
+  if (*record != nullptr) {
+    offset = static_cast<size_t>(reinterpret_cast<const uint8_t*>(*record) - buffer) + (*record)->size;
+  }
+  if (offset >= validSize) return orErrorMaxLimitReached;
+  auto* next = reinterpret_cast<const orActivityRecord*>(buffer + offset);
+  if (next->size < 8 || next->size % 8 != 0 || next->size > validSize - offset) return orErrorInvalidValue;
+  *record = next;
+  return orSuccess;
+}
+
+struct Writer {
+  alignas(8) uint8_t bytes[4096] = {};
+  size_t used = 0;
+
+  template <typename T>
+  void put(T record, orActivityKind kind, size_t extra = 0) {
+    record.header.kind = kind;
+    record.header.size = static_cast<uint32_t>(sizeof(T) + extra);
+    std::memcpy(bytes + used, &record, sizeof(T));
+    std::memset(bytes + used + sizeof(T), 0xCD, extra);
+    used += sizeof(T) + extra;
+  }
+  void raw(uint32_t kind, uint32_t size) {
+    orActivityRecord h{kind, size};
+    std::memcpy(bytes + used, &h, sizeof(h));
+    used += size;
+  }
+};
+
+} // namespace
+
+TEST(RecordParser, CopiesEveryKnownKind) {
+  Writer w;
+  orActivityKernel k{};
+  k.device = 1;
+  k.streamId = 3;
+  k.correlationId = 1ull << 40;
+  k.start = 10;
+  k.end = 20;
+  k.name = "gemm";
+  k.grid = {2, 3, 4};
+  w.put(k, OR_ACTIVITY_KIND_KERNEL);
+  orActivityMemcpy m{};
+  m.copyKind = OR_ACTIVITY_MEMCPY_DTOH;
+  m.bytes = 4096;
+  m.correlationId = 7;
+  w.put(m, OR_ACTIVITY_KIND_MEMCPY);
+  orActivityRuntime r{};
+  r.correlationId = 7;
+  r.name = "orMemcpyAsync";
+  w.put(r, OR_ACTIVITY_KIND_RUNTIME);
+  orActivityExternalCorrelation e{};
+  e.externalKind = OR_EXTERNAL_CORRELATION_KIND_OPERATOR;
+  e.externalId = 99;
+  e.correlationId = 7;
+  w.put(e, OR_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  e.externalKind = OR_EXTERNAL_CORRELATION_KIND_USER;
+  e.externalId = 5;
+  w.put(e, OR_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  orActivityClockSync c{};
+  c.device = 1;
+  c.hostTimestamp = 100;
+  c.deviceTimestamp = 200;
+  w.put(c, OR_ACTIVITY_KIND_CLOCK_SYNC);
+  orActivitySynchronization s{};
+  s.clockDomain = OR_ACTIVITY_CLOCK_DEVICE;
+  s.syncType = OR_ACTIVITY_SYNC_STREAM_WAIT_EVENT;
+  w.put(s, OR_ACTIVITY_KIND_SYNCHRONIZATION);
+  s.clockDomain = OR_ACTIVITY_CLOCK_HOST;
+  s.syncType = OR_ACTIVITY_SYNC_STREAM;
+  w.put(s, OR_ACTIVITY_KIND_SYNCHRONIZATION);
+
+  RecordSet out;
+  parseBuffer(&nextRecord, w.bytes, w.used, out);
+  EXPECT_EQ(out.recordsParsed, 8u);
+  ASSERT_EQ(out.deviceOps.size(), 3u);
+  EXPECT_EQ(out.deviceOps[0].kind, DeviceOpKind::Kernel);
+  EXPECT_EQ(out.deviceOps[0].correlationId, 1ull << 40);
+  EXPECT_STREQ(out.deviceOps[0].name, "gemm");
+  EXPECT_EQ(out.deviceOps[0].grid[2], 4u);
+  EXPECT_EQ(out.deviceOps[1].kind, DeviceOpKind::Memcpy);
+  EXPECT_EQ(out.deviceOps[1].bytes, 4096u);
+  EXPECT_EQ(out.deviceOps[2].kind, DeviceOpKind::StreamWait);
+  ASSERT_EQ(out.hostSyncs.size(), 1u);
+  ASSERT_EQ(out.runtimeCalls.size(), 1u);
+  EXPECT_EQ(out.external.at(7).op, 99u);
+  EXPECT_EQ(out.external.at(7).user, 5u);
+  EXPECT_EQ(out.clock.at(1).front().device, 200u);
+}
+
+// A newer runtime appends fields and kinds; both are read or skipped by size.
+TEST(RecordParser, SkipsUnknownKindsAndReadsLongerRecords) {
+  Writer w;
+  w.raw(77, 40);
+  orActivityKernel k{};
+  k.correlationId = 3;
+  k.name = "k";
+  w.put(k, OR_ACTIVITY_KIND_KERNEL, 16);
+  RecordSet out;
+  parseBuffer(&nextRecord, w.bytes, w.used, out);
+  EXPECT_EQ(out.unknownKinds, 1u);
+  ASSERT_EQ(out.deviceOps.size(), 1u);
+  EXPECT_EQ(out.deviceOps[0].correlationId, 3u);
+}
+
+TEST(RecordParser, CountsTruncatedRecordsAndMalformedBuffers) {
+  Writer w;
+  w.raw(OR_ACTIVITY_KIND_KERNEL, 16);  // far shorter than a kernel record
+  w.raw(OR_ACTIVITY_KIND_RUNTIME, 12); // size not a multiple of 8: stops iteration
+  RecordSet out;
+  parseBuffer(&nextRecord, w.bytes, w.used, out);
+  EXPECT_EQ(out.truncatedRecords, 1u);
+  EXPECT_EQ(out.malformedBuffers, 1u);
+  EXPECT_TRUE(out.deviceOps.empty());
+}
+
+TEST(RecordParser, AppendMergesExternalIds) {
+  RecordSet a, b;
+  a.external[1].op = 10;
+  b.external[1].user = 20;
+  b.deviceOps.push_back(DeviceOp{});
+  b.recordsParsed = 3;
+  a.append(std::move(b));
+  EXPECT_EQ(a.external[1].op, 10u);
+  EXPECT_EQ(a.external[1].user, 20u);
+  EXPECT_EQ(a.deviceOps.size(), 1u);
+  EXPECT_EQ(a.recordsParsed, 3u);
+}

@@ -1,0 +1,303 @@
+#include "trace_builder.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "openreg/activity.h"
+
+using namespace openreg::profiler;
+
+namespace {
+
+constexpr uint64_t kHost0 = 1'700'000'000'000'000'000ull;
+constexpr uint64_t kDeviceOffset = 1'000'000'000'000ull;  // device = host - kHost0 + offset
+
+uint64_t dev(uint64_t hostNs) { return hostNs - kHost0 + kDeviceOffset; }
+
+struct Builder {
+  RecordSet records;
+  uint64_t nextCorr = (1ull << 40);
+
+  Builder() {
+    for (int d = 0; d < 2; ++d) {
+      records.clock[d].push_back({kHost0, dev(kHost0), 0});
+      records.clock[d].push_back({kHost0 + 1'000'000'000, dev(kHost0 + 1'000'000'000), 0});
+    }
+  }
+
+  // A launch at `launch` µs (host), executing [start, end) µs on (device, stream).
+  uint64_t launch(DeviceOpKind kind, int device, uint64_t stream, uint64_t launchUs, uint64_t startUs, uint64_t endUs,
+                  uint64_t op = 0, uint64_t user = 0) {
+    const uint64_t corr = nextCorr++;
+    RuntimeCall call;
+    call.apiId = OR_API_LAUNCH_KERNEL;
+    call.processId = 100;
+    call.threadId = 101;
+    call.device = device;
+    call.correlationId = corr;
+    call.start = kHost0 + launchUs * 1000;
+    call.end = call.start + 1000;
+    call.name = "orLaunchKernel";
+    records.runtimeCalls.push_back(call);
+    DeviceOp d;
+    d.kind = kind;
+    d.device = device;
+    d.stream = stream;
+    d.correlationId = corr;
+    d.start = dev(kHost0 + startUs * 1000);
+    d.end = dev(kHost0 + endUs * 1000);
+    d.name = "kernel_a";
+    d.bytes = 1 << 20;
+    d.copyKind = OR_ACTIVITY_MEMCPY_HTOD;
+    records.deviceOps.push_back(d);
+    if (op != 0) records.external[corr].op = op;
+    if (user != 0) records.external[corr].user = user;
+    return corr;
+  }
+};
+
+EmitOptions window(uint64_t fromUs, uint64_t toUs) {
+  EmitOptions o;
+  o.windowStart = static_cast<int64_t>(kHost0 + fromUs * 1000);
+  o.windowEnd = static_cast<int64_t>(kHost0 + toUs * 1000);
+  return o;
+}
+
+std::optional<std::string> rangeName(uint64_t id) { return "range" + std::to_string(id); }
+
+const TraceArg* arg(const TraceEvent& e, const std::string& key) {
+  for (const auto& a : e.args)
+    if (a.key == key) return &a;
+  return nullptr;
+}
+
+std::vector<const TraceEvent*> ofType(const EmitResult& r, TraceEventType type) {
+  std::vector<const TraceEvent*> out;
+  for (const auto& e : r.events)
+    if (e.type == type) out.push_back(&e);
+  return out;
+}
+
+} // namespace
+
+TEST(TraceBuilder, JoinsLaunchDeviceWorkAndOp) {
+  Builder b;
+  b.launch(DeviceOpKind::Kernel, 0, 1, 10, 20, 30, /*op=*/42);
+  auto r = emitTrace(prepareTrace(b.records), window(0, 1000), rangeName);
+  auto kernels = ofType(r, TraceEventType::Kernel);
+  auto runtime = ofType(r, TraceEventType::Runtime);
+  ASSERT_EQ(kernels.size(), 1u);
+  ASSERT_EQ(runtime.size(), 1u);
+  const TraceEvent& k = *kernels[0];
+  const TraceEvent& rt = *runtime[0];
+  EXPECT_EQ(k.start, static_cast<int64_t>(kHost0 + 20'000));
+  EXPECT_EQ(k.end, static_cast<int64_t>(kHost0 + 30'000));
+  EXPECT_EQ(k.pid, 0);
+  EXPECT_EQ(k.tid, 1);
+  EXPECT_EQ(k.linkedOp, 42u);
+  EXPECT_EQ(rt.linkedOp, 42u);
+  // One per-trace id for the pair, far from torch's op ids, and a flow.
+  EXPECT_EQ(k.id, rt.id);
+  EXPECT_GE(k.id, kFirstTraceId);
+  EXPECT_EQ(k.flowId, static_cast<uint32_t>(k.id));
+  EXPECT_FALSE(k.flowStart);
+  EXPECT_EQ(rt.flowId, k.flowId);
+  EXPECT_TRUE(rt.flowStart);
+  EXPECT_EQ(rt.pid, 100);
+  EXPECT_EQ(rt.tid, 101);
+  ASSERT_NE(arg(k, "stream"), nullptr);
+  EXPECT_EQ(arg(k, "correlation")->value, std::to_string(k.id));
+  EXPECT_EQ(arg(k, "grid")->value, "[0, 0, 0]");
+  EXPECT_EQ(arg(rt, "stream"), nullptr) << "host rows must not look like device work to HTA";
+}
+
+TEST(TraceBuilder, NamesCopiesLikeCuda) {
+  Builder b;
+  b.launch(DeviceOpKind::Memcpy, 0, 1, 1, 2, 3);
+  b.launch(DeviceOpKind::Memset, 0, 1, 4, 5, 6);
+  auto r = emitTrace(prepareTrace(b.records), window(0, 1000), rangeName);
+  auto copies = ofType(r, TraceEventType::Memcpy);
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0]->name, "Memcpy HtoD (Host -> Device)");
+  EXPECT_EQ(arg(*copies[0], "bytes")->value, "1048576");
+  EXPECT_EQ(arg(*copies[0], "kind")->value, "HtoD");
+  EXPECT_TRUE(arg(*copies[0], "kind")->quoted);
+  // 1 MiB in 1 µs = 1048.576 GB/s.
+  EXPECT_EQ(arg(*copies[0], "memory bandwidth (GB/s)")->value, "1048.576");
+  EXPECT_EQ(ofType(r, TraceEventType::Memset).at(0)->name, "Memset (Device)");
+}
+
+TEST(TraceBuilder, IdsAreUniqueAndDuplicatesDropped) {
+  Builder b;
+  for (int i = 0; i < 50; ++i) b.launch(DeviceOpKind::Kernel, i % 2, 1 + i % 3, 10 * i, 10 * i + 2, 10 * i + 5);
+  // The same records delivered twice.
+  auto copy = b.records.deviceOps;
+  b.records.deviceOps.insert(b.records.deviceOps.end(), copy.begin(), copy.end());
+  auto rcopy = b.records.runtimeCalls;
+  b.records.runtimeCalls.insert(b.records.runtimeCalls.end(), rcopy.begin(), rcopy.end());
+  auto prepared = prepareTrace(b.records);
+  EXPECT_EQ(prepared.stats.duplicateRecords, 100u);
+  auto r = emitTrace(prepared, window(0, 10'000), rangeName);
+  std::set<int32_t> ids;
+  std::set<uint32_t> flowEnds;
+  for (const auto* k : ofType(r, TraceEventType::Kernel)) {
+    EXPECT_TRUE(ids.insert(k->id).second);
+    EXPECT_TRUE(flowEnds.insert(k->flowId).second);
+  }
+  EXPECT_EQ(ids.size(), 50u);
+  EXPECT_EQ(r.stats.flows, 50u);
+}
+
+TEST(TraceBuilder, KeepsOnlyTheWindowAndCountsTheRest) {
+  Builder b;
+  b.launch(DeviceOpKind::Kernel, 0, 1, 5, 6, 8);        // before
+  b.launch(DeviceOpKind::Kernel, 0, 1, 20, 25, 30);     // inside
+  b.launch(DeviceOpKind::Kernel, 0, 1, 90, 95, 130);    // launched inside, ends after
+  auto r = emitTrace(prepareTrace(b.records), window(10, 100), rangeName);
+  auto kernels = ofType(r, TraceEventType::Kernel);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0]->start, static_cast<int64_t>(kHost0 + 25'000));
+  EXPECT_EQ(r.stats.launchedInWindowButOutside, 1u);
+  // The launch at 90 µs stays, without an arrow to a kernel that is not there.
+  auto runtime = ofType(r, TraceEventType::Runtime);
+  ASSERT_EQ(runtime.size(), 2u);
+  EXPECT_EQ(std::count_if(runtime.begin(), runtime.end(), [](const TraceEvent* e) { return e->flowId != 0; }), 1);
+  for (const auto& e : r.events) {
+    EXPECT_GE(e.start, static_cast<int64_t>(kHost0 + 10'000));
+    EXPECT_LE(e.end, static_cast<int64_t>(kHost0 + 100'000));
+  }
+}
+
+TEST(TraceBuilder, HonoursRequestedTypes) {
+  Builder b;
+  b.launch(DeviceOpKind::Kernel, 0, 1, 1, 2, 3);
+  b.launch(DeviceOpKind::Memcpy, 0, 1, 4, 5, 6);
+  EmitOptions o = window(0, 1000);
+  o.memcpy = false;
+  o.runtime = false;
+  o.userAnnotations = false;
+  auto r = emitTrace(prepareTrace(b.records), o, rangeName);
+  EXPECT_EQ(ofType(r, TraceEventType::Kernel).size(), 1u);
+  EXPECT_TRUE(ofType(r, TraceEventType::Memcpy).empty());
+  EXPECT_TRUE(ofType(r, TraceEventType::Runtime).empty());
+  EXPECT_EQ(ofType(r, TraceEventType::Kernel)[0]->flowId, 0u) << "no flow without its host end";
+}
+
+TEST(TraceBuilder, DeferredStartExcludesWarmup) {
+  Builder b;
+  b.launch(DeviceOpKind::Kernel, 0, 1, 1, 2, 3);
+  b.launch(DeviceOpKind::Kernel, 0, 1, 50, 51, 52);
+  EmitOptions o = window(0, 1000);
+  o.notBefore = static_cast<int64_t>(kHost0 + 40'000);
+  auto r = emitTrace(prepareTrace(b.records), o, rangeName);
+  EXPECT_EQ(ofType(r, TraceEventType::Kernel).size(), 1u);
+  EXPECT_EQ(r.stats.beforeRequestedStart, 2u);  // the early kernel and its launch
+}
+
+TEST(TraceBuilder, DeviceWorkNeverStartsBeforeItsLaunch) {
+  Builder b;
+  // Clock error maps the kernel 300 ns before its launch.
+  const uint64_t corr = b.launch(DeviceOpKind::Kernel, 0, 1, 10, 10, 20);
+  b.records.deviceOps.back().start -= 300;
+  (void)corr;
+  auto r = emitTrace(prepareTrace(b.records), window(0, 1000), rangeName);
+  auto k = ofType(r, TraceEventType::Kernel).at(0);
+  auto rt = ofType(r, TraceEventType::Runtime).at(0);
+  EXPECT_GE(k->start, rt->start);
+  EXPECT_EQ(r.stats.causalityFixes, 1u);
+  EXPECT_EQ(r.stats.maxCausalityFixNs, 300);
+}
+
+TEST(TraceBuilder, StreamRowsNeverOverlap) {
+  Builder b;
+  b.launch(DeviceOpKind::Kernel, 0, 1, 1, 10, 20);
+  b.launch(DeviceOpKind::Kernel, 0, 1, 2, 19, 30);  // 1 µs of rounding overlap
+  b.launch(DeviceOpKind::Kernel, 0, 2, 3, 15, 25);  // other stream: fine
+  auto r = emitTrace(prepareTrace(b.records), window(0, 1000), rangeName);
+  EXPECT_EQ(r.stats.rowOverlapFixes, 1u);
+  std::map<std::pair<int64_t, int64_t>, std::vector<const TraceEvent*>> rows;
+  for (const auto* k : ofType(r, TraceEventType::Kernel)) rows[{k->pid, k->tid}].push_back(k);
+  for (auto& [row, events] : rows) {
+    for (size_t i = 1; i < events.size(); ++i) EXPECT_LE(events[i - 1]->end, events[i]->start);
+  }
+  EXPECT_EQ(r.rows.size(), 2u);
+}
+
+TEST(TraceBuilder, UserRangesBecomeNestedSpansOnTheirRows) {
+  Builder b;
+  b.launch(DeviceOpKind::Kernel, 0, 1, 1, 10, 20, 1, /*user=*/7);
+  b.launch(DeviceOpKind::Kernel, 0, 1, 2, 20, 30, 2, 8);  // inner range
+  b.launch(DeviceOpKind::Kernel, 0, 1, 3, 30, 40, 3, 7);
+  b.launch(DeviceOpKind::Kernel, 0, 2, 4, 30, 40, 4, 7);  // same range, other stream
+  auto r = emitTrace(prepareTrace(b.records), window(0, 1000), rangeName);
+  auto spans = ofType(r, TraceEventType::UserAnnotation);
+  ASSERT_EQ(spans.size(), 3u);
+  std::map<std::pair<std::string, int64_t>, const TraceEvent*> byName;
+  for (const auto* s : spans) byName[{s->name, s->tid}] = s;
+  const auto* outer = byName.at({"range7", 1});
+  EXPECT_EQ(outer->start, static_cast<int64_t>(kHost0 + 10'000));
+  EXPECT_EQ(outer->end, static_cast<int64_t>(kHost0 + 40'000));
+  EXPECT_EQ(outer->userRange, 7u);
+  EXPECT_EQ(byName.at({"range8", 1})->start, static_cast<int64_t>(kHost0 + 20'000));
+  EXPECT_EQ(byName.at({"range7", 2})->start, static_cast<int64_t>(kHost0 + 30'000));
+  EXPECT_EQ(outer->linkedOp, 0u) << "spans must not be credited as op device time";
+}
+
+TEST(TraceBuilder, InterleavedRangesThatCannotNestAreDroppedAndCounted) {
+  Builder b;
+  b.launch(DeviceOpKind::Kernel, 0, 1, 1, 10, 20, 1, 7);
+  b.launch(DeviceOpKind::Kernel, 0, 1, 2, 20, 30, 2, 8);
+  b.launch(DeviceOpKind::Kernel, 0, 1, 3, 30, 40, 3, 7);
+  b.launch(DeviceOpKind::Kernel, 0, 1, 4, 40, 50, 4, 8);
+  auto r = emitTrace(prepareTrace(b.records), window(0, 1000), rangeName);
+  EXPECT_EQ(ofType(r, TraceEventType::UserAnnotation).size(), 1u);
+  EXPECT_EQ(r.stats.annotationOverlapsDropped, 1u);
+}
+
+TEST(TraceBuilder, UnknownRangesAreCountedNotInvented) {
+  Builder b;
+  b.launch(DeviceOpKind::Kernel, 0, 1, 1, 10, 20, 1, 7);
+  auto r = emitTrace(prepareTrace(b.records), window(0, 1000),
+                     [](uint64_t) -> std::optional<std::string> { return std::nullopt; });
+  EXPECT_TRUE(ofType(r, TraceEventType::UserAnnotation).empty());
+  EXPECT_EQ(r.stats.annotationsWithoutRange, 1u);
+}
+
+TEST(TraceBuilder, DeviceWorkWithoutClockSamplesIsCounted) {
+  Builder b;
+  b.launch(DeviceOpKind::Kernel, 5, 1, 1, 10, 20);  // device 5 has no samples
+  auto prepared = prepareTrace(b.records);
+  EXPECT_EQ(prepared.stats.unmappedDeviceOps, 1u);
+  EXPECT_TRUE(prepared.deviceOps.empty());
+}
+
+TEST(TraceBuilder, StreamWaitsAreNotCreditedToOps) {
+  Builder b;
+  b.launch(DeviceOpKind::StreamWait, 0, 2, 1, 10, 20, /*op=*/5);
+  auto r = emitTrace(prepareTrace(b.records), window(0, 1000), rangeName);
+  auto waits = ofType(r, TraceEventType::StreamWait);
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0]->linkedOp, 0u);
+  EXPECT_EQ(waits[0]->name, "Stream Wait Event");
+  EXPECT_NE(waits[0]->flowId, 0u);
+}
+
+TEST(TraceBuilder, HostSyncsAnnotateTheirRuntimeRow) {
+  Builder b;
+  RuntimeCall call;
+  call.correlationId = 77;
+  call.start = kHost0 + 5000;
+  call.end = kHost0 + 9000;
+  call.name = "orStreamSynchronize";
+  b.records.runtimeCalls.push_back(call);
+  b.records.hostSyncs.push_back({OR_ACTIVITY_SYNC_STREAM, 0, 3, 0, 77});
+  auto r = emitTrace(prepareTrace(b.records), window(0, 1000), rangeName);
+  auto rows = ofType(r, TraceEventType::Runtime);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(arg(*rows[0], "sync")->value, "stream");
+  EXPECT_EQ(arg(*rows[0], "sync stream")->value, "3");
+  EXPECT_EQ(rows[0]->flowId, 0u);
+}
