@@ -1,0 +1,256 @@
+/*
+ * openreg runtime API: a simulated, asynchronous accelerator.
+ *
+ * Conventions that hold for every function in this header:
+ *   - Every call returns an orError_t and never aborts the process.
+ *   - On failure, orGetLastErrorMessage() on the same thread gives a
+ *     sentence naming the cause (bad index, which pointer, which kernel).
+ *   - Every call is safe from any thread, concurrently.
+ *   - Handles (orStream_t, orEvent_t) are opaque values, not pointers. A
+ *     destroyed or never-created handle is detected and reported as
+ *     orErrorInvalidResourceHandle; it never crashes.
+ *   - The NULL stream means "the default stream of the current device".
+ *   - Environment variables are read once, at the first call:
+ *       OPENREG_DEVICE_COUNT          devices (default 2, 1..16)
+ *       OPENREG_DEVICE_MEMORY         bytes per device; K/M/G suffixes (default 8G)
+ *       OPENREG_WORKERS_PER_DEVICE    executor threads per device (default 4)
+ *       OPENREG_CLOCK_OFFSET_NS       device clock value at start-up (default 1e12)
+ *       OPENREG_CLOCK_SKEW_PPM        device clock rate error (default 0)
+ *       OPENREG_CLOCK_DRIFT_PPM_PER_S change of that rate per second (default 0)
+ *     A malformed value makes every call return orErrorInitializationError
+ *     with a message naming the variable.
+ */
+#ifndef OPENREG_RUNTIME_H
+#define OPENREG_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define OR_API __attribute__((visibility("default")))
+#else
+#define OR_API
+#endif
+
+#define OPENREG_RUNTIME_VERSION 1
+
+typedef enum orError_t {
+  orSuccess = 0,
+  orErrorInvalidValue = 1,          /* an argument is out of range or NULL */
+  orErrorMemoryAllocation = 2,      /* device memory exhausted */
+  orErrorInitializationError = 3,   /* bad configuration (environment) */
+  orErrorInvalidDevice = 4,         /* device index out of range */
+  orErrorInvalidDevicePointer = 5,  /* not a live device allocation (or double free) */
+  orErrorInvalidHostPointer = 6,    /* not a live pinned allocation (or double free) */
+  orErrorInvalidResourceHandle = 7, /* bad, destroyed or mismatched stream/event */
+  orErrorNotReady = 8,              /* query: work still pending (not a failure) */
+  orErrorLaunchFailure = 9,         /* a kernel reported failure */
+  orErrorNotSupported = 10,         /* valid request this runtime cannot do */
+  orErrorTimeout = 11,              /* a bounded wait expired */
+  orErrorMaxLimitReached = 12,      /* iteration finished (activity records) */
+  orErrorHostMemoryAllocation = 13, /* pinned host memory exhausted */
+  orErrorNotInitialized = 14,       /* prerequisite call missing */
+  orErrorUnknown = 999,
+  orErrorForceInt32 = 0x7fffffff /* keeps any int a valid value of the type */
+} orError_t;
+
+/* Static strings; never NULL, never freed. */
+OR_API const char* orGetErrorName(orError_t error);
+OR_API const char* orGetErrorString(orError_t error);
+
+/* The detailed message of the last failing call made by this thread, or ""
+ * if none. The pointer stays valid until this thread's next runtime call.
+ * Successful calls do not clear it; orClearLastError() does. */
+OR_API const char* orGetLastErrorMessage(void);
+OR_API void orClearLastError(void);
+
+OR_API orError_t orRuntimeGetVersion(int* version);
+
+/* ---------------------------------------------------------------- devices */
+
+typedef struct orDeviceProp {
+  char name[64];
+  size_t totalGlobalMem;     /* bytes: the capacity orMalloc enforces */
+  int multiProcessorCount;   /* simulated compute units */
+  int clockRate;             /* kHz, nominal */
+  int executorThreads;       /* host threads serving this device's streams */
+  int streamPriorityLeast;   /* numerically largest (lowest) priority */
+  int streamPriorityGreatest;/* numerically smallest (highest) priority */
+} orDeviceProp;
+
+OR_API orError_t orGetDeviceCount(int* count);
+/* The current device is per thread and starts at 0. */
+OR_API orError_t orSetDevice(int device);
+OR_API orError_t orGetDevice(int* device);
+OR_API orError_t orGetDeviceProperties(orDeviceProp* prop, int device);
+/* Blocks until all work on all streams of the current device is done. Returns
+ * (and clears) the first kernel failure recorded on any of its streams. */
+OR_API orError_t orDeviceSynchronize(void);
+/* Same for an explicit device, without changing the current one. */
+OR_API orError_t orDeviceSynchronizeIndex(int device);
+OR_API orError_t orDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority);
+
+/* ----------------------------------------------------------------- memory */
+
+/* Allocates on the current device. size 0 gives *ptr = NULL and success.
+ * Fails with orErrorMemoryAllocation when the device capacity would be
+ * exceeded; the message gives requested and free bytes. Alignment: 256. */
+OR_API orError_t orMalloc(void** ptr, size_t size);
+/* Waits for the owning device's work, then releases. NULL is a no-op.
+ * A pointer that is not a live allocation base gives
+ * orErrorInvalidDevicePointer (this is how a double free is reported). */
+OR_API orError_t orFree(void* ptr);
+/* Page-locked host memory: fully asynchronous copies to and from it. */
+OR_API orError_t orMallocHost(void** ptr, size_t size);
+OR_API orError_t orFreeHost(void* ptr);
+/* Free and total bytes of the current device. */
+OR_API orError_t orMemGetInfo(size_t* freeBytes, size_t* totalBytes);
+OR_API orError_t orMemGetInfoIndex(int device, size_t* freeBytes, size_t* totalBytes);
+
+typedef enum orMemoryType {
+  orMemoryTypeUnregistered = 0, /* ordinary (pageable) host memory */
+  orMemoryTypeHost = 1,         /* pinned host memory from orMallocHost */
+  orMemoryTypeDevice = 2,
+  orMemoryTypeForceInt32 = 0x7fffffff
+} orMemoryType;
+
+typedef struct orPointerAttributes {
+  orMemoryType type;
+  int device;          /* owning device, -1 for host memory */
+  void* basePointer;   /* start of the containing allocation, NULL if unregistered */
+  size_t allocationSize;
+} orPointerAttributes;
+
+/* Never fails for a non-NULL attributes argument: unknown pointers are
+ * reported as orMemoryTypeUnregistered. Interior pointers are resolved. */
+OR_API orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* ptr);
+
+/* ----------------------------------------------------------------- streams */
+
+typedef struct orStream_st* orStream_t;
+typedef struct orEvent_st* orEvent_t;
+
+/* Streams execute in order; different streams run concurrently on a bounded
+ * pool of executor threads per device. Creating a stream costs no thread.
+ * Streams do not implicitly synchronise with each other (there is no legacy
+ * default-stream barrier): order them with events. */
+OR_API orError_t orStreamCreate(orStream_t* stream);
+/* priority is clamped to [greatest, least] as CUDA does; lower runs first. */
+OR_API orError_t orStreamCreateWithPriority(orStream_t* stream, unsigned int flags, int priority);
+/* The stream's handle becomes invalid at once; work already queued still
+ * completes. Default streams cannot be destroyed (orErrorInvalidResourceHandle). */
+OR_API orError_t orStreamDestroy(orStream_t stream);
+/* The default stream of a device (a valid handle, never destroyed). */
+OR_API orError_t orDeviceGetDefaultStream(int device, orStream_t* stream);
+/* orSuccess if all queued work is done, orErrorNotReady if not. A kernel
+ * failure recorded on the stream is returned (and cleared) first. */
+OR_API orError_t orStreamQuery(orStream_t stream);
+OR_API orError_t orStreamSynchronize(orStream_t stream);
+/* Work queued on stream after this call waits until the work captured by
+ * the most recent orEventRecord(event) has completed. Works across streams
+ * and devices. An event never recorded makes this a no-op. flags must be 0. */
+OR_API orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int flags);
+/* A per-device stream number (default stream = 1, others from 2), never
+ * reused: profilers use it as the row id. */
+OR_API orError_t orStreamGetId(orStream_t stream, uint64_t* streamId);
+OR_API orError_t orStreamGetDevice(orStream_t stream, int* device);
+OR_API orError_t orStreamGetPriority(orStream_t stream, int* priority);
+
+/* ------------------------------------------------------------------ events */
+
+enum { orEventDefault = 0, orEventDisableTiming = 1 };
+
+/* The event belongs to the current device; it may be recorded only on that
+ * device's streams but may be waited on from any device. */
+OR_API orError_t orEventCreate(orEvent_t* event);
+OR_API orError_t orEventCreateWithFlags(orEvent_t* event, unsigned int flags);
+OR_API orError_t orEventDestroy(orEvent_t event);
+/* Captures the work queued on stream so far. Re-recording replaces the capture. */
+OR_API orError_t orEventRecord(orEvent_t event, orStream_t stream);
+/* orSuccess if the captured work is done (or never recorded), else orErrorNotReady. */
+OR_API orError_t orEventQuery(orEvent_t event);
+OR_API orError_t orEventSynchronize(orEvent_t event);
+/* Milliseconds between two completed, timing-enabled records, measured by
+ * the device clock. orErrorNotReady if either is pending,
+ * orErrorInvalidResourceHandle if either has timing disabled or was never
+ * recorded. */
+OR_API orError_t orEventElapsedTime(float* ms, orEvent_t start, orEvent_t end);
+
+/* ------------------------------------------------------------ copy, memset */
+
+typedef enum orMemcpyKind {
+  orMemcpyHostToHost = 0,
+  orMemcpyHostToDevice = 1,
+  orMemcpyDeviceToHost = 2,
+  orMemcpyDeviceToDevice = 3,
+  orMemcpyDefault = 4, /* inferred from the pointers */
+  orMemcpyKindForceInt32 = 0x7fffffff
+} orMemcpyKind;
+
+/* The kind is checked against the pointers; device ranges must lie inside
+ * one live allocation. Synchronous variants run on the default stream of the
+ * device involved and return when the copy is done. Asynchronous variants:
+ *   - host->device from pageable memory copies the source before returning
+ *     (the caller may reuse it at once); from pinned memory it is read when
+ *     the copy executes;
+ *   - device->host into pageable memory waits for completion (as CUDA does);
+ *     into pinned memory it returns at once.
+ * Device->device between two devices is a peer copy, executed on `stream`. */
+OR_API orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind);
+OR_API orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind kind,
+                               orStream_t stream);
+
+/* Fill count bytes with (unsigned char)value. */
+OR_API orError_t orMemset(void* devPtr, int value, size_t count);
+OR_API orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t stream);
+/* Fill `count` 16- or 32-bit elements with a pattern (e.g. float bits). */
+OR_API orError_t orMemsetD16Async(void* devPtr, uint16_t value, size_t count, orStream_t stream);
+OR_API orError_t orMemsetD32Async(void* devPtr, uint32_t value, size_t count, orStream_t stream);
+
+/* ------------------------------------------------------------ kernel launch */
+
+/* A kernel body. Runs on an executor thread of the stream's device, never on
+ * the launching thread. Return 0 on success. On failure return non-zero and
+ * write a NUL-terminated reason into errorMessage (capacity bytes, at least
+ * 256). The failure sticks to the stream and is reported, with the kernel's
+ * name and this reason, by the next query or synchronize. */
+typedef int (*orKernelFunc)(void* userData, char* errorMessage, size_t capacity);
+
+typedef struct orDim3 {
+  uint32_t x, y, z;
+} orDim3;
+
+typedef struct orLaunchConfig {
+  uint32_t structSize;      /* sizeof(orLaunchConfig), for versioning */
+  const char* name;         /* shown by profilers; copied (interned) by the runtime */
+  orKernelFunc func;
+  void* userData;
+  /* Called exactly once with userData after the kernel ran, or if it is
+   * discarded. May be NULL. Runs on an executor thread. */
+  void (*userDataDestroy)(void* userData);
+  orDim3 grid;              /* logical launch shape, recorded for profilers */
+  orDim3 block;
+  uint32_t sharedMemBytes;
+} orLaunchConfig;
+
+/* Queues the kernel and returns before it runs. name and func must not be
+ * NULL. On success the runtime owns userData (it calls userDataDestroy once);
+ * on failure it does not touch userData and never calls userDataDestroy. */
+OR_API orError_t orLaunchKernel(orStream_t stream, const char* name, orKernelFunc func,
+                                void* userData);
+OR_API orError_t orLaunchKernelEx(const orLaunchConfig* config, orStream_t stream);
+
+/* Queues a host function on the stream (like cudaLaunchHostFunc): it runs in
+ * stream order on an executor thread and produces no kernel record. */
+typedef void (*orHostFunc)(void* userData);
+OR_API orError_t orLaunchHostFunc(orStream_t stream, orHostFunc func, void* userData);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* OPENREG_RUNTIME_H */
