@@ -1,0 +1,343 @@
+#include "buffers.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <vector>
+
+#include "../clock.h"
+#include "../config.h"
+#include "recorder.h"
+
+namespace openreg::activity {
+
+struct ThreadBuffer {
+  std::mutex mutex;
+  uint8_t* data = nullptr;
+  size_t capacity = 0;
+  size_t used = 0;
+  uint32_t threadId = 0;
+};
+
+namespace {
+
+struct CompletedBuffer {
+  uint8_t* data;
+  size_t capacity;
+  size_t valid;
+};
+
+struct Client {
+  orActivityBufferRequestedFn requested = nullptr;
+  orActivityBufferCompletedFn completed = nullptr;
+  void* userData = nullptr;
+};
+
+// Leaked on purpose: thread-exit hooks and executor threads may use it while
+// static destructors run.
+struct State {
+  std::shared_mutex clientMutex;
+  Client client;
+
+  std::mutex registryMutex;
+  std::vector<std::shared_ptr<ThreadBuffer>> registry;
+
+  std::mutex queueMutex;
+  std::condition_variable queueCv;
+  std::deque<CompletedBuffer> queue;
+  bool stopDelivery = false;
+  bool tracingChanged = false;
+  std::thread deliveryThread;
+  bool deliveryStarted = false;
+
+  std::mutex deliveryMutex;  // one completed callback at a time
+
+  std::atomic<uint64_t> dropped[kMaxDevices + 1] = {};
+  std::atomic<uint64_t> written{0};
+  std::atomic<uint64_t> buffersRequested{0};
+  std::atomic<uint64_t> buffersRefused{0};
+  std::atomic<uint64_t> buffersCompleted{0};
+  std::atomic<uint64_t> requestNs{0};
+  std::atomic<uint64_t> completedNs{0};
+  std::atomic<uint64_t> flushNs{0};
+};
+
+State& state() {
+  static State* instance = new State();
+  return *instance;
+}
+
+thread_local bool tlsInsideCallback = false;
+
+void enqueueCompleted(uint8_t* data, size_t capacity, size_t valid) {
+  State& s = state();
+  {
+    std::lock_guard lock(s.queueMutex);
+    s.queue.push_back({data, capacity, valid});
+  }
+  s.queueCv.notify_one();
+}
+
+// Retires the buffer of an exiting thread so its records survive it.
+struct ThreadBufferOwner {
+  std::shared_ptr<ThreadBuffer> buffer;
+  ~ThreadBufferOwner() {
+    if (!buffer) return;
+    State& s = state();
+    {
+      std::lock_guard lock(buffer->mutex);
+      if (buffer->data != nullptr) {
+        if (buffer->used > 0) {
+          enqueueCompleted(buffer->data, buffer->capacity, buffer->used);
+        } else {
+          enqueueCompleted(buffer->data, buffer->capacity, 0);  // give the memory back
+        }
+        buffer->data = nullptr;
+      }
+    }
+    std::lock_guard lock(s.registryMutex);
+    auto& r = s.registry;
+    r.erase(std::remove(r.begin(), r.end(), buffer), r.end());
+  }
+};
+
+thread_local ThreadBufferOwner tlsOwner;
+
+ThreadBuffer* threadBuffer() {
+  if (!tlsOwner.buffer) {
+    auto buffer = std::make_shared<ThreadBuffer>();
+    buffer->threadId = currentThreadId();
+    State& s = state();
+    {
+      std::lock_guard lock(s.registryMutex);
+      s.registry.push_back(buffer);
+    }
+    tlsOwner.buffer = std::move(buffer);
+  }
+  return tlsOwner.buffer.get();
+}
+
+// Asks the client for a buffer. Called with the thread buffer locked.
+bool requestBuffer(ThreadBuffer& buffer) {
+  State& s = state();
+  std::shared_lock clientLock(s.clientMutex);
+  if (s.client.requested == nullptr) return false;
+  uint8_t* data = nullptr;
+  size_t size = 0;
+  const uint64_t start = hostNowNs();
+  tlsInsideCallback = true;
+  s.client.requested(s.client.userData, &data, &size);
+  tlsInsideCallback = false;
+  const uint64_t end = hostNowNs();
+  s.requestNs.fetch_add(end - start, std::memory_order_relaxed);
+  s.buffersRequested.fetch_add(1, std::memory_order_relaxed);
+  if (data == nullptr || size < 1024 || (reinterpret_cast<uintptr_t>(data) & 7u) != 0) {
+    s.buffersRefused.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  buffer.data = data;
+  buffer.capacity = size & ~size_t{7};
+  buffer.used = 0;
+  if (active(OR_ACTIVITY_KIND_OVERHEAD)) {
+    orActivityOverhead overhead{};
+    overhead.header = {OR_ACTIVITY_KIND_OVERHEAD, sizeof(orActivityOverhead)};
+    overhead.overheadKind = OR_ACTIVITY_OVERHEAD_BUFFER_REQUEST;
+    overhead.threadId = buffer.threadId;
+    overhead.start = start;
+    overhead.end = end;
+    std::memcpy(buffer.data, &overhead, sizeof(overhead));
+    buffer.used = sizeof(overhead);
+    s.written.fetch_add(1, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+void deliveryLoop() {
+  State& s = state();
+  uint64_t lastClockSync = 0;
+  for (;;) {
+    {
+      std::unique_lock lock(s.queueMutex);
+      // While tracing, wake often enough to keep clock samples 10 ms apart.
+      const bool tracing = anyActive();
+      auto ready = [&] { return s.stopDelivery || !s.queue.empty() || s.tracingChanged; };
+      if (tracing) {
+        s.queueCv.wait_for(lock, std::chrono::milliseconds(4), ready);
+      } else {
+        s.queueCv.wait(lock, ready);
+      }
+      if (s.stopDelivery) return;
+      s.tracingChanged = false;
+    }
+    deliverQueued();
+    if (active(OR_ACTIVITY_KIND_CLOCK_SYNC)) {
+      const uint64_t now = steadyNowNs();
+      if (now - lastClockSync >= 5000000) {
+        writeClockSyncRecords();
+        lastClockSync = now;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+BufferWriter::BufferWriter() : buffer_(threadBuffer()) { buffer_->mutex.lock(); }
+BufferWriter::~BufferWriter() { buffer_->mutex.unlock(); }
+
+bool BufferWriter::append(const void* record, size_t size, int device) {
+  ThreadBuffer& b = *buffer_;
+  if (b.data == nullptr || b.used + size > b.capacity) {
+    // A record emitted from inside a client callback would re-enter the
+    // client: count it instead.
+    if (tlsInsideCallback) {
+      countDrop(device);
+      return false;
+    }
+    if (b.data != nullptr) {
+      enqueueCompleted(b.data, b.capacity, b.used);
+      b.data = nullptr;
+    }
+    if (!requestBuffer(b) || b.used + size > b.capacity) {
+      countDrop(device);
+      return false;
+    }
+  }
+  std::memcpy(b.data + b.used, record, size);
+  b.used += size;
+  state().written.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+orError_t registerClient(orActivityBufferRequestedFn requested, orActivityBufferCompletedFn completed,
+                         void* userData) {
+  State& s = state();
+  if ((requested == nullptr) != (completed == nullptr)) return orErrorInvalidValue;
+  if (requested == nullptr) {
+    // Hand everything back (including empty buffers) before forgetting the client.
+    {
+      std::lock_guard lock(s.registryMutex);
+      for (auto& buffer : s.registry) {
+        std::lock_guard bufferLock(buffer->mutex);
+        if (buffer->data != nullptr) {
+          enqueueCompleted(buffer->data, buffer->capacity, buffer->used);
+          buffer->data = nullptr;
+        }
+      }
+    }
+    deliverQueued();
+    std::unique_lock lock(s.clientMutex);
+    s.client = Client{};
+    return orSuccess;
+  }
+  {
+    std::unique_lock lock(s.clientMutex);
+    s.client = Client{requested, completed, userData};
+  }
+  std::lock_guard lock(s.queueMutex);
+  if (!s.deliveryStarted) {
+    s.deliveryStarted = true;
+    s.deliveryThread = std::thread(deliveryLoop);
+    s.deliveryThread.detach();
+  }
+  return orSuccess;
+}
+
+bool clientRegistered() {
+  State& s = state();
+  std::shared_lock lock(s.clientMutex);
+  return s.client.completed != nullptr;
+}
+
+void collectThreadBuffers() {
+  State& s = state();
+  std::lock_guard lock(s.registryMutex);
+  for (auto& buffer : s.registry) {
+    std::lock_guard bufferLock(buffer->mutex);
+    if (buffer->data != nullptr && buffer->used > 0) {
+      enqueueCompleted(buffer->data, buffer->capacity, buffer->used);
+      buffer->data = nullptr;
+    }
+  }
+}
+
+void deliverQueued() {
+  State& s = state();
+  std::lock_guard delivery(s.deliveryMutex);
+  for (;;) {
+    CompletedBuffer next;
+    {
+      std::lock_guard lock(s.queueMutex);
+      if (s.queue.empty()) return;
+      next = s.queue.front();
+      s.queue.pop_front();
+    }
+    std::shared_lock clientLock(s.clientMutex);
+    if (s.client.completed == nullptr) continue;  // client gone: it freed its buffers
+    const uint64_t start = hostNowNs();
+    tlsInsideCallback = true;
+    s.client.completed(s.client.userData, next.data, next.capacity, next.valid);
+    tlsInsideCallback = false;
+    s.completedNs.fetch_add(hostNowNs() - start, std::memory_order_relaxed);
+    s.buffersCompleted.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+bool insideClientCallback() { return tlsInsideCallback; }
+
+void countDrop(int device) {
+  const int slot = (device >= 0 && device < kMaxDevices) ? device : kMaxDevices;
+  state().dropped[slot].fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t droppedRecords(int device) {
+  State& s = state();
+  if (device >= 0) return s.dropped[device].load(std::memory_order_relaxed);
+  uint64_t total = 0;
+  for (auto& count : s.dropped) total += count.load(std::memory_order_relaxed);
+  return total;
+}
+
+void fillStats(orActivityStats* stats, size_t bytes) {
+  State& s = state();
+  orActivityStats full{};
+  full.structSize = sizeof(orActivityStats);
+  full.recordsWritten = s.written.load();
+  full.recordsDropped = droppedRecords(-1);
+  full.buffersRequested = s.buffersRequested.load();
+  full.buffersRefused = s.buffersRefused.load();
+  full.buffersCompleted = s.buffersCompleted.load();
+  full.bufferRequestNs = s.requestNs.load();
+  full.bufferCompletedNs = s.completedNs.load();
+  full.flushNs = s.flushNs.load();
+  std::memcpy(stats, &full, std::min(bytes, sizeof(full)));
+}
+
+void addFlushTime(uint64_t ns) { state().flushNs.fetch_add(ns, std::memory_order_relaxed); }
+
+void notifyTracingChanged() {
+  State& s = state();
+  {
+    std::lock_guard lock(s.queueMutex);
+    s.tracingChanged = true;
+  }
+  s.queueCv.notify_one();
+}
+
+void stopDeliveryThread() {
+  State& s = state();
+  {
+    std::lock_guard lock(s.queueMutex);
+    s.stopDelivery = true;
+  }
+  s.queueCv.notify_all();
+}
+
+}  // namespace openreg::activity

@@ -1,0 +1,112 @@
+// Device entry points: count, current device, properties, synchronize.
+#include <cstring>
+
+#include "activity/recorder.h"
+#include "clock.h"
+#include "error.h"
+#include "runtime_state.h"
+
+using namespace openreg;
+
+namespace {
+
+orError_t synchronizeDevice(Runtime& runtime, int device, const char* caller) {
+  if (orError_t e = refuseOnExecutor(caller)) return e;
+  activity::TracedCall call(true);
+  const uint64_t hostStart = call.start();
+  const orError_t result = waitDeviceIdle(*runtime.devices[device], true, 0);
+  if (call.traced()) {
+    if (activity::active(OR_ACTIVITY_KIND_SYNCHRONIZATION)) {
+      orActivitySynchronization record{};
+      record.syncType = OR_ACTIVITY_SYNC_DEVICE;
+      record.clockDomain = OR_ACTIVITY_CLOCK_HOST;
+      record.device = device;
+      record.threadId = activity::currentThreadId();
+      record.correlationId = call.correlationId();
+      record.start = hostStart;
+      record.end = hostNowNs();
+      activity::writeRecord(record, OR_ACTIVITY_KIND_SYNCHRONIZATION, device);
+    }
+    call.finish(OR_API_DEVICE_SYNCHRONIZE, device, result);
+  }
+  return result;
+}
+
+}  // namespace
+
+extern "C" {
+
+orError_t orGetDeviceCount(int* count) {
+  return guarded([&]() -> orError_t {
+    if (count == nullptr) return fail(orErrorInvalidValue, "orGetDeviceCount: count is NULL");
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    *count = static_cast<int>(runtime->devices.size());
+    return orSuccess;
+  });
+}
+
+orError_t orSetDevice(int device) {
+  return guarded([&]() -> orError_t {
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    if (orError_t e = checkDevice(*runtime, device, "orSetDevice")) return e;
+    setCurrentDevice(device);
+    return orSuccess;
+  });
+}
+
+orError_t orGetDevice(int* device) {
+  return guarded([&]() -> orError_t {
+    if (device == nullptr) return fail(orErrorInvalidValue, "orGetDevice: device is NULL");
+    orError_t error;
+    if (acquireRuntime(&error) == nullptr) return error;
+    *device = currentDevice();
+    return orSuccess;
+  });
+}
+
+orError_t orGetDeviceProperties(orDeviceProp* prop, int device) {
+  return guarded([&]() -> orError_t {
+    if (prop == nullptr) return fail(orErrorInvalidValue, "orGetDeviceProperties: prop is NULL");
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    if (orError_t e = checkDevice(*runtime, device, "orGetDeviceProperties")) return e;
+    *prop = runtime->devices[device]->properties;
+    return orSuccess;
+  });
+}
+
+orError_t orDeviceSynchronize(void) {
+  return guarded([&]() -> orError_t {
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    return synchronizeDevice(*runtime, currentDevice(), "orDeviceSynchronize");
+  });
+}
+
+orError_t orDeviceSynchronizeIndex(int device) {
+  return guarded([&]() -> orError_t {
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    if (orError_t e = checkDevice(*runtime, device, "orDeviceSynchronizeIndex")) return e;
+    return synchronizeDevice(*runtime, device, "orDeviceSynchronizeIndex");
+  });
+}
+
+orError_t orDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
+  return guarded([&]() -> orError_t {
+    orError_t error;
+    if (acquireRuntime(&error) == nullptr) return error;
+    if (leastPriority != nullptr) *leastPriority = 0;
+    if (greatestPriority != nullptr) *greatestPriority = -1;
+    return orSuccess;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,210 @@
+// Memory entry points: device and pinned allocation, pointer attributes.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "activity/recorder.h"
+#include "clock.h"
+#include "error.h"
+#include "runtime_state.h"
+
+using namespace openreg;
+
+namespace {
+
+constexpr size_t kDeviceAlignment = 256;
+constexpr size_t kHostAlignment = 4096;
+
+size_t roundUp(size_t value, size_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+
+void recordMemory(const activity::TracedCall& call, orActivityMemoryOp op, orActivityMemoryKind kind, int device,
+                  const void* address, size_t bytes) {
+  if (!call.traced() || !activity::active(OR_ACTIVITY_KIND_MEMORY)) return;
+  orActivityMemory record{};
+  record.memoryOp = op;
+  record.memoryKind = kind;
+  record.device = device;
+  record.address = reinterpret_cast<uint64_t>(address);
+  record.bytes = bytes;
+  record.timestamp = hostNowNs();
+  record.correlationId = call.correlationId();
+  record.processId = activity::currentProcessId();
+  record.threadId = activity::currentThreadId();
+  activity::writeRecord(record, OR_ACTIVITY_KIND_MEMORY, device);
+}
+
+// Reserves capacity on a device; false if it would exceed it.
+bool reserve(Device& device, size_t bytes) {
+  size_t used = device.usedBytes.load(std::memory_order_relaxed);
+  do {
+    if (bytes > device.properties.totalGlobalMem - used) return false;
+  } while (!device.usedBytes.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  return true;
+}
+
+}  // namespace
+
+extern "C" {
+
+orError_t orMalloc(void** ptr, size_t size) {
+  return guarded([&]() -> orError_t {
+    if (ptr == nullptr) return fail(orErrorInvalidValue, "orMalloc: ptr is NULL");
+    *ptr = nullptr;
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    if (size == 0) return orSuccess;
+    const int index = currentDevice();
+    Device& device = *runtime->devices[index];
+    activity::TracedCall call(false);
+    const size_t rounded = roundUp(size, kDeviceAlignment);
+    orError_t result = orSuccess;
+    if (rounded < size || !reserve(device, rounded)) {
+      const size_t used = device.usedBytes.load();
+      const size_t total = device.properties.totalGlobalMem;
+      result = fail(orErrorMemoryAllocation,
+                    "orMalloc: out of memory on openreg device %d: requested %zu bytes, %zu bytes free of %zu",
+                    index, size, total - std::min(used, total), total);
+    } else {
+      void* memory = std::aligned_alloc(kDeviceAlignment, rounded);
+      if (memory == nullptr) {
+        device.usedBytes.fetch_sub(rounded);
+        result = fail(orErrorMemoryAllocation,
+                      "orMalloc: the host backing openreg device %d could not provide %zu bytes", index, size);
+      } else {
+        runtime->memory.add(memory, {size, rounded, index, orMemoryTypeDevice});
+        *ptr = memory;
+        recordMemory(call, OR_ACTIVITY_MEMORY_ALLOCATE, OR_ACTIVITY_MEMORY_KIND_DEVICE, index, memory, size);
+      }
+    }
+    call.finish(OR_API_MALLOC, index, result);
+    return result;
+  });
+}
+
+orError_t orFree(void* ptr) {
+  return guarded([&]() -> orError_t {
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    if (ptr == nullptr) return orSuccess;
+    if (orError_t e = refuseOnExecutor("orFree")) return e;
+    void* base = nullptr;
+    Allocation allocation;
+    if (!runtime->memory.find(ptr, &base, &allocation) || base != ptr ||
+        allocation.type != orMemoryTypeDevice) {
+      return fail(orErrorInvalidDevicePointer,
+                  "orFree: %p is not the start of a live device allocation (already freed, never allocated, or an interior pointer)",
+                  ptr);
+    }
+    activity::TracedCall call(false);
+    // Like cudaFree: work still queued may use the memory.
+    Device& device = *runtime->devices[allocation.device];
+    waitDeviceIdle(device, false, 0);
+    Allocation removed;
+    if (!runtime->memory.remove(ptr, orMemoryTypeDevice, &removed)) {
+      const orError_t result =
+          fail(orErrorInvalidDevicePointer, "orFree: %p was freed concurrently by another thread", ptr);
+      call.finish(OR_API_FREE, allocation.device, result);
+      return result;
+    }
+    recordMemory(call, OR_ACTIVITY_MEMORY_RELEASE, OR_ACTIVITY_MEMORY_KIND_DEVICE, removed.device, ptr,
+                 removed.size);
+    std::free(ptr);
+    device.usedBytes.fetch_sub(removed.reserved);
+    call.finish(OR_API_FREE, removed.device, orSuccess);
+    return orSuccess;
+  });
+}
+
+orError_t orMallocHost(void** ptr, size_t size) {
+  return guarded([&]() -> orError_t {
+    if (ptr == nullptr) return fail(orErrorInvalidValue, "orMallocHost: ptr is NULL");
+    *ptr = nullptr;
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    if (size == 0) return orSuccess;
+    activity::TracedCall call(false);
+    const size_t rounded = roundUp(size, kHostAlignment);
+    void* memory = rounded >= size ? std::aligned_alloc(kHostAlignment, rounded) : nullptr;
+    orError_t result = orSuccess;
+    if (memory == nullptr) {
+      result = fail(orErrorHostMemoryAllocation, "orMallocHost: could not pin %zu bytes of host memory", size);
+    } else {
+      runtime->memory.add(memory, {size, rounded, -1, orMemoryTypeHost});
+      *ptr = memory;
+      recordMemory(call, OR_ACTIVITY_MEMORY_ALLOCATE, OR_ACTIVITY_MEMORY_KIND_PINNED, -1, memory, size);
+    }
+    call.finish(OR_API_MALLOC_HOST, -1, result);
+    return result;
+  });
+}
+
+orError_t orFreeHost(void* ptr) {
+  return guarded([&]() -> orError_t {
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    if (ptr == nullptr) return orSuccess;
+    if (orError_t e = refuseOnExecutor("orFreeHost")) return e;
+    void* base = nullptr;
+    Allocation allocation;
+    if (!runtime->memory.find(ptr, &base, &allocation) || base != ptr || allocation.type != orMemoryTypeHost) {
+      return fail(orErrorInvalidHostPointer,
+                  "orFreeHost: %p is not the start of a live pinned allocation (already freed, never allocated, or an interior pointer)",
+                  ptr);
+    }
+    activity::TracedCall call(false);
+    // Asynchronous copies on any device may still read or write it.
+    for (auto& device : runtime->devices) waitDeviceIdle(*device, false, 0);
+    Allocation removed;
+    if (!runtime->memory.remove(ptr, orMemoryTypeHost, &removed)) {
+      const orError_t result = fail(orErrorInvalidHostPointer, "orFreeHost: %p was freed concurrently", ptr);
+      call.finish(OR_API_FREE_HOST, -1, result);
+      return result;
+    }
+    recordMemory(call, OR_ACTIVITY_MEMORY_RELEASE, OR_ACTIVITY_MEMORY_KIND_PINNED, -1, ptr, removed.size);
+    std::free(ptr);
+    call.finish(OR_API_FREE_HOST, -1, orSuccess);
+    return orSuccess;
+  });
+}
+
+orError_t orMemGetInfoIndex(int device, size_t* freeBytes, size_t* totalBytes) {
+  return guarded([&]() -> orError_t {
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    if (orError_t e = checkDevice(*runtime, device, "orMemGetInfo")) return e;
+    const Device& d = *runtime->devices[device];
+    const size_t total = d.properties.totalGlobalMem;
+    const size_t used = std::min(d.usedBytes.load(), total);
+    if (freeBytes != nullptr) *freeBytes = total - used;
+    if (totalBytes != nullptr) *totalBytes = total;
+    return orSuccess;
+  });
+}
+
+orError_t orMemGetInfo(size_t* freeBytes, size_t* totalBytes) {
+  return orMemGetInfoIndex(currentDevice(), freeBytes, totalBytes);
+}
+
+orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* ptr) {
+  return guarded([&]() -> orError_t {
+    if (attributes == nullptr) return fail(orErrorInvalidValue, "orPointerGetAttributes: attributes is NULL");
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    void* base = nullptr;
+    Allocation allocation;
+    if (ptr != nullptr && runtime->memory.find(ptr, &base, &allocation)) {
+      *attributes = {allocation.type, allocation.device, base, allocation.size};
+    } else {
+      *attributes = {orMemoryTypeUnregistered, -1, nullptr, 0};
+    }
+    return orSuccess;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,204 @@
+// Stream entry points.
+#include <algorithm>
+
+#include "activity/recorder.h"
+#include "clock.h"
+#include "error.h"
+#include "runtime_state.h"
+
+using namespace openreg;
+
+namespace {
+
+orError_t createStream(orStream_t* handle, int priority, const char* caller) {
+  if (handle == nullptr) return fail(orErrorInvalidValue, "%s: stream is NULL", caller);
+  orError_t error;
+  Runtime* runtime = acquireRuntime(&error);
+  if (runtime == nullptr) return error;
+  const int index = currentDevice();
+  Device& device = *runtime->devices[index];
+  priority = std::clamp(priority, device.properties.streamPriorityGreatest, device.properties.streamPriorityLeast);
+  std::shared_ptr<Stream> stream;
+  {
+    std::lock_guard lock(device.streamsMutex);
+    const uint64_t id = device.streamInfo.size();
+    device.streamInfo.push_back({priority, false});
+    stream = std::make_shared<Stream>(index, id, priority, false, device.executor.get());
+    device.streams.push_back(stream);
+  }
+  *handle = reinterpret_cast<orStream_t>(runtime->streams.insert(stream));
+  return orSuccess;
+}
+
+void recordHostSync(const activity::TracedCall& call, orActivitySyncType type, int device, uint64_t streamId,
+                    uint64_t eventId) {
+  if (!call.traced() || !activity::active(OR_ACTIVITY_KIND_SYNCHRONIZATION)) return;
+  orActivitySynchronization record{};
+  record.syncType = type;
+  record.clockDomain = OR_ACTIVITY_CLOCK_HOST;
+  record.device = device;
+  record.threadId = activity::currentThreadId();
+  record.streamId = streamId;
+  record.eventId = eventId;
+  record.correlationId = call.correlationId();
+  record.start = call.start();
+  record.end = hostNowNs();
+  activity::writeRecord(record, OR_ACTIVITY_KIND_SYNCHRONIZATION, device);
+}
+
+}  // namespace
+
+namespace openreg {
+// Shared with api_event.cpp.
+void recordHostSynchronization(const activity::TracedCall& call, orActivitySyncType type, int device,
+                               uint64_t streamId, uint64_t eventId) {
+  recordHostSync(call, type, device, streamId, eventId);
+}
+}  // namespace openreg
+
+extern "C" {
+
+orError_t orStreamCreate(orStream_t* stream) {
+  return guarded([&] { return createStream(stream, 0, "orStreamCreate"); });
+}
+
+orError_t orStreamCreateWithPriority(orStream_t* stream, unsigned int flags, int priority) {
+  return guarded([&]() -> orError_t {
+    if (flags != 0) return fail(orErrorInvalidValue, "orStreamCreateWithPriority: flags must be 0, got %u", flags);
+    return createStream(stream, priority, "orStreamCreateWithPriority");
+  });
+}
+
+orError_t orStreamDestroy(orStream_t stream) {
+  return guarded([&]() -> orError_t {
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    if (stream == nullptr) return fail(orErrorInvalidResourceHandle, "orStreamDestroy: the default stream cannot be destroyed");
+    auto found = runtime->streams.find(reinterpret_cast<uint64_t>(stream));
+    if (!found) {
+      return fail(orErrorInvalidResourceHandle, "orStreamDestroy: stream handle %p is not a live stream (destroyed or never created)",
+                  static_cast<void*>(stream));
+    }
+    if (found->isDefault()) {
+      return fail(orErrorInvalidResourceHandle, "orStreamDestroy: the default stream of device %d cannot be destroyed",
+                  found->device());
+    }
+    if (!runtime->streams.remove(reinterpret_cast<uint64_t>(stream))) {
+      return fail(orErrorInvalidResourceHandle, "orStreamDestroy: stream %p was destroyed concurrently",
+                  static_cast<void*>(stream));
+    }
+    found->markDestroyed();  // queued work still runs; the device keeps a reference until then
+    return orSuccess;
+  });
+}
+
+orError_t orDeviceGetDefaultStream(int device, orStream_t* stream) {
+  return guarded([&]() -> orError_t {
+    if (stream == nullptr) return fail(orErrorInvalidValue, "orDeviceGetDefaultStream: stream is NULL");
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    if (orError_t e = checkDevice(*runtime, device, "orDeviceGetDefaultStream")) return e;
+    *stream = runtime->devices[device]->defaultStreamHandle;
+    return orSuccess;
+  });
+}
+
+orError_t orStreamQuery(orStream_t stream) {
+  return guarded([&]() -> orError_t {
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    std::shared_ptr<Stream> s;
+    if (orError_t e = resolveStream(*runtime, stream, "orStreamQuery", &s)) return e;
+    if (orError_t e = s->takeError()) return e;
+    return s->completedCount() >= s->enqueuedCount() ? orSuccess : orErrorNotReady;
+  });
+}
+
+orError_t orStreamSynchronize(orStream_t stream) {
+  return guarded([&]() -> orError_t {
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    std::shared_ptr<Stream> s;
+    if (orError_t e = resolveStream(*runtime, stream, "orStreamSynchronize", &s)) return e;
+    if (orError_t e = refuseOnExecutor("orStreamSynchronize")) return e;
+    activity::TracedCall call(true);
+    s->waitIdle();
+    const orError_t result = s->takeError();
+    recordHostSync(call, OR_ACTIVITY_SYNC_STREAM, s->device(), s->id(), 0);
+    call.finish(OR_API_STREAM_SYNCHRONIZE, s->device(), result);
+    return result;
+  });
+}
+
+orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int flags) {
+  return guarded([&]() -> orError_t {
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    if (flags != 0) return fail(orErrorInvalidValue, "orStreamWaitEvent: flags must be 0, got %u", flags);
+    std::shared_ptr<Stream> s;
+    if (orError_t e = resolveStream(*runtime, stream, "orStreamWaitEvent", &s)) return e;
+    auto e = runtime->events.find(reinterpret_cast<uint64_t>(event));
+    if (!e) {
+      return fail(orErrorInvalidResourceHandle, "orStreamWaitEvent: event handle %p is not a live event",
+                  static_cast<void*>(event));
+    }
+    const uint64_t target = e->currentTarget();
+    if (target == 0) return orSuccess;  // never recorded: nothing to wait for (as CUDA)
+    activity::TracedCall call(true);
+    Task task;
+    task.kind = TaskKind::WaitEvent;
+    task.event = std::move(e);
+    task.eventSequence = target;
+    task.correlationId = call.correlationId();
+    task.recordDevice = call.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_SYNCHRONIZATION);
+    s->enqueue(std::move(task));
+    call.finish(OR_API_STREAM_WAIT_EVENT, s->device(), orSuccess);
+    return orSuccess;
+  });
+}
+
+orError_t orStreamGetId(orStream_t stream, uint64_t* streamId) {
+  return guarded([&]() -> orError_t {
+    if (streamId == nullptr) return fail(orErrorInvalidValue, "orStreamGetId: streamId is NULL");
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    std::shared_ptr<Stream> s;
+    if (orError_t e = resolveStream(*runtime, stream, "orStreamGetId", &s)) return e;
+    *streamId = s->id();
+    return orSuccess;
+  });
+}
+
+orError_t orStreamGetDevice(orStream_t stream, int* device) {
+  return guarded([&]() -> orError_t {
+    if (device == nullptr) return fail(orErrorInvalidValue, "orStreamGetDevice: device is NULL");
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    std::shared_ptr<Stream> s;
+    if (orError_t e = resolveStream(*runtime, stream, "orStreamGetDevice", &s)) return e;
+    *device = s->device();
+    return orSuccess;
+  });
+}
+
+orError_t orStreamGetPriority(orStream_t stream, int* priority) {
+  return guarded([&]() -> orError_t {
+    if (priority == nullptr) return fail(orErrorInvalidValue, "orStreamGetPriority: priority is NULL");
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    std::shared_ptr<Stream> s;
+    if (orError_t e = resolveStream(*runtime, stream, "orStreamGetPriority", &s)) return e;
+    *priority = s->priority();
+    return orSuccess;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,55 @@
+// Host and device clocks.
+//
+// Host records use CLOCK_REALTIME (Unix epoch ns), the clock torch.profiler
+// stamps its own events with. The device clock is a model of a hardware
+// counter: it starts at its own offset and runs at its own, drifting rate, so
+// consumers must map it with clock samples instead of assuming host time.
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+
+namespace openreg {
+
+inline uint64_t hostNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+inline uint64_t steadyNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+struct DeviceClockModel {
+  uint64_t offsetNs = 0;       // device reading at `originSteadyNs`
+  uint64_t originSteadyNs = 0; // steady-clock time the device clock started
+  double skewPpm = 0;          // constant rate error
+  double driftPpmPerS = 0;     // rate error added per second of run time
+
+  // The device reading at a given steady-clock time.
+  uint64_t at(uint64_t steadyNs) const {
+    const int64_t elapsed = static_cast<int64_t>(steadyNs - originSteadyNs);
+    if (skewPpm == 0 && driftPpmPerS == 0) return offsetNs + static_cast<uint64_t>(elapsed);
+    // rate(t) = 1 + skew + drift * t, integrated from the origin.
+    const long double t = static_cast<long double>(elapsed);
+    const long double advanced =
+        t + t * (skewPpm * 1e-6L) + (driftPpmPerS * 1e-6L) * t * t / (2.0L * 1e9L);
+    return offsetNs + static_cast<uint64_t>(static_cast<int64_t>(advanced));
+  }
+
+  uint64_t now() const { return at(steadyNowNs()); }
+};
+
+struct ClockPair {
+  uint64_t hostNs;
+  uint64_t steadyNs;
+  uint64_t uncertaintyNs;
+};
+
+// A host-epoch / steady pair read back to back, tightest of a few tries.
+ClockPair sampleClocks();
+
+}  // namespace openreg

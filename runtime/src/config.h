@@ -1,0 +1,28 @@
+// Runtime configuration, read once from OPENREG_* environment variables.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace openreg {
+
+constexpr int kMaxDevices = 16;
+
+struct Config {
+  int deviceCount = 2;
+  size_t deviceMemoryBytes = size_t{8} << 30;
+  int workersPerDevice = 4;
+  uint64_t clockOffsetNs = 1000000000000ull;  // the device counter reads 1000 s at start-up
+  double clockSkewPpm = 0;
+  double clockDriftPpmPerS = 0;
+  uint64_t flushTimeoutMs = 30000;
+  uint64_t exitDrainTimeoutMs = 10000;
+
+  // Empty when valid; otherwise names the variable and the problem.
+  std::string error;
+};
+
+Config readConfigFromEnvironment();
+
+}  // namespace openreg

@@ -1,0 +1,58 @@
+// An event: a marker recorded into a stream, for ordering and timing.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace openreg {
+
+class Stream;
+
+class Event {
+ public:
+  Event(int device, uint64_t id, bool timing) : device_(device), id_(id), timing_(timing) {}
+
+  int device() const { return device_; }
+  uint64_t id() const { return id_; }
+  bool timing() const { return timing_; }
+
+  // Host side: a new capture. Returns the sequence the record task carries.
+  uint64_t beginRecord();
+  // Executor side: the record task for `sequence` ran at deviceTimeNs.
+  void complete(uint64_t sequence, uint64_t deviceTimeNs);
+
+  // The sequence a wait issued now must reach (0 = never recorded: no wait).
+  uint64_t currentTarget();
+  bool reached(uint64_t target);
+  // If `target` is not reached yet, parks `stream` to be rescheduled when it
+  // is, and returns false. Returns true if it is already reached.
+  bool parkUnlessReached(uint64_t target, const std::shared_ptr<Stream>& stream);
+  // Blocks until target is reached or the deadline passes (0 = none).
+  bool waitFor(uint64_t target, uint64_t deadlineSteadyNs = 0);
+
+  // Timestamp of the completed latest capture; false if there is none yet
+  // (never recorded, or the latest capture is still pending).
+  bool completedTimestamp(uint64_t* deviceTimeNs, bool* everRecorded);
+
+ private:
+  struct Parked {
+    std::shared_ptr<Stream> stream;
+    uint64_t target;
+  };
+
+  const int device_;
+  const uint64_t id_;
+  const bool timing_;
+
+  std::mutex mutex_;
+  std::condition_variable completedCv_;
+  uint64_t recorded_ = 0;   // sequence of the latest capture
+  uint64_t completed_ = 0;  // highest completed sequence
+  uint64_t timestampNs_ = 0;
+  std::vector<Parked> parked_;
+};
+
+}  // namespace openreg

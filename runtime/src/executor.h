@@ -1,0 +1,63 @@
+// A device's executor: a bounded pool of threads that serves streams.
+//
+// A stream with work is in the ready queue (or being served) at most once, so
+// its tasks run in order while different streams run concurrently. A stream
+// blocked on an event does not hold a thread: it is parked on the event and
+// rescheduled when the event completes, so a bounded pool cannot deadlock on
+// cross-stream waits.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "clock.h"
+
+namespace openreg {
+
+class Stream;
+struct Task;
+
+class Executor {
+ public:
+  Executor(int device, int threads, const DeviceClockModel* clock)
+      : device_(device), threadCount_(threads), clock_(clock) {}
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Hands a stream that has queued work to the pool.
+  void schedule(std::shared_ptr<Stream> stream);
+
+  // After this, queued work is dropped without running (used at process exit
+  // when draining timed out, so no kernel runs against torn-down libraries).
+  void discardPendingWork() { discarding_.store(true, std::memory_order_release); }
+
+  int threadCount() const { return threadCount_; }
+
+ private:
+  void startThreads();
+  void workerLoop();
+  void serve(const std::shared_ptr<Stream>& stream);
+  // Runs the stream's front task; false if the stream parked on an event.
+  bool run(const std::shared_ptr<Stream>& stream, Task& task);
+
+  const int device_;
+  const int threadCount_;
+  const DeviceClockModel* const clock_;
+
+  std::once_flag started_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Stream>> ready_[2];  // [0]: high priority
+  std::vector<std::thread> threads_;
+  std::atomic<bool> discarding_{false};
+};
+
+// True on executor threads: blocking runtime calls are refused there.
+bool onExecutorThread();
+
+}  // namespace openreg

@@ -1,0 +1,103 @@
+// The process-wide runtime: devices, their executors and streams, the handle
+// tables and the allocation registry. Created on the first API call and
+// intentionally never destroyed, so executor threads and late callers (thread
+// exit, atexit) never see it torn down.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "clock.h"
+#include "config.h"
+#include "event.h"
+#include "executor.h"
+#include "handles.h"
+#include "openreg/runtime.h"
+#include "stream.h"
+
+namespace openreg {
+
+struct StreamInfo {
+  int priority = 0;
+  bool isDefault = false;
+};
+
+struct Device {
+  int index = 0;
+  orDeviceProp properties{};
+  DeviceClockModel clock;
+  std::unique_ptr<Executor> executor;
+  std::atomic<size_t> usedBytes{0};
+
+  std::shared_ptr<Stream> defaultStream;
+  orStream_t defaultStreamHandle = nullptr;
+
+  std::mutex streamsMutex;
+  std::vector<std::weak_ptr<Stream>> streams;  // every stream that may hold work
+  std::vector<StreamInfo> streamInfo;          // indexed by stream id, never shrinks
+
+  // Every stream of the device (live, or destroyed with work still queued).
+  std::vector<std::shared_ptr<Stream>> snapshotStreams();
+};
+
+struct Allocation {
+  size_t size = 0;            // as requested: the bound copies are checked against
+  size_t reserved = 0;        // rounded up: what the device capacity is charged
+  int device = -1;            // -1 for pinned host memory
+  orMemoryType type = orMemoryTypeUnregistered;
+};
+
+class MemoryRegistry {
+ public:
+  void add(void* base, Allocation allocation);
+  // Removes an allocation that starts exactly at base and has `type`.
+  bool remove(void* base, orMemoryType type, Allocation* removed);
+  // Finds the allocation containing ptr.
+  bool find(const void* ptr, void** base, Allocation* allocation) const;
+
+ private:
+  mutable std::shared_mutex mutex_;
+  std::map<uintptr_t, Allocation> allocations_;
+};
+
+constexpr uint64_t kStreamHandleTag = 0x5;
+constexpr uint64_t kEventHandleTag = 0xE;
+
+struct Runtime {
+  Config config;
+  std::vector<std::unique_ptr<Device>> devices;
+  HandleTable<Stream, kStreamHandleTag> streams;
+  HandleTable<Event, kEventHandleTag> events;
+  MemoryRegistry memory;
+  std::atomic<uint64_t> nextEventId{1};
+};
+
+// The runtime, or nullptr with the thread's error set (bad configuration).
+Runtime* acquireRuntime(orError_t* error);
+
+// The calling thread's current device (starts at 0).
+int currentDevice();
+void setCurrentDevice(int device);
+
+// Validates a device index, setting the error message if it is bad.
+orError_t checkDevice(const Runtime& runtime, int device, const char* caller);
+
+// Resolves a stream handle; NULL means the current device's default stream.
+orError_t resolveStream(Runtime& runtime, orStream_t handle, const char* caller,
+                        std::shared_ptr<Stream>* stream);
+
+// Refuses calls that would block an executor thread (a kernel waiting on the
+// device it runs on would deadlock).
+orError_t refuseOnExecutor(const char* caller);
+
+// Waits for all streams of a device; collects the first sticky failure if
+// takeErrors. Times out after deadlineSteadyNs (0 = never).
+orError_t waitDeviceIdle(Device& device, bool takeErrors, uint64_t deadlineSteadyNs);
+
+}  // namespace openreg

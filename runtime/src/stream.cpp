@@ -1,0 +1,67 @@
+#include "stream.h"
+
+#include <chrono>
+
+#include "clock.h"
+#include "error.h"
+#include "executor.h"
+
+namespace openreg {
+
+uint64_t Stream::enqueue(Task&& task) {
+  bool needsScheduling;
+  uint64_t sequence;
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(task));
+    sequence = ++enqueued_;
+    needsScheduling = !scheduled_;
+    scheduled_ = true;
+  }
+  if (needsScheduling) executor_->schedule(shared_from_this());
+  return sequence;
+}
+
+uint64_t Stream::enqueuedCount() {
+  std::lock_guard lock(mutex_);
+  return enqueued_;
+}
+
+bool Stream::waitFor(uint64_t target, uint64_t deadlineSteadyNs) {
+  std::unique_lock lock(mutex_);
+  auto done = [&] { return completed_.load(std::memory_order_acquire) >= target; };
+  if (done()) return true;
+  ++waiters_;
+  bool reached = true;
+  if (deadlineSteadyNs == 0) {
+    progress_.wait(lock, done);
+  } else {
+    while (!done()) {
+      const uint64_t now = steadyNowNs();
+      if (now >= deadlineSteadyNs) {
+        reached = false;
+        break;
+      }
+      progress_.wait_for(lock, std::chrono::nanoseconds(deadlineSteadyNs - now));
+    }
+  }
+  --waiters_;
+  return reached;
+}
+
+void Stream::setError(orError_t code, std::string message) {
+  std::lock_guard lock(errorMutex_);
+  if (error_ != orSuccess) return;  // the first failure is the one reported
+  error_ = code;
+  errorMessage_ = std::move(message);
+}
+
+orError_t Stream::takeError() {
+  std::lock_guard lock(errorMutex_);
+  if (error_ == orSuccess) return orSuccess;
+  const orError_t code = error_;
+  error_ = orSuccess;
+  return failWithMessage(code, std::move(errorMessage_));
+}
+
+}  // namespace openreg

@@ -1,0 +1,73 @@
+// A stream: an in-order queue of device work served by its device's executor.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "task.h"
+
+namespace openreg {
+
+class Executor;
+
+class Stream : public std::enable_shared_from_this<Stream> {
+ public:
+  Stream(int device, uint64_t id, int priority, bool isDefault, Executor* executor)
+      : device_(device), id_(id), priority_(priority), isDefault_(isDefault), executor_(executor) {}
+
+  int device() const { return device_; }
+  uint64_t id() const { return id_; }
+  int priority() const { return priority_; }
+  bool isDefault() const { return isDefault_; }
+  Executor& executor() const { return *executor_; }
+
+  // Queues a task; returns its sequence number (1-based, per stream).
+  uint64_t enqueue(Task&& task);
+
+  // Blocks until every task with sequence <= target completed, or until the
+  // deadline (steady ns, 0 = none). Returns false on timeout.
+  bool waitFor(uint64_t target, uint64_t deadlineSteadyNs = 0);
+  // Waits for everything queued so far.
+  bool waitIdle(uint64_t deadlineSteadyNs = 0) { return waitFor(enqueuedCount(), deadlineSteadyNs); }
+
+  uint64_t enqueuedCount();
+  uint64_t completedCount() const { return completed_.load(std::memory_order_acquire); }
+
+  // Sticky kernel failure: reported (and cleared) by the next query/sync.
+  void setError(orError_t code, std::string message);
+  // orSuccess, or the pending failure (which is cleared) with its message
+  // copied to the calling thread's last-error message.
+  orError_t takeError();
+
+  void markDestroyed() { destroyed_.store(true, std::memory_order_release); }
+  bool destroyed() const { return destroyed_.load(std::memory_order_acquire); }
+
+ private:
+  friend class Executor;
+
+  const int device_;
+  const uint64_t id_;
+  const int priority_;
+  const bool isDefault_;
+  Executor* const executor_;
+
+  std::mutex mutex_;
+  std::condition_variable progress_;
+  std::deque<Task> queue_;    // front is being executed while scheduled_
+  bool scheduled_ = false;    // owned by the executor (ready, running or parked)
+  uint64_t enqueued_ = 0;
+  int waiters_ = 0;
+  std::atomic<uint64_t> completed_{0};
+  std::atomic<bool> destroyed_{false};
+
+  std::mutex errorMutex_;
+  orError_t error_ = orSuccess;
+  std::string errorMessage_;
+};
+
+}  // namespace openreg

@@ -1,0 +1,451 @@
+// The activity tracing API: completeness, correlation, window, delivery,
+// drops, clock samples, record iteration.
+#include <random>
+#include <set>
+
+#include "test_support.h"
+
+using openreg::testing::ActivityCollector;
+using openreg::testing::Gate;
+using openreg::testing::isChild;
+using openreg::testing::rerunWithEnvironment;
+
+namespace {
+
+int noop(void*, char*, size_t) { return 0; }
+
+// Encodes (thread, sequence) so each record can be traced to its launcher.
+uint64_t externalIdFor(int thread, int op) { return (uint64_t(thread + 1) << 32) | uint64_t(op); }
+
+}  // namespace
+
+TEST(Activity, ExactCountsCorrelationAndExternalIdsUnderConcurrency) {
+  constexpr int kThreads = 8, kKernels = 300, kCopies = 40, kMemsets = 30;
+  ActivityCollector collector;
+  collector.enableAll();
+  ASSERT_OR(orActivityEnableTracing());
+
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const int device = t % 2;
+      orSetDevice(device);
+      orStream_t streams[2];
+      for (auto& s : streams) failures += orStreamCreate(&s) != orSuccess;
+      // One device and one pinned buffer per stream: the streams run
+      // concurrently, so sharing buffers across them would be a data race.
+      void* d[2] = {};
+      void* pinned[2] = {};
+      for (int s = 0; s < 2; ++s) {
+        failures += orMalloc(&d[s], 4096) != orSuccess;
+        failures += orMallocHost(&pinned[s], 4096) != orSuccess;
+      }
+      const std::string name = "kernel_t" + std::to_string(t);
+      for (int i = 0; i < kKernels; ++i) {
+        orActivityPushExternalCorrelationId(OR_EXTERNAL_CORRELATION_KIND_OPERATOR, externalIdFor(t, i));
+        failures += orLaunchKernel(streams[i % 2], name.c_str(), noop, nullptr) != orSuccess;
+        orActivityPopExternalCorrelationId(OR_EXTERNAL_CORRELATION_KIND_OPERATOR, nullptr);
+      }
+      for (int i = 0; i < kCopies; ++i) {
+        const int s = i % 2;
+        const bool toDevice = (i / 2) % 2 == 0;
+        failures += orMemcpyAsync(toDevice ? d[s] : pinned[s], toDevice ? pinned[s] : d[s], 4096,
+                                  toDevice ? orMemcpyHostToDevice : orMemcpyDeviceToHost, streams[s]) != orSuccess;
+      }
+      for (int i = 0; i < kMemsets; ++i) failures += orMemsetAsync(d[i % 2], i, 4096, streams[i % 2]) != orSuccess;
+      for (auto& s : streams) failures += orStreamSynchronize(s) != orSuccess;
+      for (auto& s : streams) orStreamDestroy(s);
+      for (int s = 0; s < 2; ++s) {
+        failures += orFree(d[s]) != orSuccess;
+        failures += orFreeHost(pinned[s]) != orSuccess;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  ASSERT_EQ(failures.load(), 0);
+  ASSERT_OR(orActivityDisableTracing());
+  collector.flush();
+
+  const auto kernels = collector.records<orActivityKernel>(OR_ACTIVITY_KIND_KERNEL);
+  const auto copies = collector.records<orActivityMemcpy>(OR_ACTIVITY_KIND_MEMCPY);
+  const auto memsets = collector.records<orActivityMemset>(OR_ACTIVITY_KIND_MEMSET);
+  const auto runtime = collector.records<orActivityRuntime>(OR_ACTIVITY_KIND_RUNTIME);
+  const auto external = collector.records<orActivityExternalCorrelation>(OR_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  EXPECT_EQ(kernels.size(), size_t{kThreads * kKernels});
+  EXPECT_EQ(copies.size(), size_t{kThreads * kCopies});
+  EXPECT_EQ(memsets.size(), size_t{kThreads * kMemsets});
+  uint64_t dropped = 0;
+  ASSERT_OR(orActivityGetNumDroppedRecords(-1, &dropped));
+  EXPECT_EQ(dropped, 0u);
+
+  // Each device record joins exactly one RUNTIME record, by a unique id.
+  std::map<uint64_t, int> runtimeByCorrelation;
+  std::map<uint64_t, orActivityRuntime> runtimeRecord;
+  for (const auto& r : runtime) {
+    ++runtimeByCorrelation[r.correlationId];
+    runtimeRecord[r.correlationId] = r;
+    EXPECT_LE(r.start, r.end);
+  }
+  for (const auto& [id, n] : runtimeByCorrelation) EXPECT_EQ(n, 1) << "correlation " << id;
+  std::set<uint64_t> deviceIds;
+  auto join = [&](uint64_t id, uint32_t api) {
+    EXPECT_NE(id, 0u);
+    EXPECT_TRUE(deviceIds.insert(id).second) << "duplicate device correlation " << id;
+    auto it = runtimeRecord.find(id);
+    ASSERT_NE(it, runtimeRecord.end()) << "no RUNTIME record for correlation " << id;
+    EXPECT_EQ(it->second.apiId, api);
+  };
+  for (const auto& k : kernels) join(k.correlationId, OR_API_LAUNCH_KERNEL);
+  for (const auto& c : copies) join(c.correlationId, OR_API_MEMCPY_ASYNC);
+  for (const auto& m : memsets) join(m.correlationId, OR_API_MEMSET_ASYNC);
+
+  // External ids come from the launching thread, not the executor.
+  std::map<uint64_t, uint64_t> externalByCorrelation;
+  for (const auto& e : external) {
+    EXPECT_EQ(e.externalKind, uint32_t{OR_EXTERNAL_CORRELATION_KIND_OPERATOR});
+    EXPECT_TRUE(externalByCorrelation.emplace(e.correlationId, e.externalId).second);
+  }
+  std::map<int, int> perThread;
+  for (const auto& k : kernels) {
+    const int thread = std::stoi(std::string(k.name).substr(std::strlen("kernel_t")));
+    auto it = externalByCorrelation.find(k.correlationId);
+    ASSERT_NE(it, externalByCorrelation.end()) << k.name;
+    EXPECT_EQ(int(it->second >> 32) - 1, thread) << "external id from another thread";
+    EXPECT_EQ(k.device, thread % 2);
+    EXPECT_GE(k.streamId, 2u);
+    EXPECT_LE(k.start, k.end);
+    EXPECT_EQ(runtimeRecord[k.correlationId].threadId, runtimeRecord[k.correlationId].threadId);
+    ++perThread[thread];
+  }
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(perThread[t], kKernels);
+  for (const auto& c : copies) {
+    EXPECT_EQ(c.bytes, 4096u);
+    EXPECT_TRUE(c.copyKind == OR_ACTIVITY_MEMCPY_HTOD || c.copyKind == OR_ACTIVITY_MEMCPY_DTOH);
+    EXPECT_EQ(c.copyKind == OR_ACTIVITY_MEMCPY_HTOD ? c.srcKind : c.dstKind, OR_ACTIVITY_MEMORY_KIND_PINNED);
+  }
+  EXPECT_EQ(collector.count(OR_ACTIVITY_KIND_MEMORY), size_t{kThreads * 8});
+  EXPECT_GE(collector.count(OR_ACTIVITY_KIND_SYNCHRONIZATION), size_t{kThreads * 2});
+}
+
+TEST(Activity, OnlyWorkQueuedInsideTheWindowIsRecorded) {
+  ActivityCollector collector;
+  collector.enableAll();
+  std::atomic<int> ran{0};
+  auto body = [](void* p, char*, size_t) {
+    ++*static_cast<std::atomic<int>*>(p);
+    return 0;
+  };
+  ASSERT_OR(orLaunchKernel(nullptr, "before_window", body, &ran));
+  ASSERT_OR(orDeviceSynchronize());
+  ASSERT_OR(orActivityEnableTracing());
+  Gate gate;
+  ASSERT_OR(openreg::launch(nullptr, "inside_window_runs_late", [&] { gate.waitOpen(); }));
+  ASSERT_OR(orLaunchKernel(nullptr, "inside_window", body, &ran));
+  ASSERT_OR(orActivityDisableTracing());
+  ASSERT_OR(orLaunchKernel(nullptr, "after_window", body, &ran));
+  gate.open();
+  // The tail (work queued in the window, finished after it) is still delivered.
+  collector.flush();
+  std::set<std::string> names;
+  for (const auto& k : collector.records<orActivityKernel>(OR_ACTIVITY_KIND_KERNEL)) names.insert(k.name);
+  EXPECT_EQ(names, (std::set<std::string>{"inside_window", "inside_window_runs_late"}));
+  EXPECT_EQ(ran.load(), 3);
+}
+
+TEST(Activity, PerKindSwitchesAreHonoured) {
+  ActivityCollector collector;
+  ASSERT_OR(orActivityEnable(OR_ACTIVITY_KIND_KERNEL));
+  ASSERT_OR(orActivityEnableTracing());
+  void* d = nullptr;
+  ASSERT_OR(orMalloc(&d, 64));
+  ASSERT_OR(orLaunchKernel(nullptr, "only_kernels", noop, nullptr));
+  ASSERT_OR(orMemsetAsync(d, 0, 64, nullptr));
+  ASSERT_OR(orDeviceSynchronize());
+  ASSERT_OR(orFree(d));
+  ASSERT_OR(orActivityDisableTracing());
+  collector.flush();
+  const auto kernels = collector.records<orActivityKernel>(OR_ACTIVITY_KIND_KERNEL);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_NE(kernels[0].correlationId, 0u);
+  EXPECT_EQ(collector.count(OR_ACTIVITY_KIND_RUNTIME), 0u);
+  EXPECT_EQ(collector.count(OR_ACTIVITY_KIND_MEMSET), 0u);
+  EXPECT_EQ(collector.count(OR_ACTIVITY_KIND_MEMORY), 0u);
+  EXPECT_EQ(orActivityEnable(static_cast<orActivityKind>(99)), orErrorInvalidValue);
+}
+
+TEST(Activity, DropsAreCountedWhenTheClientRunsOutOfBuffers) {
+  uint64_t droppedBefore = 0;
+  ASSERT_OR(orActivityGetNumDroppedRecords(-1, &droppedBefore));
+  constexpr int kLaunches = 2000;
+  size_t delivered = 0;
+  {
+    ActivityCollector collector(1024, 3);  // three 1 KiB buffers in all
+    ASSERT_OR(orActivityEnable(OR_ACTIVITY_KIND_KERNEL));
+    ASSERT_OR(orActivityEnableTracing());
+    for (int i = 0; i < kLaunches; ++i) ASSERT_OR(orLaunchKernel(nullptr, "many", noop, nullptr));
+    ASSERT_OR(orDeviceSynchronize());
+    ASSERT_OR(orActivityDisableTracing());
+    collector.flush();
+    delivered = collector.count(OR_ACTIVITY_KIND_KERNEL);
+    EXPECT_GT(delivered, 0u);
+    EXPECT_LT(delivered, size_t{kLaunches});
+  }
+  uint64_t droppedAfter = 0, droppedDevice0 = 0;
+  ASSERT_OR(orActivityGetNumDroppedRecords(-1, &droppedAfter));
+  ASSERT_OR(orActivityGetNumDroppedRecords(0, &droppedDevice0));
+  EXPECT_EQ(delivered + (droppedAfter - droppedBefore), size_t{kLaunches}) << "every record is delivered or counted";
+  EXPECT_GE(droppedDevice0, droppedAfter - droppedBefore);
+  orActivityStats stats{};
+  stats.structSize = sizeof(stats);
+  ASSERT_OR(orActivityGetStats(&stats));
+  EXPECT_GE(stats.buffersRefused, 1u);
+  EXPECT_EQ(orActivityGetNumDroppedRecords(9, &droppedAfter), orErrorInvalidDevice);
+}
+
+TEST(Activity, RecordsSurviveTheExitOfTheirThread) {
+  ActivityCollector collector;
+  collector.enableAll();
+  ASSERT_OR(orActivityEnableTracing());
+  std::thread([] {
+    for (int i = 0; i < 10; ++i) orLaunchKernel(nullptr, "from_dead_thread", noop, nullptr);
+    orDeviceSynchronize();
+  }).join();
+  ASSERT_OR(orActivityDisableTracing());
+  collector.flush();
+  size_t launches = 0;
+  for (const auto& r : collector.records<orActivityRuntime>(OR_ACTIVITY_KIND_RUNTIME)) {
+    launches += r.apiId == OR_API_LAUNCH_KERNEL;
+  }
+  EXPECT_EQ(launches, 10u);
+  EXPECT_EQ(collector.count(OR_ACTIVITY_KIND_KERNEL), 10u);
+}
+
+TEST(Activity, FullBuffersAreDeliveredWithoutAFlush) {
+  ActivityCollector collector(4096);
+  ASSERT_OR(orActivityEnable(OR_ACTIVITY_KIND_KERNEL));
+  ASSERT_OR(orActivityEnableTracing());
+  for (int i = 0; i < 1000; ++i) ASSERT_OR(orLaunchKernel(nullptr, "fill", noop, nullptr));
+  ASSERT_OR(orDeviceSynchronize());
+  for (int i = 0; i < 200 && collector.buffersDelivered() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GT(collector.buffersDelivered(), 0u) << "the delivery thread hands back full buffers";
+  ASSERT_OR(orActivityDisableTracing());
+}
+
+TEST(Activity, MisuseIsReported) {
+  EXPECT_EQ(orActivityFlushAll(0), orErrorNotInitialized);
+  EXPECT_EQ(orActivityRegisterCallbacks(nullptr, [](void*, uint8_t*, size_t, size_t) {}, nullptr),
+            orErrorInvalidValue);
+  {
+    ActivityCollector collector;
+    ASSERT_OR(orActivityEnableTracing());
+    EXPECT_EQ(orActivityRegisterCallbacks(nullptr, nullptr, nullptr), orErrorNotSupported);
+    ASSERT_OR(orActivityDisableTracing());
+    EXPECT_EQ(orActivityFlushAll(0x10), orErrorInvalidValue);
+  }
+  EXPECT_EQ(orActivityPopExternalCorrelationId(OR_EXTERNAL_CORRELATION_KIND_USER, nullptr), orErrorInvalidValue);
+  EXPECT_EQ(orActivityPushExternalCorrelationId(static_cast<orActivityExternalCorrelationKind>(0), 1),
+            orErrorInvalidValue);
+  EXPECT_EQ(orActivityMarkerRangePop(), orErrorInvalidValue);
+}
+
+TEST(Activity, SynchronizationMemoryAndMarkerRecords) {
+  ActivityCollector collector;
+  collector.enableAll();
+  ASSERT_OR(orActivityEnableTracing());
+  orStream_t a, b;
+  ASSERT_OR(orStreamCreate(&a));
+  ASSERT_OR(orStreamCreate(&b));
+  orEvent_t event;
+  ASSERT_OR(orEventCreate(&event));
+  Gate gate;
+  ASSERT_OR(openreg::launch(a, "slow", [&] { gate.waitOpen(); }));
+  ASSERT_OR(orEventRecord(event, a));
+  ASSERT_OR(orStreamWaitEvent(b, event, 0));
+  ASSERT_OR(openreg::launch(b, "after_wait", [] {}));
+  ASSERT_OR(orActivityMarkerRangePush("phase"));
+  ASSERT_OR(orActivityMarkerInstant("tick"));
+  ASSERT_OR(orActivityMarkerRangePop());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  gate.open();
+  ASSERT_OR(orStreamSynchronize(b));
+  ASSERT_OR(orEventSynchronize(event));
+  ASSERT_OR(orDeviceSynchronize());
+  ASSERT_OR(orActivityDisableTracing());
+  collector.flush();
+  std::map<uint32_t, int> syncTypes;
+  for (const auto& s : collector.records<orActivitySynchronization>(OR_ACTIVITY_KIND_SYNCHRONIZATION)) {
+    ++syncTypes[s.syncType];
+    EXPECT_LE(s.start, s.end);
+    if (s.syncType == OR_ACTIVITY_SYNC_STREAM_WAIT_EVENT) {
+      EXPECT_EQ(s.clockDomain, uint32_t{OR_ACTIVITY_CLOCK_DEVICE});
+      EXPECT_GT(s.end - s.start, 1000000u) << "the stream really waited ~2 ms";
+    } else {
+      EXPECT_EQ(s.clockDomain, uint32_t{OR_ACTIVITY_CLOCK_HOST});
+    }
+  }
+  EXPECT_EQ(syncTypes[OR_ACTIVITY_SYNC_STREAM_WAIT_EVENT], 1);
+  EXPECT_GE(syncTypes[OR_ACTIVITY_SYNC_STREAM], 1);
+  EXPECT_EQ(syncTypes[OR_ACTIVITY_SYNC_EVENT], 1);
+  EXPECT_EQ(syncTypes[OR_ACTIVITY_SYNC_DEVICE], 1);
+  const auto markers = collector.records<orActivityMarker>(OR_ACTIVITY_KIND_MARKER);
+  ASSERT_EQ(markers.size(), 3u);
+  EXPECT_STREQ(markers[0].name, "phase");
+  EXPECT_EQ(markers[2].markerKind, uint32_t{OR_ACTIVITY_MARKER_RANGE_END});
+  EXPECT_EQ(markers[2].id, markers[0].id);
+  EXPECT_GE(collector.count(OR_ACTIVITY_KIND_CLOCK_SYNC), 4u) << "at enable and disable, per device";
+  ASSERT_OR(orStreamDestroy(a));
+  ASSERT_OR(orStreamDestroy(b));
+  ASSERT_OR(orEventDestroy(event));
+}
+
+TEST(Activity, DeviceAndStreamInfo) {
+  int count = 0;
+  ASSERT_OR(orActivityGetDeviceCount(&count));
+  EXPECT_EQ(count, 2);
+  orActivityDeviceInfo info{};
+  info.structSize = sizeof(info);
+  ASSERT_OR(orActivityGetDeviceInfo(1, &info));
+  EXPECT_EQ(info.index, 1);
+  EXPECT_GT(std::strlen(info.name), 0u);
+  orStream_t s;
+  ASSERT_OR(orSetDevice(1));
+  ASSERT_OR(orStreamCreateWithPriority(&s, 0, -1));
+  uint64_t id = 0;
+  ASSERT_OR(orStreamGetId(s, &id));
+  ASSERT_OR(orStreamDestroy(s));
+  ASSERT_OR(orSetDevice(0));
+  orActivityStreamInfo streamInfo{};
+  streamInfo.structSize = sizeof(streamInfo);
+  ASSERT_OR(orActivityGetStreamInfo(1, id, &streamInfo));
+  EXPECT_EQ(streamInfo.priority, -1) << "described after destruction";
+  EXPECT_EQ(streamInfo.isDefault, 0);
+  ASSERT_OR(orActivityGetStreamInfo(1, 1, &streamInfo));
+  EXPECT_EQ(streamInfo.isDefault, 1);
+  EXPECT_EQ(orActivityGetStreamInfo(1, 999999, &streamInfo), orErrorInvalidValue);
+  uint32_t version = 0;
+  ASSERT_OR(orActivityGetVersion(&version));
+  EXPECT_EQ(version, uint32_t{OR_ACTIVITY_API_VERSION});
+}
+
+TEST(Activity, DeviceClockHasItsOwnOffset) {
+  orActivityClockSample sample0{}, sample1{};
+  ASSERT_OR(orActivityGetClockSample(0, &sample0));
+  ASSERT_OR(orActivityGetClockSample(1, &sample1));
+  const int64_t offset0 = int64_t(sample0.hostTimestamp) - int64_t(sample0.deviceTimestamp);
+  const int64_t offset1 = int64_t(sample1.hostTimestamp) - int64_t(sample1.deviceTimestamp);
+  EXPECT_GT(std::llabs(offset0), int64_t{1000000000}) << "device time is not host time";
+  EXPECT_GT(std::llabs(offset1 - offset0), int64_t{100000000}) << "each device has its own clock";
+  EXPECT_EQ(orActivityGetClockSample(5, &sample0), orErrorInvalidDevice);
+}
+
+TEST(Activity, ClockSamplesMapDeviceTimeUnderSkewAndDrift) {
+  if (isChild()) GTEST_SKIP();
+  EXPECT_EQ(rerunWithEnvironment("Activity.ChildClockMapping",
+                                 {"OPENREG_CLOCK_SKEW_PPM=300", "OPENREG_CLOCK_DRIFT_PPM_PER_S=200",
+                                  "OPENREG_CLOCK_OFFSET_NS=5000000000"}),
+            0);
+}
+
+// Interpolating between CLOCK_SYNC records predicts host time for independent
+// samples to within kToleranceNs (plus the samples' own uncertainty), while a
+// single offset would be off by far more: the skew and drift are real.
+TEST(Activity, ChildClockMapping) {
+  if (!isChild()) GTEST_SKIP() << "runs in a child process";
+  constexpr int64_t kToleranceNs = 5000;
+  ActivityCollector collector;
+  ASSERT_OR(orActivityEnable(OR_ACTIVITY_KIND_CLOCK_SYNC));
+  ASSERT_OR(orActivityEnableTracing());
+  std::vector<orActivityClockSample> probes;
+  for (int i = 0; i < 40; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    orActivityClockSample s{};
+    ASSERT_OR(orActivityGetClockSample(0, &s));
+    probes.push_back(s);
+  }
+  ASSERT_OR(orActivityDisableTracing());
+  collector.flush();
+  std::vector<orActivityClockSync> syncs;
+  for (const auto& r : collector.records<orActivityClockSync>(OR_ACTIVITY_KIND_CLOCK_SYNC)) {
+    if (r.device == 0) syncs.push_back(r);
+  }
+  // Periodic samples between the ones taken at enable and disable.
+  ASSERT_GE(syncs.size(), 3u);
+  std::sort(syncs.begin(), syncs.end(),
+            [](const auto& a, const auto& b) { return a.deviceTimestamp < b.deviceTimestamp; });
+  int64_t worstSingleOffset = 0;
+  int checked = 0;
+  const int64_t firstOffset = int64_t(syncs.front().hostTimestamp) - int64_t(syncs.front().deviceTimestamp);
+  for (const auto& probe : probes) {
+    auto upper = std::upper_bound(syncs.begin(), syncs.end(), probe.deviceTimestamp,
+                                  [](uint64_t t, const auto& s) { return t < s.deviceTimestamp; });
+    if (upper == syncs.begin() || upper == syncs.end()) continue;
+    const auto& lo = *(upper - 1);
+    const auto& hi = *upper;
+    const long double fraction = (long double)(probe.deviceTimestamp - lo.deviceTimestamp) /
+                                 (long double)(hi.deviceTimestamp - lo.deviceTimestamp);
+    const int64_t predicted = int64_t(lo.hostTimestamp) +
+                              int64_t(fraction * (long double)(int64_t(hi.hostTimestamp) - int64_t(lo.hostTimestamp)));
+    const int64_t error = std::llabs(predicted - int64_t(probe.hostTimestamp));
+    const int64_t allowed = kToleranceNs + int64_t(probe.uncertainty + lo.uncertainty + hi.uncertainty);
+    EXPECT_LE(error, allowed);
+    ++checked;
+    worstSingleOffset =
+        std::max<int64_t>(worstSingleOffset,
+                          std::llabs(int64_t(probe.deviceTimestamp) + firstOffset - int64_t(probe.hostTimestamp)));
+  }
+  EXPECT_GE(checked, 30);
+  EXPECT_GT(worstSingleOffset, 20 * kToleranceNs) << "skew and drift must make a single offset wrong";
+}
+
+TEST(Activity, RecordIterationRejectsMalformedBuffers) {
+  alignas(8) uint8_t buffer[64] = {};
+  const orActivityRecord* record = nullptr;
+  EXPECT_EQ(orActivityGetNextRecord(buffer, 0, &record), orErrorMaxLimitReached);
+  auto* header = reinterpret_cast<orActivityRecord*>(buffer);
+  header->kind = OR_ACTIVITY_KIND_KERNEL;
+  header->size = 4;  // smaller than a header
+  EXPECT_EQ(orActivityGetNextRecord(buffer, 64, &record), orErrorInvalidValue);
+  header->size = 12;  // not a multiple of 8
+  EXPECT_EQ(orActivityGetNextRecord(buffer, 64, &record), orErrorInvalidValue);
+  header->size = 72;  // past the valid size
+  EXPECT_EQ(orActivityGetNextRecord(buffer, 64, &record), orErrorInvalidValue);
+  header->size = 16;
+  ASSERT_OR(orActivityGetNextRecord(buffer, 20, &record));
+  EXPECT_EQ(orActivityGetNextRecord(buffer, 20, &record), orErrorInvalidValue) << "trailing partial header";
+  record = nullptr;
+  ASSERT_OR(orActivityGetNextRecord(buffer, 16, &record));
+  EXPECT_EQ(orActivityGetNextRecord(buffer, 16, &record), orErrorMaxLimitReached);
+  alignas(8) uint8_t elsewhere[16] = {};
+  const orActivityRecord* outside = reinterpret_cast<const orActivityRecord*>(elsewhere);
+  EXPECT_EQ(orActivityGetNextRecord(buffer, 64, &outside), orErrorInvalidValue) << "record from another buffer";
+  EXPECT_EQ(orActivityGetNextRecord(buffer + 1, 16, &record), orErrorInvalidValue) << "misaligned";
+  EXPECT_EQ(orActivityGetNextRecord(buffer, 16, nullptr), orErrorInvalidValue);
+}
+
+TEST(Activity, RecordIterationSurvivesRandomBytes) {
+  // Whatever the bytes, iteration stays inside the buffer and terminates.
+  std::mt19937_64 random(12345);
+  std::vector<uint64_t> storage(64);
+  for (int round = 0; round < 20000; ++round) {
+    for (auto& word : storage) word = random();
+    auto* bytes = reinterpret_cast<uint8_t*>(storage.data());
+    // Bias sizes toward plausible values so iteration goes deep.
+    for (size_t at = 0; at + 8 <= 512; at += 8) {
+      if (random() % 3 == 0) reinterpret_cast<uint32_t*>(bytes + at)[1] = uint32_t(8 * (1 + random() % 8));
+    }
+    const size_t valid = (random() % 65) * 8;
+    const orActivityRecord* record = nullptr;
+    int steps = 0;
+    orError_t result;
+    while ((result = orActivityGetNextRecord(bytes, valid, &record)) == orSuccess) {
+      const auto* at = reinterpret_cast<const uint8_t*>(record);
+      ASSERT_GE(at, bytes);
+      ASSERT_LE(at + record->size, bytes + valid);
+      ASSERT_LE(++steps, 64);
+    }
+    EXPECT_TRUE(result == orErrorMaxLimitReached || result == orErrorInvalidValue);
+  }
+}

@@ -1,0 +1,185 @@
+// Events: query, synchronize, timing, cross-stream and cross-device waits.
+#include "test_support.h"
+
+using openreg::testing::ActivityCollector;
+using openreg::testing::Gate;
+
+TEST(Event, NeverRecordedEventIsComplete) {
+  orEvent_t event;
+  ASSERT_OR(orEventCreate(&event));
+  EXPECT_OR(orEventQuery(event));
+  EXPECT_OR(orEventSynchronize(event));
+  float ms;
+  EXPECT_EQ(orEventElapsedTime(&ms, event, event), orErrorInvalidResourceHandle);
+  ASSERT_OR(orEventDestroy(event));
+  EXPECT_EQ(orEventDestroy(event), orErrorInvalidResourceHandle);
+  EXPECT_EQ(orEventQuery(event), orErrorInvalidResourceHandle);
+}
+
+TEST(Event, QueryFollowsTheCapturedWork) {
+  orEvent_t event;
+  ASSERT_OR(orEventCreate(&event));
+  Gate gate;
+  ASSERT_OR(openreg::launch(nullptr, "blocked", [&] { gate.waitOpen(); }));
+  ASSERT_OR(orEventRecord(event, nullptr));
+  EXPECT_EQ(orEventQuery(event), orErrorNotReady);
+  gate.open();
+  ASSERT_OR(orEventSynchronize(event));
+  EXPECT_OR(orEventQuery(event));
+  ASSERT_OR(orEventDestroy(event));
+}
+
+TEST(Event, TimingIsPositiveAndAgreesWithKernelDurations) {
+  ActivityCollector collector;
+  ASSERT_OR(orActivityEnable(OR_ACTIVITY_KIND_KERNEL));
+  ASSERT_OR(orActivityEnableTracing());
+  orEvent_t start, end;
+  ASSERT_OR(orEventCreate(&start));
+  ASSERT_OR(orEventCreate(&end));
+  ASSERT_OR(orEventRecord(start, nullptr));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OR(openreg::launch(nullptr, "sleepy", [] { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }));
+  }
+  ASSERT_OR(orEventRecord(end, nullptr));
+  ASSERT_OR(orEventSynchronize(end));
+  ASSERT_OR(orActivityDisableTracing());
+  collector.flush();
+  float ms = 0;
+  ASSERT_OR(orEventElapsedTime(&ms, start, end));
+  EXPECT_GT(ms, 0.0f);
+  const auto kernels = collector.records<orActivityKernel>(OR_ACTIVITY_KIND_KERNEL);
+  ASSERT_EQ(kernels.size(), 3u);
+  double kernelMs = 0;
+  for (const auto& k : kernels) kernelMs += (k.end - k.start) / 1e6;
+  // Both are read from the same device clock: the events bracket the kernels.
+  EXPECT_GE(ms, kernelMs);
+  EXPECT_LE(ms - kernelMs, kernelMs) << "the gaps between kernels should be small next to the kernels";
+  // Reversed order is negative, as in CUDA.
+  float reversed = 0;
+  ASSERT_OR(orEventElapsedTime(&reversed, end, start));
+  EXPECT_FLOAT_EQ(reversed, -ms);
+  ASSERT_OR(orEventDestroy(start));
+  ASSERT_OR(orEventDestroy(end));
+}
+
+TEST(Event, TimingDisabledAndPendingAreReported) {
+  orEvent_t plain, timed;
+  ASSERT_OR(orEventCreateWithFlags(&plain, orEventDisableTiming));
+  ASSERT_OR(orEventCreate(&timed));
+  ASSERT_OR(orEventRecord(plain, nullptr));
+  ASSERT_OR(orEventRecord(timed, nullptr));
+  ASSERT_OR(orDeviceSynchronize());
+  float ms;
+  EXPECT_EQ(orEventElapsedTime(&ms, plain, timed), orErrorInvalidResourceHandle);
+  Gate gate;
+  ASSERT_OR(openreg::launch(nullptr, "blocked", [&] { gate.waitOpen(); }));
+  orEvent_t pending;
+  ASSERT_OR(orEventCreate(&pending));
+  ASSERT_OR(orEventRecord(pending, nullptr));
+  EXPECT_EQ(orEventElapsedTime(&ms, timed, pending), orErrorNotReady);
+  gate.open();
+  ASSERT_OR(orEventSynchronize(pending));
+  EXPECT_OR(orEventElapsedTime(&ms, timed, pending));
+  EXPECT_EQ(orEventCreateWithFlags(&pending, 0x80), orErrorInvalidValue);
+  for (auto e : {plain, timed, pending}) ASSERT_OR(orEventDestroy(e));
+}
+
+TEST(Event, RecordOnAnotherDevicesStreamIsRejected) {
+  orEvent_t event;
+  ASSERT_OR(orEventCreate(&event));  // device 0
+  orStream_t other;
+  ASSERT_OR(orDeviceGetDefaultStream(1, &other));
+  EXPECT_EQ(orEventRecord(event, other), orErrorInvalidResourceHandle);
+  EXPECT_NE(std::string(orGetLastErrorMessage()).find("device 0"), std::string::npos);
+  ASSERT_OR(orEventDestroy(event));
+}
+
+// The consumer stream must not run past the wait until the producer's
+// captured work completed. Exercised within a device and across devices.
+void checkCrossStreamWait(int producerDevice, int consumerDevice) {
+  ASSERT_OR(orSetDevice(producerDevice));
+  orStream_t producer;
+  ASSERT_OR(orStreamCreate(&producer));
+  orEvent_t ready;
+  ASSERT_OR(orEventCreateWithFlags(&ready, orEventDisableTiming));
+  ASSERT_OR(orSetDevice(consumerDevice));
+  orStream_t consumer;
+  ASSERT_OR(orStreamCreate(&consumer));
+
+  Gate gate;
+  std::atomic<int> step{0};
+  std::atomic<int> consumerSawStep{-1};
+  ASSERT_OR(openreg::launch(producer, "produce", [&] {
+    gate.waitOpen();
+    step = 1;
+  }));
+  ASSERT_OR(orEventRecord(ready, producer));
+  ASSERT_OR(orStreamWaitEvent(consumer, ready, 0));
+  ASSERT_OR(openreg::launch(consumer, "consume", [&] { consumerSawStep = step.load(); }));
+
+  // Give a broken runtime the chance to run the consumer early.
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(consumerSawStep.load(), -1) << "the consumer ran before the event it waits on";
+  EXPECT_EQ(orStreamQuery(consumer), orErrorNotReady);
+  gate.open();
+  ASSERT_OR(orStreamSynchronize(consumer));
+  EXPECT_EQ(consumerSawStep.load(), 1);
+  ASSERT_OR(orStreamDestroy(producer));
+  ASSERT_OR(orStreamDestroy(consumer));
+  ASSERT_OR(orEventDestroy(ready));
+  ASSERT_OR(orSetDevice(0));
+}
+
+TEST(Event, CrossStreamWaitReallyWaits) { checkCrossStreamWait(0, 0); }
+TEST(Event, CrossDeviceWaitReallyWaits) { checkCrossStreamWait(0, 1); }
+
+TEST(Event, WaitsDoNotExhaustTheExecutorPool) {
+  // More blocked streams than executor threads: parked waits hold no thread,
+  // so the producer still gets to run.
+  orDeviceProp prop;
+  ASSERT_OR(orGetDeviceProperties(&prop, 0));
+  const int waiters = prop.executorThreads * 4;
+  orStream_t producer;
+  ASSERT_OR(orStreamCreate(&producer));
+  orEvent_t ready;
+  ASSERT_OR(orEventCreate(&ready));
+  Gate gate;
+  ASSERT_OR(openreg::launch(producer, "produce", [&] { gate.waitOpen(); }));
+  ASSERT_OR(orEventRecord(ready, producer));
+  std::vector<orStream_t> consumers(waiters);
+  std::atomic<int> consumed{0};
+  for (auto& consumer : consumers) {
+    ASSERT_OR(orStreamCreate(&consumer));
+    ASSERT_OR(orStreamWaitEvent(consumer, ready, 0));
+    ASSERT_OR(openreg::launch(consumer, "consume", [&] { ++consumed; }));
+  }
+  orStream_t independent;
+  ASSERT_OR(orStreamCreate(&independent));
+  std::atomic<bool> independentRan{false};
+  ASSERT_OR(openreg::launch(independent, "independent", [&] { independentRan = true; }));
+  ASSERT_OR(orStreamSynchronize(independent));
+  EXPECT_TRUE(independentRan.load());
+  EXPECT_EQ(consumed.load(), 0);
+  gate.open();
+  ASSERT_OR(orDeviceSynchronize());
+  EXPECT_EQ(consumed.load(), waiters);
+  for (auto consumer : consumers) ASSERT_OR(orStreamDestroy(consumer));
+  ASSERT_OR(orStreamDestroy(producer));
+  ASSERT_OR(orStreamDestroy(independent));
+  ASSERT_OR(orEventDestroy(ready));
+}
+
+TEST(Event, DestroyingAnEventWithPendingWorkIsSafe) {
+  orEvent_t event;
+  ASSERT_OR(orEventCreate(&event));
+  Gate gate;
+  ASSERT_OR(openreg::launch(nullptr, "blocked", [&] { gate.waitOpen(); }));
+  ASSERT_OR(orEventRecord(event, nullptr));
+  orStream_t other;
+  ASSERT_OR(orStreamCreate(&other));
+  ASSERT_OR(orStreamWaitEvent(other, event, 0));
+  ASSERT_OR(orEventDestroy(event));
+  gate.open();
+  ASSERT_OR(orStreamSynchronize(other));
+  ASSERT_OR(orStreamDestroy(other));
+}
