@@ -58,8 +58,11 @@ void check_json_valid(const Context& c, Sink& sink) {
 
 void check_events_well_formed(const Context& c, Sink& sink) {
   const Trace& t = c.t;
-  for (uint32_t i = 0; i < t.malformed.size(); ++i)
-    sink.add([&] { return t.malformed[i].reason; }, {{EventRef::kMalformed, i}});
+  for (uint32_t i = 0; i < t.malformed.size(); ++i) {
+    const Malformed& m = t.malformed[i];
+    sink.add([&] { return (m.name != kNoString ? "\"" + std::string(t.str(m.name)) + "\": " : std::string()) + m.reason; },
+             {{EventRef::kMalformed, i}});
+  }
   // Only the first kMaxMalformedKept are kept; count the rest too.
   for (uint64_t k = t.malformed.size(); k < t.malformed_count; ++k) sink.add([] { return std::string(); }, {});
 }
@@ -631,6 +634,7 @@ void write_event_ref(JsonWriter& w, const Trace& t, const EventRef& ref) {
     case EventRef::kMalformed: {
       const Malformed& m = t.malformed[ref.index];
       w.field("index", m.origin.index).field("offset", m.origin.offset).field("problem", m.reason);
+      if (m.name != kNoString) w.field("name", t.str(m.name));
       break;
     }
   }

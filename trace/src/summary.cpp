@@ -50,10 +50,14 @@ HostActivity describe_gap(const Trace& t, int64_t a, int64_t b) {
   // Calls that ran during the gap, counted at the outermost level that does
   // not span the whole gap (so aten::add is not counted again as aten::empty).
   auto encloses_gap = [&](const Slice& s) { return s.ts <= a && s.end() >= b; };
+  // The stack at the midpoint is already the headline; list what else ran.
+  std::vector<uint32_t> headline = h.stack;
+  std::sort(headline.begin(), headline.end());
   auto eligible = [&](uint32_t i) {
+    if (std::binary_search(headline.begin(), headline.end(), i)) return false;
     const Slice& s = t.slices[i];
     if (t.role(s.cat) == CategoryRole::kPython) return false;
-    if (encloses_gap(s)) return false;
+    if (encloses_gap(s) || starts_with(t.str(s.name), "ProfilerStep#")) return false;
     return std::min(s.end(), b) - std::max(s.ts, a) > 0;
   };
   std::unordered_map<uint32_t, HostActivity::Overlap> by_name;
@@ -199,8 +203,8 @@ std::string describe_host_stack(const Trace& t, const std::vector<uint32_t>& sta
     if (is_step(stack[k])) steps.push_back(name(stack[k]));
     else if (k >= first_call && !is_python(stack[k])) parts.push_back(name(stack[k]));
   }
-  if (parts.empty()) parts = steps;
   std::string out;
+  if (parts.empty() && !steps.empty()) return std::string(steps.back()) + ", outside any op";
   for (size_t k = 0; k < parts.size(); ++k) {
     if (k) out += " \xE2\x86\x92 ";  // →
     out += parts[k];

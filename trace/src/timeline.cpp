@@ -64,7 +64,8 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
     if (!any || s.end() > hi) hi = s.end();
     any = true;
   }
-  const int64_t resolution = std::max<int64_t>(1, (hi - lo) / width);
+  // Rounded up, so that at most width + 1 blocks fit in a row.
+  const int64_t resolution = std::max<int64_t>(1, (hi - lo + width - 1) / width);
 
   std::vector<std::string_view> names;
   std::unordered_map<uint32_t, size_t> name_index;

@@ -126,9 +126,9 @@ class Loader {
     }
   }
 
-  void malformed(const Origin& origin, std::string reason) {
+  void malformed(const Origin& origin, std::string reason, uint32_t name = kNoString) {
     ++t_.malformed_count;
-    if (t_.malformed.size() < Trace::kMaxMalformedKept) t_.malformed.push_back({origin, std::move(reason)});
+    if (t_.malformed.size() < Trace::kMaxMalformedKept) t_.malformed.push_back({origin, std::move(reason), name});
   }
 
   uint32_t read_interned_string() {
@@ -265,18 +265,18 @@ class Loader {
   void commit(const Origin& origin) {
     EventFields& e = fields_;
     if (!e.ph_ok) {
-      malformed(origin, "missing or invalid \"ph\"");
+      malformed(origin, "missing or invalid \"ph\"", e.name);
       return;
     }
     ++t_.phase_counts[e.ph];
     switch (e.ph) {
       case 'X': {
         if (!e.has_ts || !e.has_dur || !e.has_pid || !e.has_tid) {
-          malformed(origin, "complete event without numeric ts, dur, pid and tid");
+          malformed(origin, "complete event without numeric ts, dur, pid and tid", e.name);
           return;
         }
         if (e.dur < 0) {
-          malformed(origin, "complete event with negative dur");
+          malformed(origin, "complete event with negative dur", e.name);
           return;
         }
         Slice s;
@@ -297,7 +297,7 @@ class Loader {
       case 't':
       case 'f': {
         if (!e.has_ts || !e.has_pid || !e.has_tid || !e.has_id) {
-          malformed(origin, "flow event without id, numeric ts, pid and tid");
+          malformed(origin, "flow event without id, numeric ts, pid and tid", e.name);
           return;
         }
         FlowPoint f;
@@ -320,7 +320,7 @@ class Loader {
         }
         if (e.name != memory_name_) return;
         if (!e.has_ts || !e.has_pid || !e.has_tid) {
-          malformed(origin, "[memory] event without numeric ts, pid and tid");
+          malformed(origin, "[memory] event without numeric ts, pid and tid", e.name);
           return;
         }
         MemoryPoint m;

@@ -118,6 +118,7 @@ struct MetaEvent {  // ph "M"
 struct Malformed {
   Origin origin;
   std::string reason;
+  uint32_t name = kNoString;  // the event's "name", when it had one
 };
 
 struct LoadOptions {

@@ -1,0 +1,194 @@
+"""Command line: python -m torch_openreg {demo,summary,check,timeline}.
+
+summary, check and timeline read any torch.profiler chrome trace and need
+only libopenreg_trace.so: they import neither torch nor the openreg backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def _trace_files(paths: Sequence[str]) -> list[Path]:
+    """Files as given; a directory (e.g. tensorboard_trace_handler's) gives its traces."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
+            if not found:
+                raise SystemExit(f"error: no *.json or *.json.gz trace in {p}")
+            files.extend(found)
+        else:
+            files.append(p)
+    return files
+
+
+def _classification(args: argparse.Namespace) -> dict[str, Any]:
+    from torch_openreg.trace import load_options
+
+    return load_options(
+        device_categories=args.device_cat,
+        runtime_categories=args.runtime_cat,
+        annotation_categories=args.annotation_cat,
+        op_categories=args.op_cat,
+        flow_categories=args.flow_cat,
+        infer_device_categories=False if args.no_infer_device else None,
+    )
+
+
+def _add_classification(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "event classification",
+        "for traces of other backends; each option may repeat and replaces the default list",
+    )
+    g.add_argument("--device-cat", action="append", metavar="CAT",
+                   help="category of device work (default: kernel, gpu_memcpy, gpu_memset)")
+    g.add_argument("--no-infer-device", action="store_true",
+                   help="do not treat other categories carrying stream+correlation args as device work")
+    g.add_argument("--runtime-cat", action="append", metavar="CAT",
+                   help="category of host launch calls (default: any *_runtime or *_driver)")
+    g.add_argument("--annotation-cat", action="append", metavar="CAT",
+                   help="device-row annotations (default: gpu_user_annotation)")
+    g.add_argument("--op-cat", action="append", metavar="CAT", help="host ops (default: cpu_op, user_annotation)")
+    g.add_argument("--flow-cat", action="append", metavar="CAT", help="host-to-device arrows (default: ac2g)")
+
+
+def _cmd_summary(args: argparse.Namespace) -> int:
+    from torch_openreg.trace import open_trace
+    from torch_openreg.trace.format import summary_text
+
+    results = []
+    for path in _trace_files(args.trace):
+        with open_trace(path, **_classification(args)) as t:
+            s = t.summary(top=args.top, gaps=args.gaps)
+        if args.json:
+            results.append({"path": str(path), "summary": s})
+        else:
+            if results:
+                print()
+            print(summary_text(s, str(path)))
+            results.append(None)
+    if args.json:
+        json.dump(results[0]["summary"] if len(results) == 1 else results, sys.stdout, indent=1)
+        print()
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from torch_openreg.trace import list_checks, open_trace
+    from torch_openreg.trace.format import check_text
+
+    if args.list:
+        for c in list_checks():
+            print(f"{c['name']:<26} {c['severity']:<8} {c['description']}")
+        return 0
+    if not args.trace:
+        raise SystemExit("error: check needs a TRACE (or --list)")
+    options: dict[str, Any] = {"examples": args.examples, "strict": args.strict,
+                               "window_slack_ns": int(round(args.window_slack_us * 1000))}
+    if args.skip:
+        options["skip"] = args.skip
+    if args.only:
+        options["only"] = args.only
+    ok = True
+    results = []
+    for path in _trace_files(args.trace):
+        with open_trace(path, **_classification(args)) as t:
+            r = t.check(**options)
+        ok = ok and r["ok"]
+        if args.json:
+            results.append({"path": str(path), "check": r})
+        else:
+            if results:
+                print()
+            print(check_text(r, str(path)))
+            results.append(None)
+    if args.json:
+        json.dump(results[0]["check"] if len(results) == 1 else results, sys.stdout, indent=1)
+        print()
+    return 0 if ok else 1
+
+
+def _cmd_timeline(args: argparse.Namespace) -> int:
+    from torch_openreg.trace import open_trace
+    from torch_openreg.trace.timeline import draw
+
+    with open_trace(args.trace, **_classification(args)) as t:
+        data = t.timeline(width=args.width)
+    draw(data, args.output, title=args.title if args.title is not None else Path(args.trace).name)
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    print(
+        "error: `demo` is not yet available. It will train a small model on the openreg device under "
+        "torch.profiler once the backend and the Kineto plugin are complete.\n"
+        "The trace tools work now: python -m torch_openreg {summary,check,timeline} TRACE.json",
+        file=sys.stderr,
+    )
+    return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m torch_openreg",
+        description="openreg: a simulated PyTorch accelerator, and tools for torch.profiler traces.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="profile a small training run on openreg (not yet available)")
+    demo.set_defaults(func=_cmd_demo)
+
+    summary = sub.add_parser("summary", help="what the device did: kernels, ops, streams, idle gaps, memory")
+    summary.add_argument("trace", nargs="+", help="trace file (.json or .json.gz) or a folder of traces")
+    summary.add_argument("--top", type=int, default=10, help="rows per table (default 10)")
+    summary.add_argument("--gaps", type=int, default=5, help="idle gaps to show (default 5)")
+    summary.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_classification(summary)
+    summary.set_defaults(func=_cmd_summary)
+
+    check = sub.add_parser("check", help="structural invariants; exits 1 when one fails")
+    check.add_argument("trace", nargs="*", help="trace file (.json or .json.gz) or a folder of traces")
+    check.add_argument("--list", action="store_true", help="list the checks and exit")
+    check.add_argument("--skip", action="append", metavar="CHECK", help="do not run CHECK (repeatable)")
+    check.add_argument("--only", action="append", metavar="CHECK", help="run only CHECK (repeatable)")
+    check.add_argument("--examples", type=int, default=5, help="example violations shown per check (default 5)")
+    check.add_argument("--window-slack-us", type=float, default=0.0,
+                       help="tolerance of the profiling-window check, in microseconds")
+    check.add_argument("--strict", action="store_true", help="warnings fail too")
+    check.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_classification(check)
+    check.set_defaults(func=_cmd_check)
+
+    timeline = sub.add_parser("timeline", help="draw host ops, device streams and memory to an image")
+    timeline.add_argument("trace", help="trace file (.json or .json.gz)")
+    timeline.add_argument("-o", "--output", required=True, help="image file (png, svg, pdf...)")
+    timeline.add_argument("--width", type=int, default=2000, help="time buckets across the plot (default 2000)")
+    timeline.add_argument("--title", default=None, help="figure title (default: the file name)")
+    _add_classification(timeline)
+    timeline.set_defaults(func=_cmd_timeline)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except Exception as e:  # noqa: BLE001 - report library errors as one line, not a traceback
+        from torch_openreg.trace import TraceError
+
+        if isinstance(e, TraceError):
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())
