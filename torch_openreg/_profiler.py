@@ -1,0 +1,67 @@
+"""Loads openreg's profiler integration into the process.
+
+``libopenreg_profiler.so`` registers, when loaded:
+
+- the Kineto plugin (``REGISTER_PRIVATEUSE1_PROFILER``), which torch forwards
+  to Kineto the first time ``torch.profiler.profile`` runs with
+  ``ProfilerActivity.PrivateUse1``;
+- the legacy ``ProfilerStubs``, used by
+  ``torch.autograd.profiler.profile(use_device="openreg")``.
+
+The plugin finds the device through the activity tracing API at run time:
+``OPENREG_ACTIVITY_LIBRARY`` if set, else ``libopenreg.so`` beside it. Without
+that library profiling still works, with empty device lanes and a warning.
+
+This module imports nothing of torch_openreg, so tests can load it on its own.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import warnings
+from pathlib import Path
+
+__all__ = ["load_profiler_plugin", "profiler_library_path", "PROFILER_LIBRARY_NAME"]
+
+PROFILER_LIBRARY_NAME = "libopenreg_profiler.so"
+
+_lock = threading.Lock()
+_loaded: ctypes.CDLL | None = None
+
+
+def profiler_library_path(lib_dir: str | os.PathLike | None = None) -> Path:
+    """Where the plugin library is: ``lib_dir``, else the package's ``lib/``."""
+    base = Path(lib_dir) if lib_dir is not None else Path(__file__).resolve().parent / "lib"
+    return base / PROFILER_LIBRARY_NAME
+
+
+def load_profiler_plugin(lib_dir: str | os.PathLike | None = None, *, required: bool = False) -> bool:
+    """Loads the plugin once per process; later calls are no-ops.
+
+    Call it after ``import torch`` (the library needs libtorch's symbols), at
+    any point before the first trace. Returns True when the plugin is loaded.
+    A missing or unloadable library raises ``RuntimeError`` naming the path
+    if ``required``, else warns and returns False: the package stays usable,
+    only without device lanes in traces.
+    """
+    global _loaded
+    with _lock:
+        if _loaded is not None:
+            return True
+        path = profiler_library_path(lib_dir)
+        try:
+            # RTLD_GLOBAL like torch.ops.load_library: its static registrars
+            # run now, and torch resolves nothing from it by name.
+            _loaded = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        except OSError as error:
+            message = (
+                f"openreg: cannot load the profiler plugin {path}: {error}. "
+                "torch.profiler will show no openreg device activity."
+            )
+            if required:
+                raise RuntimeError(message) from error
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            return False
+        return True
