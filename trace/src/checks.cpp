@@ -3,6 +3,7 @@
 // so that adding one is local; see check_table().
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -33,9 +34,18 @@ class Sink {
   size_t limit_;
 };
 
+// Flows in the configured categories, grouped by (category, id).
+std::vector<std::vector<uint32_t>> flow_groups(const Trace& t);
+
 struct Context {
   const Trace& t;
   const CheckOptions& options;
+  // Shared by the flow checks; computed on first use (one Context per run).
+  mutable std::optional<std::vector<std::vector<uint32_t>>> flows;
+  const std::vector<std::vector<uint32_t>>& flow_groups() const {
+    if (!flows) flows = trace::flow_groups(t);
+    return *flows;
+  }
 };
 
 EventRef slice_ref(uint32_t i) { return {EventRef::kSlice, i}; }
@@ -179,7 +189,6 @@ void check_device_rows_named(const Context& c, Sink& sink) {
   }
 }
 
-// Flows in the configured categories, grouped by (category, id).
 std::vector<std::vector<uint32_t>> flow_groups(const Trace& t) {
   std::vector<uint32_t> idx;
   for (uint32_t i = 0; i < t.flows.size(); ++i)
@@ -213,7 +222,7 @@ void split_group(const Trace& t, const std::vector<uint32_t>& g, std::vector<uin
 void check_flow_pairs(const Context& c, Sink& sink) {
   const Trace& t = c.t;
   std::vector<uint32_t> starts, finishes;
-  for (const auto& g : flow_groups(t)) {
+  for (const auto& g : c.flow_groups()) {
     split_group(t, g, starts, finishes);
     if (starts.size() == 1 && finishes.size() == 1) continue;
     std::vector<EventRef> refs;
@@ -231,7 +240,7 @@ void check_flow_pairs(const Context& c, Sink& sink) {
 void check_flow_forward(const Context& c, Sink& sink) {
   const Trace& t = c.t;
   std::vector<uint32_t> starts, finishes;
-  for (const auto& g : flow_groups(t)) {
+  for (const auto& g : c.flow_groups()) {
     split_group(t, g, starts, finishes);
     if (starts.empty()) continue;
     const FlowPoint& s = t.flows[starts[0]];
@@ -247,7 +256,7 @@ void check_flow_forward(const Context& c, Sink& sink) {
 void check_flow_distinct_lanes(const Context& c, Sink& sink) {
   const Trace& t = c.t;
   std::vector<uint32_t> starts, finishes;
-  for (const auto& g : flow_groups(t)) {
+  for (const auto& g : c.flow_groups()) {
     split_group(t, g, starts, finishes);
     if (starts.empty()) continue;
     const FlowPoint& s = t.flows[starts[0]];
@@ -266,7 +275,7 @@ void check_flow_distinct_lanes(const Context& c, Sink& sink) {
 
 void check_flow_start_in_host_slice(const Context& c, Sink& sink) {
   const Trace& t = c.t;
-  for (const auto& g : flow_groups(t)) {
+  for (const auto& g : c.flow_groups()) {
     for (uint32_t i : g) {
       const FlowPoint& f = t.flows[i];
       if (f.ph != 's') continue;
@@ -284,7 +293,7 @@ void check_flow_start_in_host_slice(const Context& c, Sink& sink) {
 
 void check_flow_finish_bound(const Context& c, Sink& sink) {
   const Trace& t = c.t;
-  for (const auto& g : flow_groups(t)) {
+  for (const auto& g : c.flow_groups()) {
     for (uint32_t i : g) {
       const FlowPoint& f = t.flows[i];
       if (f.ph != 'f') continue;

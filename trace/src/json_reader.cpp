@@ -240,14 +240,14 @@ bool JsonReader::refill() {
   return n != 0;
 }
 
-int JsonReader::peek_nonspace() {
+int JsonReader::peek_nonspace_refill() {
   for (;;) {
+    if (!refill()) return -1;
     while (pos_ < end_) {
       char c = *pos_;
       if (!is_space(c)) return static_cast<unsigned char>(c);
       ++pos_;
     }
-    if (!refill()) return -1;
   }
 }
 

@@ -81,8 +81,17 @@ class JsonReader {
   [[noreturn]] void fail(const std::string& what) const;
 
  private:
-  // -1 at end of input.
-  int peek_nonspace();
+  // The next non-space byte without consuming it; -1 at end of input.
+  // Inline: it runs before every token.
+  int peek_nonspace() {
+    while (pos_ < end_) {
+      char c = *pos_;
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return static_cast<unsigned char>(c);
+      ++pos_;
+    }
+    return peek_nonspace_refill();
+  }
+  int peek_nonspace_refill();
   bool refill();
   std::string_view read_string_slow(const char* start);
   void append_escape();

@@ -393,8 +393,8 @@ void write_trace_info(JsonWriter& w, const Trace& t) {
   w.field("origin_ns", t.origin_ns);
   w.field("origin_us", format_us(t.origin_ns));
   w.key("phases").begin_object();
-  std::map<char, uint64_t> phases(t.phase_counts.begin(), t.phase_counts.end());
-  for (auto& [ph, n] : phases) w.field(std::string(1, ph), n);
+  for (size_t ph = 0; ph < t.phase_counts.size(); ++ph)
+    if (t.phase_counts[ph]) w.field(std::string(1, static_cast<char>(ph)), t.phase_counts[ph]);
   w.end_object();
   std::map<uint32_t, uint64_t> cats;
   for (const Slice& s : t.slices) ++cats[s.cat];

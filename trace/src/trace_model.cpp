@@ -268,7 +268,7 @@ class Loader {
       malformed(origin, "missing or invalid \"ph\"", e.name);
       return;
     }
-    ++t_.phase_counts[e.ph];
+    ++t_.phase_counts[static_cast<unsigned char>(e.ph)];
     switch (e.ph) {
       case 'X': {
         if (!e.has_ts || !e.has_dur || !e.has_pid || !e.has_tid) {

@@ -3,6 +3,7 @@
 // load_trace(), then read-only (safe to share between threads).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -153,7 +154,7 @@ class Trace {
 
   uint64_t event_count = 0;
   uint64_t bytes_read = 0;
-  std::unordered_map<char, uint64_t> phase_counts;
+  std::array<uint64_t, 256> phase_counts{};  // by the ph character
   std::optional<int64_t> record_window_end;  // "Record Window End" instant
   std::optional<ParseError> parse_error;
   bool has_trace_events = false;

@@ -285,7 +285,8 @@ TEST(Checks, ExamplesAreCappedButAllViolationsCounted) {
   EXPECT_EQ(c.examples[0].events.size(), 4u);
   TraceBuilder many = clean();
   for (int i = 0; i < 20; ++i) many.kernel("k", 40'000 + i * 1'000, 500, 0, 8, 100 + i, 2, "kernel", R"("device":0)");
-  const CheckResult& d = result(check(many, {.examples = 3}), "device_args");
+  CheckReport many_report = check(many, {.examples = 3});
+  const CheckResult& d = result(many_report, "device_args");
   EXPECT_EQ(d.violations, 20u);
   EXPECT_EQ(d.examples.size(), 3u);
 }
