@@ -107,21 +107,15 @@ orError_t copy(void* dst, const void* src, size_t count, orMemcpyKind kind, orSt
   activity::TracedCall call(true);
   Task task;
   task.kind = TaskKind::Memcpy;
-  task.dst = dst;
-  task.src = src;
-  task.bytes = count;
   task.isAsync = async;
-  task.srcKind = memoryKind(from);
-  task.dstKind = memoryKind(to);
-  task.srcDevice = from.device;
-  task.dstDevice = to.device;
+  task.copy = {dst, src, count, from.device, to.device, 0, memoryKind(from), memoryKind(to)};
   switch (kind) {
-    case orMemcpyHostToDevice: task.copyKind = OR_ACTIVITY_MEMCPY_HTOD; break;
-    case orMemcpyDeviceToHost: task.copyKind = OR_ACTIVITY_MEMCPY_DTOH; break;
+    case orMemcpyHostToDevice: task.copy.copyKind = OR_ACTIVITY_MEMCPY_HTOD; break;
+    case orMemcpyDeviceToHost: task.copy.copyKind = OR_ACTIVITY_MEMCPY_DTOH; break;
     case orMemcpyDeviceToDevice:
-      task.copyKind = from.device == to.device ? OR_ACTIVITY_MEMCPY_DTOD : OR_ACTIVITY_MEMCPY_PTOP;
+      task.copy.copyKind = from.device == to.device ? OR_ACTIVITY_MEMCPY_DTOD : OR_ACTIVITY_MEMCPY_PTOP;
       break;
-    default: task.copyKind = OR_ACTIVITY_MEMCPY_HTOH; break;
+    default: task.copy.copyKind = OR_ACTIVITY_MEMCPY_HTOH; break;
   }
   // A pageable source may change once we return: copy it now.
   if (async && from.type == orMemoryTypeUnregistered) {
@@ -169,10 +163,7 @@ orError_t memset(void* ptr, uint32_t pattern, uint32_t elementSize, size_t count
   activity::TracedCall call(true);
   Task task;
   task.kind = TaskKind::Memset;
-  task.dst = ptr;
-  task.bytes = bytes;
-  task.pattern = pattern;
-  task.elementSize = elementSize;
+  task.memset = {ptr, bytes, pattern, elementSize};
   task.isAsync = async;
   task.correlationId = call.correlationId();
   task.recordDevice = call.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_MEMSET);

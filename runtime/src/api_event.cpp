@@ -75,7 +75,7 @@ orError_t orEventRecord(orEvent_t event, orStream_t stream) {
     activity::TracedCall call(false);
     Task task;
     task.kind = TaskKind::EventRecord;
-    task.eventSequence = e->beginRecord();
+    task.wait = {e->beginRecord(), 0};
     task.event = std::move(e);
     s->enqueue(std::move(task));
     call.finish(OR_API_EVENT_RECORD, s->device(), orSuccess);

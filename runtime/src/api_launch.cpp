@@ -26,13 +26,8 @@ orError_t launch(const orLaunchConfig& config, orStream_t streamHandle) {
   }
   Task task;
   task.kind = TaskKind::Kernel;
-  task.name = activity::internName(config.name);
-  task.func = config.func;
-  task.userData = config.userData;
-  task.userDataDestroy = config.userDataDestroy;
-  task.grid = config.grid;
-  task.block = config.block;
-  task.sharedMemBytes = config.sharedMemBytes;
+  task.kernel = {activity::internName(config.name), config.func, config.userData, config.userDataDestroy,
+                 config.grid, config.block, config.sharedMemBytes};
   task.correlationId = call.correlationId();
   task.recordDevice = call.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_KERNEL);
   stream->enqueue(std::move(task));
@@ -84,8 +79,7 @@ orError_t orLaunchHostFunc(orStream_t streamHandle, orHostFunc func, void* userD
     activity::TracedCall call(false);
     Task task;
     task.kind = TaskKind::HostFunc;
-    task.hostFunc = func;
-    task.userData = userData;
+    task.hostFunc = {func, userData};
     stream->enqueue(std::move(task));
     call.finish(OR_API_LAUNCH_HOST_FUNC, stream->device(), orSuccess);
     return orSuccess;

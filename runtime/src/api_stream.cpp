@@ -153,7 +153,7 @@ orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int fla
     Task task;
     task.kind = TaskKind::WaitEvent;
     task.event = std::move(e);
-    task.eventSequence = target;
+    task.wait = {target, 0};
     task.correlationId = call.correlationId();
     task.recordDevice = call.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_SYNCHRONIZATION);
     s->enqueue(std::move(task));

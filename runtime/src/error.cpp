@@ -1,14 +1,12 @@
 #include "error.h"
 
+#include "thread_context.h"
+
 #include <cstdio>
 
 namespace openreg {
-namespace {
-thread_local std::string lastErrorMessage;
-}
-
 orError_t failWithMessage(orError_t code, std::string message) {
-  lastErrorMessage = std::move(message);
+  threadContext().lastError = std::move(message);
   return code;
 }
 
@@ -23,7 +21,6 @@ orError_t fail(orError_t code, const char* format, ...) {
 
 }  // namespace openreg
 
-using openreg::lastErrorMessage;
 
 extern "C" {
 
@@ -73,9 +70,9 @@ const char* orGetErrorString(orError_t error) {
   return "unrecognized error code";
 }
 
-const char* orGetLastErrorMessage(void) { return lastErrorMessage.c_str(); }
+const char* orGetLastErrorMessage(void) { return openreg::threadContext().lastError.c_str(); }
 
-void orClearLastError(void) { lastErrorMessage.clear(); }
+void orClearLastError(void) { openreg::threadContext().lastError.clear(); }
 
 orError_t orRuntimeGetVersion(int* version) {
   if (version == nullptr) return openreg::fail(orErrorInvalidValue, "orRuntimeGetVersion: version is NULL");

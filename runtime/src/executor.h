@@ -49,10 +49,18 @@ class Executor {
   const int threadCount_;
   const DeviceClockModel* const clock_;
 
+  // Takes the next ready stream (high priority first); mutex_ held.
+  std::shared_ptr<Stream> popReadyLocked();
+
   std::once_flag started_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Stream>> ready_[2];  // [0]: high priority
+  int sleeping_ = 0;                              // workers blocked on wake_
+  // One idle worker spins briefly before sleeping, so a steady flow of
+  // launches is picked up without a futex wake per launch.
+  std::atomic<bool> spinning_{false};
+  std::atomic<int> readyCount_{0};
   std::vector<std::thread> threads_;
   std::atomic<bool> discarding_{false};
 };

@@ -6,11 +6,10 @@
 
 #include "activity/recorder.h"
 #include "error.h"
+#include "thread_context.h"
 
 namespace openreg {
 namespace {
-
-thread_local int tlsCurrentDevice = 0;
 
 // At exit, let queued work finish before libraries it may call into (torch)
 // are torn down; if it does not finish in time, drop what is left.
@@ -77,8 +76,8 @@ Runtime* acquireRuntime(orError_t* error) {
   return runtime;
 }
 
-int currentDevice() { return tlsCurrentDevice; }
-void setCurrentDevice(int device) { tlsCurrentDevice = device; }
+int currentDevice() { return threadContext().currentDevice; }
+void setCurrentDevice(int device) { threadContext().currentDevice = device; }
 
 orError_t checkDevice(const Runtime& runtime, int device, const char* caller) {
   const int count = static_cast<int>(runtime.devices.size());
@@ -95,8 +94,17 @@ orError_t resolveStream(Runtime& runtime, orStream_t handle, const char* caller,
     *stream = runtime.devices[currentDevice()]->defaultStream;
     return orSuccess;
   }
-  *stream = runtime.streams.find(reinterpret_cast<uint64_t>(handle));
-  if (!*stream) {
+  const auto value = reinterpret_cast<uint64_t>(handle);
+  ThreadContext& context = threadContext();
+  if (context.cachedStreamHandle == value && !context.cachedStream->destroyed()) {
+    *stream = context.cachedStream;
+    return orSuccess;
+  }
+  *stream = runtime.streams.find(value);
+  if (*stream) {
+    context.cachedStreamHandle = value;
+    context.cachedStream = *stream;
+  } else {
     return fail(orErrorInvalidResourceHandle, "%s: stream handle %p is not a live stream (destroyed or never created)",
                 caller, static_cast<void*>(handle));
   }

@@ -13,7 +13,7 @@ uint64_t Stream::enqueue(Task&& task) {
   uint64_t sequence;
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(std::move(task));
+    queue_.push(std::move(task));
     sequence = ++enqueued_;
     needsScheduling = !scheduled_;
     scheduled_ = true;

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,7 +57,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   std::mutex mutex_;
   std::condition_variable progress_;
-  std::deque<Task> queue_;    // front is being executed while scheduled_
+  TaskQueue queue_;
+  // A wait that found its event pending. It is logically the queue's front:
+  // it runs before anything in queue_ once the event reschedules the stream.
+  Task parked_;
+  bool hasParked_ = false;
   bool scheduled_ = false;    // owned by the executor (ready, running or parked)
   uint64_t enqueued_ = 0;
   int waiters_ = 0;

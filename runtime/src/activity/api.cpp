@@ -32,8 +32,6 @@ bool validExternalKind(orActivityExternalCorrelationKind kind) {
   return kind > OR_EXTERNAL_CORRELATION_KIND_UNKNOWN && kind < OR_EXTERNAL_CORRELATION_KIND_COUNT;
 }
 
-// Marker range ids and names per thread.
-thread_local std::vector<uint64_t> tlsMarkerStack;
 std::atomic<uint64_t> gNextMarkerId{1};
 
 orError_t writeMarker(orActivityMarkerKind kind, uint64_t id, const char* name) {
@@ -250,18 +248,19 @@ orError_t orActivityMarkerRangePush(const char* name) {
   return guarded([&]() -> orError_t {
     if (name == nullptr) return fail(orErrorInvalidValue, "orActivityMarkerRangePush: name is NULL");
     const uint64_t id = gNextMarkerId.fetch_add(1, std::memory_order_relaxed);
-    tlsMarkerStack.push_back(id);
+    threadContext().markerStack.push_back(id);
     return writeMarker(OR_ACTIVITY_MARKER_RANGE_START, id, name);
   });
 }
 
 orError_t orActivityMarkerRangePop(void) {
   return guarded([&]() -> orError_t {
-    if (tlsMarkerStack.empty()) {
+    auto& markerStack = threadContext().markerStack;
+    if (markerStack.empty()) {
       return fail(orErrorInvalidValue, "orActivityMarkerRangePop: no range is open on this thread");
     }
-    const uint64_t id = tlsMarkerStack.back();
-    tlsMarkerStack.pop_back();
+    const uint64_t id = markerStack.back();
+    markerStack.pop_back();
     return writeMarker(OR_ACTIVITY_MARKER_RANGE_END, id, nullptr);
   });
 }

@@ -18,14 +18,6 @@
 
 namespace openreg::activity {
 
-struct ThreadBuffer {
-  std::mutex mutex;
-  uint8_t* data = nullptr;
-  size_t capacity = 0;
-  size_t used = 0;
-  uint32_t threadId = 0;
-};
-
 namespace {
 
 struct CompletedBuffer {
@@ -60,7 +52,7 @@ struct State {
   std::mutex deliveryMutex;  // one completed callback at a time
 
   std::atomic<uint64_t> dropped[kMaxDevices + 1] = {};
-  std::atomic<uint64_t> written{0};
+  std::atomic<uint64_t> writtenByExitedThreads{0};
   std::atomic<uint64_t> buffersRequested{0};
   std::atomic<uint64_t> buffersRefused{0};
   std::atomic<uint64_t> buffersCompleted{0};
@@ -74,8 +66,6 @@ State& state() {
   return *instance;
 }
 
-thread_local bool tlsInsideCallback = false;
-
 void enqueueCompleted(uint8_t* data, size_t capacity, size_t valid) {
   State& s = state();
   {
@@ -85,33 +75,8 @@ void enqueueCompleted(uint8_t* data, size_t capacity, size_t valid) {
   s.queueCv.notify_one();
 }
 
-// Retires the buffer of an exiting thread so its records survive it.
-struct ThreadBufferOwner {
-  std::shared_ptr<ThreadBuffer> buffer;
-  ~ThreadBufferOwner() {
-    if (!buffer) return;
-    State& s = state();
-    {
-      std::lock_guard lock(buffer->mutex);
-      if (buffer->data != nullptr) {
-        if (buffer->used > 0) {
-          enqueueCompleted(buffer->data, buffer->capacity, buffer->used);
-        } else {
-          enqueueCompleted(buffer->data, buffer->capacity, 0);  // give the memory back
-        }
-        buffer->data = nullptr;
-      }
-    }
-    std::lock_guard lock(s.registryMutex);
-    auto& r = s.registry;
-    r.erase(std::remove(r.begin(), r.end(), buffer), r.end());
-  }
-};
-
-thread_local ThreadBufferOwner tlsOwner;
-
-ThreadBuffer* threadBuffer() {
-  if (!tlsOwner.buffer) {
+ThreadBuffer* threadBuffer(ThreadContext& context) {
+  if (!context.buffer) {
     auto buffer = std::make_shared<ThreadBuffer>();
     buffer->threadId = currentThreadId();
     State& s = state();
@@ -119,22 +84,22 @@ ThreadBuffer* threadBuffer() {
       std::lock_guard lock(s.registryMutex);
       s.registry.push_back(buffer);
     }
-    tlsOwner.buffer = std::move(buffer);
+    context.buffer = std::move(buffer);
   }
-  return tlsOwner.buffer.get();
+  return context.buffer.get();
 }
 
 // Asks the client for a buffer. Called with the thread buffer locked.
-bool requestBuffer(ThreadBuffer& buffer) {
+bool requestBuffer(ThreadContext& context, ThreadBuffer& buffer) {
   State& s = state();
   std::shared_lock clientLock(s.clientMutex);
   if (s.client.requested == nullptr) return false;
   uint8_t* data = nullptr;
   size_t size = 0;
   const uint64_t start = hostNowNs();
-  tlsInsideCallback = true;
+  context.insideCallback = true;
   s.client.requested(s.client.userData, &data, &size);
-  tlsInsideCallback = false;
+  context.insideCallback = false;
   const uint64_t end = hostNowNs();
   s.requestNs.fetch_add(end - start, std::memory_order_relaxed);
   s.buffersRequested.fetch_add(1, std::memory_order_relaxed);
@@ -154,7 +119,7 @@ bool requestBuffer(ThreadBuffer& buffer) {
     overhead.end = end;
     std::memcpy(buffer.data, &overhead, sizeof(overhead));
     buffer.used = sizeof(overhead);
-    s.written.fetch_add(1, std::memory_order_relaxed);
+    ++buffer.recordsWritten;
   }
   return true;
 }
@@ -189,31 +154,54 @@ void deliveryLoop() {
 
 }  // namespace
 
-BufferWriter::BufferWriter() : buffer_(threadBuffer()) { buffer_->mutex.lock(); }
-BufferWriter::~BufferWriter() { buffer_->mutex.unlock(); }
+BufferWriter::BufferWriter(ThreadContext& context) : context_(context), buffer_(threadBuffer(context)) {
+  buffer_->mutex.lock();
+}
+
+void* BufferWriter::reserveSlow(size_t size, int device) {
+  ThreadBuffer& b = *buffer_;
+  // A record emitted from inside a client callback would re-enter the
+  // client: count it instead.
+  if (context_.insideCallback) {
+    countDrop(device);
+    return nullptr;
+  }
+  if (b.data != nullptr) {
+    enqueueCompleted(b.data, b.capacity, b.used);
+    b.data = nullptr;
+  }
+  if (!requestBuffer(context_, b) || b.used + size > b.capacity) {
+    countDrop(device);
+    return nullptr;
+  }
+  void* at = b.data + b.used;
+  b.used += size;
+  ++b.recordsWritten;
+  return at;
+}
 
 bool BufferWriter::append(const void* record, size_t size, int device) {
-  ThreadBuffer& b = *buffer_;
-  if (b.data == nullptr || b.used + size > b.capacity) {
-    // A record emitted from inside a client callback would re-enter the
-    // client: count it instead.
-    if (tlsInsideCallback) {
-      countDrop(device);
-      return false;
-    }
-    if (b.data != nullptr) {
-      enqueueCompleted(b.data, b.capacity, b.used);
-      b.data = nullptr;
-    }
-    if (!requestBuffer(b) || b.used + size > b.capacity) {
-      countDrop(device);
-      return false;
+  void* at = reserve(size, device);
+  if (at == nullptr) return false;
+  std::memcpy(at, record, size);
+  return true;
+}
+
+void retireThreadBuffer(std::shared_ptr<ThreadBuffer>& buffer) {
+  State& s = state();
+  {
+    std::lock_guard lock(buffer->mutex);
+    if (buffer->data != nullptr) {
+      // Records survive their thread; an empty buffer goes back to the client.
+      enqueueCompleted(buffer->data, buffer->capacity, buffer->used);
+      buffer->data = nullptr;
     }
   }
-  std::memcpy(b.data + b.used, record, size);
-  b.used += size;
-  state().written.fetch_add(1, std::memory_order_relaxed);
-  return true;
+  std::lock_guard lock(s.registryMutex);
+  s.writtenByExitedThreads.fetch_add(buffer->recordsWritten, std::memory_order_relaxed);
+  auto& r = s.registry;
+  r.erase(std::remove(r.begin(), r.end(), buffer), r.end());
+  buffer.reset();
 }
 
 orError_t registerClient(orActivityBufferRequestedFn requested, orActivityBufferCompletedFn completed,
@@ -282,15 +270,14 @@ void deliverQueued() {
     std::shared_lock clientLock(s.clientMutex);
     if (s.client.completed == nullptr) continue;  // client gone: it freed its buffers
     const uint64_t start = hostNowNs();
-    tlsInsideCallback = true;
+    ThreadContext& context = threadContext();
+    context.insideCallback = true;
     s.client.completed(s.client.userData, next.data, next.capacity, next.valid);
-    tlsInsideCallback = false;
+    context.insideCallback = false;
     s.completedNs.fetch_add(hostNowNs() - start, std::memory_order_relaxed);
     s.buffersCompleted.fetch_add(1, std::memory_order_relaxed);
   }
 }
-
-bool insideClientCallback() { return tlsInsideCallback; }
 
 void countDrop(int device) {
   const int slot = (device >= 0 && device < kMaxDevices) ? device : kMaxDevices;
@@ -309,7 +296,14 @@ void fillStats(orActivityStats* stats, size_t bytes) {
   State& s = state();
   orActivityStats full{};
   full.structSize = sizeof(orActivityStats);
-  full.recordsWritten = s.written.load();
+  full.recordsWritten = s.writtenByExitedThreads.load();
+  {
+    std::lock_guard lock(s.registryMutex);
+    for (auto& buffer : s.registry) {
+      std::lock_guard bufferLock(buffer->mutex);
+      full.recordsWritten += buffer->recordsWritten;
+    }
+  }
   full.recordsDropped = droppedRecords(-1);
   full.buffersRequested = s.buffersRequested.load();
   full.buffersRefused = s.buffersRefused.load();

@@ -4,29 +4,70 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <new>
 
+#include "../spin_lock.h"
+#include "../thread_context.h"
 #include "openreg/activity.h"
 
 namespace openreg::activity {
+
+// The buffer a thread is filling. Its owner appends under `mutex`; a forced
+// flush takes it from any thread under the same mutex.
+struct ThreadBuffer {
+  SpinLock mutex;
+  uint8_t* data = nullptr;
+  size_t capacity = 0;
+  size_t used = 0;
+  uint32_t threadId = 0;
+  uint64_t recordsWritten = 0;  // under mutex; a shared counter would bounce between cores
+};
 
 // Registers (or, with two NULLs, unregisters after handing everything back).
 orError_t registerClient(orActivityBufferRequestedFn requested, orActivityBufferCompletedFn completed,
                          void* userData);
 bool clientRegistered();
 
-// Appends `size` bytes to the calling thread's buffer under its lock.
-// Several records can be appended under one lock with a BufferWriter.
+// Writes records into the calling thread's buffer, holding its lock for the
+// writer's lifetime so related records (external correlation + RUNTIME) are
+// written together.
 class BufferWriter {
  public:
-  BufferWriter();
-  ~BufferWriter();
+  explicit BufferWriter(ThreadContext& context);
+  ~BufferWriter() { buffer_->mutex.unlock(); }
   BufferWriter(const BufferWriter&) = delete;
   BufferWriter& operator=(const BufferWriter&) = delete;
-  // False if dropped (no buffer available); `device` is charged the drop.
+
+  // A zeroed record with its header set, written in place; nullptr if it was
+  // dropped for lack of a buffer (then `device` is charged the drop).
+  template <class Record>
+  Record* emplace(orActivityKind kind, int device) {
+    void* at = reserve(sizeof(Record), device);
+    if (at == nullptr) return nullptr;
+    auto* record = new (at) Record{};
+    record->header.kind = kind;
+    record->header.size = sizeof(Record);
+    return record;
+  }
+
   bool append(const void* record, size_t size, int device);
 
  private:
-  struct ThreadBuffer* buffer_;
+  void* reserve(size_t size, int device) {
+    ThreadBuffer& b = *buffer_;
+    if (b.data != nullptr && b.used + size <= b.capacity) {
+      void* at = b.data + b.used;
+      b.used += size;
+      ++b.recordsWritten;
+      return at;
+    }
+    return reserveSlow(size, device);
+  }
+  void* reserveSlow(size_t size, int device);
+
+  ThreadContext& context_;
+  ThreadBuffer* buffer_;
 };
 
 // Hands back every partially filled buffer of every thread (when forced) and
@@ -35,7 +76,7 @@ void collectThreadBuffers();
 void deliverQueued();
 
 // True on a thread currently inside a client callback.
-bool insideClientCallback();
+inline bool insideClientCallback() { return threadContext().insideCallback; }
 
 // Drop accounting: index kMaxDevices is for host-only records.
 void countDrop(int device);

@@ -9,7 +9,5 @@ namespace openreg::activity {
 
 void pushExternalId(orActivityExternalCorrelationKind kind, uint64_t id);
 bool popExternalId(orActivityExternalCorrelationKind kind, uint64_t* id);
-// Tops of the calling thread's non-empty stacks; returns how many were written.
-int topExternalIds(orActivityExternalCorrelationKind kinds[], uint64_t ids[], int capacity);
 
 }  // namespace openreg::activity

@@ -1,5 +1,6 @@
 #include "recorder.h"
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -25,32 +26,42 @@ std::atomic<uint64_t> gNextCorrelationId{1};
 // Ids are handed to threads in blocks so concurrent launches do not contend
 // on one counter.
 constexpr uint64_t kCorrelationBlock = 256;
-thread_local uint64_t tlsNextCorrelation = 0;
-thread_local uint64_t tlsCorrelationEnd = 0;
-
-thread_local uint32_t tlsThreadId = 0;
 
 }  // namespace
 
-uint64_t nextCorrelationId() {
-  if (tlsNextCorrelation == tlsCorrelationEnd) {
-    tlsNextCorrelation = gNextCorrelationId.fetch_add(kCorrelationBlock, std::memory_order_relaxed);
-    tlsCorrelationEnd = tlsNextCorrelation + kCorrelationBlock;
+uint64_t nextCorrelationId(ThreadContext& context) {
+  if (context.nextCorrelation == context.correlationEnd) {
+    context.nextCorrelation = gNextCorrelationId.fetch_add(kCorrelationBlock, std::memory_order_relaxed);
+    context.correlationEnd = context.nextCorrelation + kCorrelationBlock;
   }
-  return tlsNextCorrelation++;
+  return context.nextCorrelation++;
 }
 
 uint32_t currentThreadId() {
-  if (tlsThreadId == 0) tlsThreadId = static_cast<uint32_t>(::syscall(SYS_gettid));
-  return tlsThreadId;
+  ThreadContext& context = threadContext();
+  if (context.threadId == 0) context.threadId = static_cast<uint32_t>(::syscall(SYS_gettid));
+  return context.threadId;
 }
 
-uint32_t currentProcessId() { return static_cast<uint32_t>(::getpid()); }
+namespace {
+// getpid() is a system call on current glibc: cache it, refreshed after fork.
+std::atomic<uint32_t> gProcessId{0};
+void forgetProcessId() { gProcessId.store(0, std::memory_order_relaxed); }
+}  // namespace
 
-uint64_t TracedCall::hostNow() { return hostNowNs(); }
+uint32_t currentProcessId() {
+  uint32_t pid = gProcessId.load(std::memory_order_relaxed);
+  if (pid == 0) {
+    static const bool registered = (pthread_atfork(nullptr, nullptr, forgetProcessId), true);
+    (void)registered;
+    pid = static_cast<uint32_t>(::getpid());
+    gProcessId.store(pid, std::memory_order_relaxed);
+  }
+  return pid;
+}
 
-void recordApiCall(orActivityApiId api, int device, uint64_t correlationId, uint64_t start, uint64_t end,
-                   orError_t status) {
+void recordApiCall(ThreadContext& context, orActivityApiId api, int device, uint64_t correlationId,
+                   uint64_t start, uint64_t end, orError_t status) {
   static const char* const kNames[OR_API_COUNT] = {
       "orInvalid",          "orLaunchKernel",      "orMemcpy",
       "orMemcpyAsync",      "orMemset",            "orMemsetAsync",
@@ -58,38 +69,35 @@ void recordApiCall(orActivityApiId api, int device, uint64_t correlationId, uint
       "orFreeHost",         "orStreamSynchronize", "orEventSynchronize",
       "orDeviceSynchronize", "orEventRecord",      "orStreamWaitEvent",
       "orLaunchHostFunc"};
-  BufferWriter writer;
+  if (context.threadId == 0) currentThreadId();
+  BufferWriter writer(context);
   if (active(OR_ACTIVITY_KIND_EXTERNAL_CORRELATION)) {
-    orActivityExternalCorrelationKind kinds[OR_EXTERNAL_CORRELATION_KIND_COUNT];
-    uint64_t ids[OR_EXTERNAL_CORRELATION_KIND_COUNT];
-    const int count = topExternalIds(kinds, ids, OR_EXTERNAL_CORRELATION_KIND_COUNT);
-    for (int i = 0; i < count; ++i) {
-      orActivityExternalCorrelation record{};
-      record.header = {OR_ACTIVITY_KIND_EXTERNAL_CORRELATION, sizeof(record)};
-      record.externalKind = kinds[i];
-      record.externalId = ids[i];
-      record.correlationId = correlationId;
-      writer.append(&record, sizeof(record), device);
+    for (int kind = 1; kind < OR_EXTERNAL_CORRELATION_KIND_COUNT; ++kind) {
+      if (context.externalDepth[kind] == 0) continue;
+      auto* record = writer.emplace<orActivityExternalCorrelation>(OR_ACTIVITY_KIND_EXTERNAL_CORRELATION, device);
+      if (record == nullptr) continue;
+      record->externalKind = static_cast<uint32_t>(kind);
+      record->externalId = context.externalTop[kind];
+      record->correlationId = correlationId;
     }
   }
   if (active(OR_ACTIVITY_KIND_RUNTIME)) {
-    orActivityRuntime record{};
-    record.header = {OR_ACTIVITY_KIND_RUNTIME, sizeof(record)};
-    record.apiId = api;
-    record.processId = currentProcessId();
-    record.threadId = currentThreadId();
-    record.device = device;
-    record.correlationId = correlationId;
-    record.start = start;
-    record.end = end;
-    record.name = (api > 0 && api < OR_API_COUNT) ? kNames[api] : kNames[0];
-    record.status = status;
-    writer.append(&record, sizeof(record), device);
+    auto* record = writer.emplace<orActivityRuntime>(OR_ACTIVITY_KIND_RUNTIME, device);
+    if (record == nullptr) return;
+    record->apiId = api;
+    record->processId = currentProcessId();
+    record->threadId = context.threadId;
+    record->device = device;
+    record->correlationId = correlationId;
+    record->start = start;
+    record->end = end;
+    record->name = (api > 0 && api < OR_API_COUNT) ? kNames[api] : kNames[0];
+    record->status = status;
   }
 }
 
 bool write(const void* record, size_t size, int device) {
-  BufferWriter writer;
+  BufferWriter writer(threadContext());
   return writer.append(record, size, device);
 }
 
@@ -98,7 +106,7 @@ void writeClockSyncRecords() {
   orError_t error;
   Runtime* runtime = acquireRuntime(&error);
   if (runtime == nullptr) return;
-  BufferWriter writer;
+  BufferWriter writer(threadContext());
   for (auto& device : runtime->devices) {
     const ClockPair pair = sampleClocks();
     orActivityClockSync record{};
@@ -125,18 +133,12 @@ NameTable& nameTable() {
   return *table;
 }
 
-struct NameCacheEntry {
-  const char* key = nullptr;
-  const char* interned = nullptr;
-};
-constexpr size_t kNameCacheSize = 64;
-thread_local NameCacheEntry tlsNameCache[kNameCacheSize];
-
 }  // namespace
 
 const char* internName(const char* name) {
-  const size_t slot = (std::hash<const void*>{}(name) >> 4) % kNameCacheSize;
-  NameCacheEntry& entry = tlsNameCache[slot];
+  constexpr size_t kSize = ThreadContext::kNameCacheSize;
+  const size_t slot = (reinterpret_cast<uintptr_t>(name) >> 3) % kSize;
+  ThreadContext::NameCacheEntry& entry = threadContext().nameCache[slot];
   if (entry.key == name && std::strcmp(entry.interned, name) == 0) return entry.interned;
   NameTable& table = nameTable();
   const char* interned;

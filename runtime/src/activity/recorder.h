@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../clock.h"
+#include "../thread_context.h"
 #include "openreg/activity.h"
 
 namespace openreg::activity {
@@ -19,14 +21,14 @@ inline bool active(orActivityKind kind) {
 }
 inline bool anyActive() { return gActiveKinds.load(std::memory_order_relaxed) != 0; }
 
-uint64_t nextCorrelationId();
+uint64_t nextCorrelationId(ThreadContext& context);
 uint32_t currentThreadId();
 uint32_t currentProcessId();
 
 // The external-correlation records of this thread's stacks and, if RUNTIME is
 // enabled, the call's RUNTIME record, written together.
-void recordApiCall(orActivityApiId api, int device, uint64_t correlationId, uint64_t start,
-                   uint64_t end, orError_t status);
+void recordApiCall(ThreadContext& context, orActivityApiId api, int device, uint64_t correlationId,
+                   uint64_t start, uint64_t end, orError_t status);
 
 // Appends one record (its header filled in) to this thread's buffer. Returns
 // false if it was dropped for lack of a buffer; `device` (or -1) is charged.
@@ -53,22 +55,21 @@ class TracedCall {
  public:
   explicit TracedCall(bool needsCorrelation) {
     if (anyActive()) {
-      traced_ = true;
-      start_ = hostNow();
-      if (needsCorrelation || active(OR_ACTIVITY_KIND_RUNTIME)) correlationId_ = nextCorrelationId();
+      context_ = &threadContext();
+      start_ = hostNowNs();
+      if (needsCorrelation || active(OR_ACTIVITY_KIND_RUNTIME)) correlationId_ = nextCorrelationId(*context_);
     }
   }
-  bool traced() const { return traced_; }
+  bool traced() const { return context_ != nullptr; }
   uint64_t correlationId() const { return correlationId_; }
   uint64_t start() const { return start_; }
   // Writes the RUNTIME (and external correlation) records.
   void finish(orActivityApiId api, int device, orError_t status) const {
-    if (traced_ && correlationId_ != 0) recordApiCall(api, device, correlationId_, start_, hostNow(), status);
+    if (correlationId_ != 0) recordApiCall(*context_, api, device, correlationId_, start_, hostNowNs(), status);
   }
 
  private:
-  static uint64_t hostNow();
-  bool traced_ = false;
+  ThreadContext* context_ = nullptr;
   uint64_t start_ = 0;
   uint64_t correlationId_ = 0;
 };
