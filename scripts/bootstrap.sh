@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs everything openreg needs on a fresh Debian machine, then builds and
+# installs the package. Safe to run again: what is present is kept.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+
+apt_packages=(cmake ninja-build ccache g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev
+              libbenchmark-dev zlib1g-dev)
+missing=()
+for package in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  echo "bootstrap: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" > /dev/null
+fi
+
+# torch: exactly 2.13.0 (the CPU wheel on this machine's disk).
+if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null; then
+  echo "bootstrap: installing torch==2.13.0"
+  "$PYTHON" -m pip install -q torch==2.13.0
+fi
+
+"$PYTHON" -m pip install -q -r requirements-test.txt
+# HolisticTraceAnalysis declares jupyterlab as a dependency although analysis
+# does not need it; its real dependencies are in requirements-test.txt.
+"$PYTHON" -m pip install -q --no-deps HolisticTraceAnalysis==0.5.0
+
+# Build the C++ layers and install the package against the installed torch.
+export TORCH_DEVICE_BACKEND_AUTOLOAD=0
+"$PYTHON" -m pip install -q --no-build-isolation --no-deps -e .
