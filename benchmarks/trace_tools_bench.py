@@ -74,11 +74,11 @@ def main() -> int:
             with open_trace(p):
                 pass
 
-        print(f"{'task':<22}{'seconds':>9}{'M events/s':>12}{'MB/s':>9}")
+        print(f"{'task':<26}{'seconds':>9}{'M events/s':>12}{'MB/s':>9}")
         for label, p in files:
             for name, fn in (("open", parse), ("open + summary", summary), ("open + check", check)):
                 seconds = best_of(args.repeat, lambda: fn(p))
-                print(f"{name + ' (' + label + ')':<22}{seconds:>9.3f}{events / seconds / 1e6:>12.2f}"
+                print(f"{name + ' (' + label + ')':<26}{seconds:>9.3f}{events / seconds / 1e6:>12.2f}"
                       f"{size / seconds / 1e6:>9.0f}")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS of this process: {peak_mb:.0f} MB")
