@@ -402,12 +402,18 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
   rows_ = std::move(result.rows);
   emitStats_ = result.stats;
   if (std::getenv("OPENREG_PROFILER_DEBUG") != nullptr) {
+    // One JSON line for tests and bug reports: what processTrace decided.
+    const EmitStats& st = emitStats_;
     std::fprintf(stderr,
-                 "openreg profiler: window [%" PRId64 ", %" PRId64 "] emitted %" PRIu64 " (not requested %" PRIu64
-                 ", outside window %" PRIu64 ", flows %" PRIu64 ", causality fixes %" PRIu64 ", row fixes %" PRIu64
-                 ")\n",
-                 startTime, endTime, emitStats_.emitted, emitStats_.notRequested, emitStats_.outOfWindow,
-                 emitStats_.flows, emitStats_.causalityFixes, emitStats_.rowOverlapFixes);
+                 "openreg profiler emit stats: {\"window_start\": %" PRId64 ", \"window_end\": %" PRId64
+                 ", \"emitted\": %" PRIu64 ", \"not_requested\": %" PRIu64 ", \"outside_window\": %" PRIu64
+                 ", \"launched_inside_ended_outside\": %" PRIu64 ", \"before_requested_start\": %" PRIu64
+                 ", \"flows\": %" PRIu64 ", \"causality_fixes\": %" PRIu64 ", \"max_causality_fix_ns\": %" PRId64
+                 ", \"row_overlap_fixes\": %" PRIu64 ", \"annotation_overlaps_dropped\": %" PRIu64
+                 ", \"annotations_without_range\": %" PRIu64 "}\n",
+                 startTime, endTime, st.emitted, st.notRequested, st.outOfWindow, st.launchedInWindowButOutside,
+                 st.beforeRequestedStart, st.flows, st.causalityFixes, st.maxCausalityFixNs, st.rowOverlapFixes,
+                 st.annotationOverlapsDropped, st.annotationsWithoutRange);
   }
   emitted_ = true;
   emitStatsWarnings(emitStats_);

@@ -463,8 +463,9 @@ EmitResult emitTrace(const PreparedTrace& prepared, const EmitOptions& options,
       e.end = s.end;
       e.pid = s.device;
       e.tid = static_cast<int64_t>(s.stream);
-      e.args.push_back({"device", number(static_cast<int64_t>(s.device))});
-      e.args.push_back({"stream", number(s.stream)});
+      // No device/stream/correlation args, as for CUDA: HTA counts any
+      // event with a "stream" arg as a kernel and would count this span's
+      // time twice.
       e.userRange = s.user;
       ++result.rows[{s.device, s.stream}];
       result.events.push_back(std::move(e));

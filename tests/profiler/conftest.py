@@ -66,23 +66,24 @@ class CaseResult:
 
 @pytest.fixture
 def run_case(tmp_path):
-    """Runs `body` after `from replay_harness import *` in a subprocess.
+    """Runs `body` after `prelude` (default: `from replay_harness import *`) in a subprocess.
 
     env: extra environment; library: which activity library the plugin gets
     ("replay", "partial", a path, or None to leave OPENREG_ACTIVITY_LIBRARY
     unset). The body reports through write_result({...}).
     """
 
-    def run(body: str, env: dict | None = None, library: str | None = "replay", timeout: int = 180) -> CaseResult:
+    def run(body: str, env: dict | None = None, library: str | None = "replay", timeout: int = 180,
+            prelude: str = "from replay_harness import *\n") -> CaseResult:
         script = tmp_path / "case.py"
-        script.write_text("from replay_harness import *\n" + textwrap.dedent(body))
+        script.write_text(prelude + textwrap.dedent(body))
         result_file = tmp_path / "result.json"
         if result_file.exists():
             result_file.unlink()
         full_env = dict(os.environ)
         full_env.pop("OPENREG_ACTIVITY_LIBRARY", None)
         full_env.update(
-            PYTHONPATH=os.pathsep.join([str(HERE), full_env.get("PYTHONPATH", "")]),
+            PYTHONPATH=os.pathsep.join([str(HERE), str(REPO), full_env.get("PYTHONPATH", "")]),
             OPENREG_TEST_RESULT=str(result_file),
             OPENREG_PROFILER_LIB_DIR=str(PLUGIN_LIB_DIR),
             OPENREG_REPLAY_CONTROL=str(replay_library("replay")),
