@@ -43,6 +43,21 @@ struct DeviceClockModel {
   uint64_t now() const { return at(steadyNowNs()); }
 };
 
+// Per-thread state of the fast host clock.
+struct HostClockAnchor {
+  uint64_t tsc = 0;   // TSC reading at the anchor
+  uint64_t ns = 0;    // CLOCK_REALTIME at the anchor
+  uint64_t last = 0;  // last value returned: keeps the clock monotonic per thread
+};
+
+// CLOCK_REALTIME in ns, extrapolated from the TSC between re-anchors taken
+// every ~1 ms, for the launch path (a TSC read is cheaper than a vDSO
+// clock_gettime in a VM). Falls back to clock_gettime without an invariant TSC.
+uint64_t hostNowFastNs(HostClockAnchor& anchor);
+// Measures the TSC rate (~1 ms, once); done when tracing is first enabled so
+// no launch pays for it.
+void calibrateHostClock();
+
 struct ClockPair {
   uint64_t hostNs;
   uint64_t steadyNs;

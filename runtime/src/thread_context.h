@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "clock.h"
 #include "openreg/activity.h"
 
 namespace openreg {
@@ -22,6 +23,7 @@ struct ThreadContext {
   bool onExecutor = false;
   bool insideCallback = false;  // inside a client buffer callback
   uint32_t threadId = 0;
+  HostClockAnchor clock;
 
   // Correlation ids are taken from the global counter in blocks.
   uint64_t nextCorrelation = 0;

@@ -449,3 +449,36 @@ TEST(Activity, RecordIterationSurvivesRandomBytes) {
     EXPECT_TRUE(result == orErrorMaxLimitReached || result == orErrorInvalidValue);
   }
 }
+
+TEST(Activity, HostTimestampsAreUnixEpochNanoseconds) {
+  // RUNTIME records use a TSC-extrapolated clock on the launch path; it must
+  // agree with CLOCK_REALTIME (the clock torch stamps its events with).
+  constexpr uint64_t kToleranceNs = 5000;
+  ActivityCollector collector;
+  ASSERT_OR(orActivityEnable(OR_ACTIVITY_KIND_RUNTIME));
+  ASSERT_OR(orActivityEnableTracing());
+  std::vector<std::pair<uint64_t, uint64_t>> brackets;
+  for (int i = 0; i < 60; ++i) {
+    timespec before, after;
+    clock_gettime(CLOCK_REALTIME, &before);
+    ASSERT_OR(orLaunchKernel(nullptr, "stamped", noop, nullptr));
+    clock_gettime(CLOCK_REALTIME, &after);
+    brackets.emplace_back(uint64_t(before.tv_sec) * 1000000000ull + before.tv_nsec,
+                          uint64_t(after.tv_sec) * 1000000000ull + after.tv_nsec);
+    std::this_thread::sleep_for(std::chrono::microseconds(i % 3 == 0 ? 1500 : 100));  // crosses re-anchors
+  }
+  ASSERT_OR(orDeviceSynchronize());
+  ASSERT_OR(orActivityDisableTracing());
+  collector.flush();
+  std::vector<orActivityRuntime> launches;
+  for (const auto& r : collector.records<orActivityRuntime>(OR_ACTIVITY_KIND_RUNTIME)) {
+    if (r.apiId == OR_API_LAUNCH_KERNEL) launches.push_back(r);
+  }
+  ASSERT_EQ(launches.size(), brackets.size());
+  std::sort(launches.begin(), launches.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+  for (size_t i = 0; i < launches.size(); ++i) {
+    EXPECT_GE(launches[i].start + kToleranceNs, brackets[i].first) << i;
+    EXPECT_LE(launches[i].end, brackets[i].second + kToleranceNs) << i;
+    EXPECT_LE(launches[i].start, launches[i].end);
+  }
+}

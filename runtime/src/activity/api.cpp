@@ -58,6 +58,7 @@ orError_t orActivityEnableTracing(void) {
   return guarded([&]() -> orError_t {
     orError_t error;
     if (acquireRuntime(&error) == nullptr) return error;
+    calibrateHostClock();
     {
       std::lock_guard lock(gSwitchMutex);
       gTracing = true;
