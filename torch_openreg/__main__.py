@@ -54,7 +54,7 @@ def _add_classification(p: argparse.ArgumentParser) -> None:
     g.add_argument("--runtime-cat", action="append", metavar="CAT",
                    help="category of host launch calls (default: any *_runtime or *_driver)")
     g.add_argument("--annotation-cat", action="append", metavar="CAT",
-                   help="device-row annotations (default: gpu_user_annotation)")
+                   help="device-row events that are not work (default: gpu_user_annotation, cuda_sync)")
     g.add_argument("--op-cat", action="append", metavar="CAT", help="host ops (default: cpu_op, user_annotation)")
     g.add_argument("--flow-cat", action="append", metavar="CAT", help="host-to-device arrows (default: ac2g)")
 

@@ -128,7 +128,8 @@ struct LoadOptions {
   // Empty: every category ending in "_runtime" or "_driver".
   std::vector<std::string> runtime_categories;
   bool runtime_categories_given = false;
-  std::vector<std::string> annotation_categories{"gpu_user_annotation"};
+  // On device rows but not device work: may enclose work, never count as busy.
+  std::vector<std::string> annotation_categories{"gpu_user_annotation", "cuda_sync"};
   std::vector<std::string> op_categories{"cpu_op", "user_annotation"};
   std::vector<std::string> flow_categories{"ac2g"};
   size_t buffer_size = JsonReader::kDefaultBufferSize;

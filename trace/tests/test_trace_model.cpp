@@ -103,6 +103,18 @@ TEST(TraceModel, InfersDeviceCategoriesFromArgs) {
   EXPECT_FALSE(t2->is_device(t2->slices[0]));
 }
 
+TEST(TraceModel, SynchronisationsOnStreamRowsAreNotWork) {
+  // Kineto's CUDA_SYNC rows carry stream and correlation too; waiting is not being busy.
+  TraceBuilder b;
+  b.kernel("k", 0, 10, 0, 7, 1, 1);
+  b.kernel("Stream Wait Event", 20, 5, 0, 7, 2, 2, "cuda_sync");
+  auto t = b.load();
+  EXPECT_TRUE(t->is_device(t->slices[0]));
+  EXPECT_FALSE(t->is_device(t->slices[1]));
+  EXPECT_EQ(t->role(t->slices[1].cat), CategoryRole::kAnnotation);
+  EXPECT_EQ(t->lane_kind[t->slices[1].lane], LaneKind::kDevice);
+}
+
 TEST(TraceModel, ConfiguredCategoriesOverrideDefaults) {
   TraceBuilder b;
   b.kernel("k", 0, 10, 0, 3, 1, 1, "my_kernel", R"("queue":3)");

@@ -68,8 +68,9 @@ ORTRACE_API const char* ortrace_status_name(ortrace_status status);
  *                                   (default true)
  *   "runtime_categories":    [str]  host-side launch calls (default: every
  *                                   category ending in "_runtime" or "_driver")
- *   "annotation_categories": [str]  device-row annotations that may enclose
- *                                   device work (default ["gpu_user_annotation"])
+ *   "annotation_categories": [str]  events on device rows that are not device
+ *                                   work: annotations and synchronisations
+ *                                   (default ["gpu_user_annotation","cuda_sync"])
  *   "op_categories":         [str]  host operators (default ["cpu_op","user_annotation"])
  *   "flow_categories":       [str]  host-to-device arrows (default ["ac2g"])
  *
