@@ -337,6 +337,7 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
   if (state_ == State::Inert || emitted_) {
     return;
   }
+  const int64_t processStart = nowNs();
   const PreparedTrace& trace = prepared();
   EmitOptions options;
   options.kernels = request_.kernels;
@@ -410,10 +411,10 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
                  ", \"launched_inside_ended_outside\": %" PRIu64 ", \"before_requested_start\": %" PRIu64
                  ", \"flows\": %" PRIu64 ", \"causality_fixes\": %" PRIu64 ", \"max_causality_fix_ns\": %" PRId64
                  ", \"row_overlap_fixes\": %" PRIu64 ", \"annotation_overlaps_dropped\": %" PRIu64
-                 ", \"annotations_without_range\": %" PRIu64 "}\n",
+                 ", \"annotations_without_range\": %" PRIu64 ", \"process_ms\": %.3f}\n",
                  startTime, endTime, st.emitted, st.notRequested, st.outOfWindow, st.launchedInWindowButOutside,
                  st.beforeRequestedStart, st.flows, st.causalityFixes, st.maxCausalityFixNs, st.rowOverlapFixes,
-                 st.annotationOverlapsDropped, st.annotationsWithoutRange);
+                 st.annotationOverlapsDropped, st.annotationsWithoutRange, (nowNs() - processStart) / 1e6);
   }
   emitted_ = true;
   emitStatsWarnings(emitStats_);

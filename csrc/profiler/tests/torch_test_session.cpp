@@ -1,0 +1,226 @@
+// The Kineto session against the replay activity library, without Python:
+// misuse (stop before start, two sessions, destruction while running), the
+// int32 truncation of op ids, and what reaches the logger.
+#include "session.h"
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <libkineto.h>
+#include <output_base.h>
+
+using namespace openreg::profiler;
+using libkineto::ActivityType;
+
+namespace {
+
+std::string replayPath() {
+  const char* dir = std::getenv("OPENREG_REPLAY_DIR");
+  return std::string(dir != nullptr ? dir : ".") + "/libopenreg_activity_replay.so";
+}
+
+// The replay library's test controls, from the same loaded instance.
+struct Replay {
+  void* handle = dlopen(replayPath().c_str(), RTLD_NOW | RTLD_LOCAL);
+  int (*submit)(int, int, uint64_t, const char*, uint64_t, uint64_t, int) =
+      reinterpret_cast<decltype(submit)>(dlsym(handle, "orReplaySubmit"));
+  int (*synchronize)() = reinterpret_cast<decltype(synchronize)>(dlsym(handle, "orReplaySynchronize"));
+  int (*isTracing)() = reinterpret_cast<decltype(isTracing)>(dlsym(handle, "orReplayIsTracing"));
+  int (*registered)() = reinterpret_cast<decltype(registered)>(dlsym(handle, "orReplayRegistered"));
+  int (*depth)(int) = reinterpret_cast<decltype(depth)>(dlsym(handle, "orReplayExternalDepth"));
+};
+
+class RecordingLogger : public libkineto::ActivityLogger {
+ public:
+  std::vector<libkineto::GenericTraceActivity> activities;
+  std::vector<int64_t> devices;
+
+  void handleDeviceInfo(const libkineto::DeviceInfo& info, int64_t) override { devices.push_back(info.id); }
+  void handleResourceInfo(const libkineto::ResourceInfo&, int64_t) override {}
+  void handleOverheadInfo(const OverheadInfo&, int64_t) override {}
+  void handleTraceSpan(const libkineto::TraceSpan&) override {}
+  void handleActivity(const libkineto::ITraceActivity&) override { FAIL() << "plugin records are copied"; }
+  void handleGenericActivity(const libkineto::GenericTraceActivity& a) override { activities.push_back(a); }
+  void handleTraceStart(const std::unordered_map<std::string, std::string>&, const std::string&) override {}
+  void finalizeMemoryTrace(const std::string&, const libkineto::Config&) override {}
+  void finalizeTrace(const libkineto::Config&, std::unique_ptr<libkineto::ActivityBuffers> buffers, int64_t,
+                     std::unordered_map<std::string, std::vector<std::string>>&) override {
+    (void)buffers.release();  // never called here; the type is incomplete
+  }
+
+  std::vector<const libkineto::GenericTraceActivity*> ofType(ActivityType type) const {
+    std::vector<const libkineto::GenericTraceActivity*> out;
+    for (const auto& a : activities)
+      if (a.type() == type) out.push_back(&a);
+    return out;
+  }
+};
+
+SessionRequest everything() {
+  return SessionRequest::fromActivityTypes({ActivityType::CPU_OP, ActivityType::CONCURRENT_KERNEL,
+                                            ActivityType::GPU_MEMCPY, ActivityType::GPU_MEMSET,
+                                            ActivityType::GPU_USER_ANNOTATION, ActivityType::PRIVATEUSE1_RUNTIME});
+}
+
+int64_t now() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class SessionTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { api = new ActivityApi(replayPath()); }
+  static const ActivityApi* api;
+  Replay replay;
+};
+const ActivityApi* SessionTest::api = nullptr;
+
+} // namespace
+
+TEST(SessionRequest, OnlyDeviceTypesAskForASession) {
+  EXPECT_FALSE(SessionRequest::fromActivityTypes({ActivityType::CPU_OP, ActivityType::PRIVATEUSE1_RUNTIME,
+                                                  ActivityType::PRIVATEUSE1_DRIVER})
+                   .anyDeviceActivity());
+  EXPECT_TRUE(SessionRequest::fromActivityTypes({ActivityType::GPU_MEMSET}).anyDeviceActivity());
+}
+
+TEST_F(SessionTest, LinksThroughTruncatedOpIdsAndFlows) {
+  ASSERT_TRUE(api->available()) << api->error();
+  OpenregSession session(*api, everything());
+  const uint64_t opId = (1ull << 32) + 42;  // torch keeps the low 32 bits
+  const int64_t begin = now();
+  session.pushCorrelationId(opId);
+  session.start();
+  ASSERT_EQ(replay.submit(1, 0, 1, "k", 0, 10'000, 0), 0);
+  ASSERT_EQ(replay.submit(2, 0, 1, "", 4096, 10'000, 1), 0);
+  replay.synchronize();
+  session.popCorrelationId();
+  session.stop();
+  const int64_t end = now();
+  EXPECT_EQ(replay.depth(1), 0) << "push/pop reached the runtime's stack";
+
+  libkineto::TraceSpan span(0, 0, "test");
+  libkineto::GenericTraceActivity op(span, ActivityType::CPU_OP, "aten::op");
+  op.id = 42;
+  std::vector<int32_t> asked;
+  RecordingLogger logger;
+  session.processTrace(logger, [&](int32_t id) -> const libkineto::ITraceActivity* {
+    asked.push_back(id);
+    return id == 42 ? &op : nullptr;
+  }, begin, end);
+
+  auto kernels = logger.ofType(ActivityType::CONCURRENT_KERNEL);
+  auto copies = logger.ofType(ActivityType::GPU_MEMCPY);
+  auto launches = logger.ofType(ActivityType::PRIVATEUSE1_RUNTIME);
+  ASSERT_EQ(kernels.size(), 1u);
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(kernels[0]->linked, &op);
+  EXPECT_EQ(copies[0]->linked, &op);
+  EXPECT_EQ(copies[0]->name(), "Memcpy HtoD (Host -> Device)");
+  EXPECT_NE(std::find(asked.begin(), asked.end(), 42), asked.end());
+  // Two launches with flows, one device sync without.
+  int flows = 0;
+  for (const auto* l : launches) {
+    if (l->flow.id != 0) {
+      ++flows;
+      EXPECT_TRUE(l->flow.start);
+      EXPECT_EQ(l->flow.type, libkineto::kLinkAsyncCpuGpu);
+    }
+  }
+  EXPECT_EQ(flows, 2);
+  EXPECT_FALSE(kernels[0]->flow.start);
+  EXPECT_NE(kernels[0]->flow.id, copies[0]->flow.id);
+  EXPECT_EQ(kernels[0]->resource, 1);
+  EXPECT_NE(kernels[0]->getMetadataValue("correlation"), "");
+  EXPECT_EQ(kernels[0]->traceSpan()->name, "openreg");
+
+  auto info = session.getDeviceInfo();
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->sortIndex, libkineto::kExceedMaxPid);
+  auto rows = session.getResourceInfos();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].name, "Stream 1 (default)");
+  EXPECT_EQ(session.getTraceBuffer(), nullptr);
+  EXPECT_EQ(session.getMetadata().at("openreg_dropped_records"), "0");
+}
+
+TEST_F(SessionTest, StopBeforeStartAndStartTwiceAreHarmless) {
+  OpenregSession early(*api, everything());
+  early.stop();
+  early.start();  // after stop: refused, recorded
+  EXPECT_FALSE(early.errors().empty());
+  EXPECT_EQ(replay.isTracing(), 0);
+
+  OpenregSession twice(*api, everything());
+  twice.start();
+  twice.start();
+  EXPECT_EQ(twice.errors().size(), 1u);
+  twice.stop();
+  twice.stop();
+  EXPECT_EQ(replay.isTracing(), 0);
+  EXPECT_EQ(replay.registered(), 0);
+}
+
+TEST_F(SessionTest, ASecondSessionStaysInertWhileTheFirstCollects) {
+  OpenregSession first(*api, everything());
+  OpenregSession second(*api, everything());
+  first.start();
+  second.start();
+  ASSERT_EQ(second.errors().size(), 1u);
+  EXPECT_NE(second.errors()[0].find("already collecting"), std::string::npos);
+  EXPECT_EQ(replay.isTracing(), 1) << "the first session keeps its window";
+  second.stop();
+  EXPECT_EQ(replay.isTracing(), 1);
+  first.stop();
+  EXPECT_EQ(replay.isTracing(), 0);
+  EXPECT_EQ(second.getMetadata().count("openreg_profiler_error"), 1u);
+}
+
+TEST_F(SessionTest, DestroyingARunningSessionClosesTheWindow) {
+  {
+    OpenregSession session(*api, everything());
+    session.start();
+    EXPECT_EQ(replay.isTracing(), 1);
+  }
+  EXPECT_EQ(replay.isTracing(), 0);
+  EXPECT_EQ(replay.registered(), 0);
+  OpenregSession next(*api, everything());
+  next.start();
+  EXPECT_TRUE(next.errors().empty());
+  next.stop();
+}
+
+TEST_F(SessionTest, UnmatchedPopsAreNotForwarded) {
+  OpenregSession session(*api, everything());
+  session.popCorrelationId();
+  session.popUserCorrelationId();
+  session.pushUserCorrelationId(7);
+  EXPECT_EQ(replay.depth(2), 1);
+  session.popUserCorrelationId();
+  session.popUserCorrelationId();
+  EXPECT_EQ(replay.depth(2), 0);
+}
+
+TEST(SessionWithoutLibrary, NamesTheLaneAndTheCause) {
+  ActivityApi missing("/nonexistent/libopenreg.so");
+  OpenregSession session(missing, everything());
+  session.pushCorrelationId(1);
+  session.start();
+  session.popCorrelationId();
+  session.stop();
+  RecordingLogger logger;
+  session.processTrace(logger, [](int32_t) { return nullptr; }, 0, now());
+  EXPECT_TRUE(logger.activities.empty());
+  auto info = session.getDeviceInfo();
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->name, "openreg (device tracing unavailable)");
+  auto meta = session.getMetadata();
+  EXPECT_NE(meta.at("openreg_profiler_error").find("/nonexistent/libopenreg.so"), std::string::npos);
+  EXPECT_EQ(meta.at("openreg_profiler_error").front(), '"');
+}
