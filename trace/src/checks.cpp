@@ -548,7 +548,7 @@ CheckReport run_checks(const Trace& t, const CheckOptions& options) {
       if (!known(n)) throw std::invalid_argument("unknown check \"" + n + "\"");
 
   CheckReport report;
-  Context ctx{t, options};
+  Context ctx{t, options, std::nullopt};
   for (const CheckEntry& e : entries()) {
     CheckResult r;
     r.name = e.info.name;

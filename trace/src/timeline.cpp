@@ -155,7 +155,10 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
       series[{m.device_type.value, m.device_id.ok() ? m.device_id.value : -1}].push_back(i);
   }
   w.key("memory").begin_array();
-  for (auto& [key, idx] : series) {
+  for (auto& entry : series) {
+    // Named, not a structured binding: clang 14 cannot capture those in lambdas.
+    const auto& key = entry.first;
+    std::vector<uint32_t>& idx = entry.second;
     std::stable_sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return t.memory[a].ts < t.memory[b].ts; });
     w.begin_object();
     w.field("device_type", key.first);
