@@ -1,0 +1,564 @@
+#include "backend/CachingAllocator.h"
+
+#include <algorithm>
+#include <array>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <c10/core/Allocator.h>
+#include <c10/util/Exception.h>
+
+#include "backend/Check.h"
+#include "backend/Device.h"
+#include "backend/Stream.h"
+
+namespace openreg::backend {
+
+namespace {
+
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatType;
+using c10::CachingAllocator::StatTypes;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+constexpr size_t kMinBlockSize = 512;            // every size is rounded to this
+constexpr size_t kSmallRequestLimit = 1 << 20;   // <= 1 MiB: small pool
+constexpr size_t kSmallSegmentSize = 2 << 20;    // small pool segments
+constexpr size_t kLargeSegmentRound = 2 << 20;   // large segments round to 2 MiB
+
+struct Block {
+  c10::DeviceIndex device;
+  orStream_t stream;  // the stream it was allocated on
+  size_t size;
+  size_t requested = 0;
+  void* ptr;
+  bool small;
+  Block* prev = nullptr;  // neighbours inside the same segment
+  Block* next = nullptr;
+  bool allocated = false;
+  int pendingEvents = 0;  // freed, but in use on recorded streams
+  std::unordered_set<orStream_t> streamUses;
+
+  Block(c10::DeviceIndex d, orStream_t s, size_t sz, void* p, bool isSmall)
+      : device(d), stream(s), size(sz), ptr(p), small(isSmall) {}
+  bool isSplit() const { return prev != nullptr || next != nullptr; }
+};
+
+// Free blocks ordered so that lower_bound({stream, size}) finds the smallest
+// fitting block of that stream.
+struct BlockOrder {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return std::less<orStream_t>()(a->stream, b->stream);
+    if (a->size != b->size) return a->size < b->size;
+    return std::less<void*>()(a->ptr, b->ptr);
+  }
+};
+using FreePool = std::set<Block*, BlockOrder>;
+
+size_t roundSize(size_t size) {
+  if (size < kMinBlockSize) return kMinBlockSize;
+  return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+size_t segmentSize(size_t rounded) {
+  if (rounded <= kSmallRequestLimit) return kSmallSegmentSize;
+  return kLargeSegmentRound * ((rounded + kLargeSegmentRound - 1) / kLargeSegmentRound);
+}
+
+StatTypes statTypesFor(bool small) {
+  StatTypes types{};
+  types[static_cast<size_t>(StatType::AGGREGATE)] = true;
+  types[static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL)] = true;
+  return types;
+}
+
+template <class F>
+void forEachStat(const StatTypes& types, F&& f) {
+  for (size_t i = 0; i < types.size(); ++i)
+    if (types[i]) f(i);
+}
+
+std::string formatBytes(size_t bytes) {
+  std::ostringstream out;
+  out.precision(2);
+  out << std::fixed;
+  if (bytes >= (1ull << 30)) out << static_cast<double>(bytes) / (1ull << 30) << " GiB";
+  else if (bytes >= (1ull << 20)) out << static_cast<double>(bytes) / (1ull << 20) << " MiB";
+  else if (bytes >= (1ull << 10)) out << static_cast<double>(bytes) / (1ull << 10) << " KiB";
+  else out << bytes << " bytes";
+  return out.str();
+}
+
+class DeviceCache {
+ public:
+  explicit DeviceCache(c10::DeviceIndex device) : device_(device) {}
+
+  Block* allocate(size_t requested, orStream_t stream) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    processEvents();
+    const size_t rounded = roundSize(requested);
+    const bool small = rounded <= kSmallRequestLimit;
+    FreePool& pool = small ? small_ : large_;
+    Block* block = takeFromPool(pool, stream, rounded);
+    if (block == nullptr) block = allocateSegment(rounded, requested, small, stream);
+    block = splitIfWorthIt(block, rounded, pool);
+
+    block->allocated = true;
+    block->requested = requested;
+    active_.insert(block);
+    const StatTypes types = statTypesFor(small);
+    forEachStat(types, [&](size_t i) {
+      stats_.allocation[i].increase(1);
+      stats_.allocated_bytes[i].increase(block->size);
+      stats_.active[i].increase(1);
+      stats_.active_bytes[i].increase(block->size);
+      stats_.requested_bytes[i].increase(requested);
+    });
+    reportToProfiler(block->ptr, static_cast<int64_t>(block->size));
+    return block;
+  }
+
+  void free(Block* block) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    TORCH_INTERNAL_ASSERT(active_.erase(block) == 1, "openreg allocator: freeing an unknown block");
+    block->allocated = false;
+    forEachStat(statTypesFor(block->small), [&](size_t i) {
+      stats_.allocation[i].decrease(1);
+      stats_.allocated_bytes[i].decrease(block->size);
+      stats_.requested_bytes[i].decrease(block->requested);
+    });
+    reportToProfiler(block->ptr, -static_cast<int64_t>(block->size));
+    if (block->streamUses.empty()) {
+      returnToPool(block);
+    } else {
+      recordUseEvents(block);
+    }
+  }
+
+  void recordStream(Block* block, orStream_t stream) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    TORCH_CHECK(active_.count(block) == 1, "openreg: record_stream on memory that is not allocated");
+    if (stream != block->stream) block->streamUses.insert(stream);
+  }
+
+  void emptyCache() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    synchronizeAndProcessEvents();
+    releaseCachedSegments();
+  }
+
+  DeviceStats stats() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+  void resetAccumulated() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto resetArray = [](c10::CachingAllocator::StatArray& array) {
+      for (auto& stat : array) stat.reset_accumulated();
+    };
+    resetArray(stats_.allocation);
+    resetArray(stats_.segment);
+    resetArray(stats_.active);
+    resetArray(stats_.inactive_split);
+    resetArray(stats_.allocated_bytes);
+    resetArray(stats_.reserved_bytes);
+    resetArray(stats_.active_bytes);
+    resetArray(stats_.inactive_split_bytes);
+    resetArray(stats_.requested_bytes);
+    stats_.num_alloc_retries = 0;
+    stats_.num_ooms = 0;
+    stats_.num_sync_all_streams = 0;
+    stats_.num_device_alloc = 0;
+    stats_.num_device_free = 0;
+  }
+
+  void resetPeak() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto resetArray = [](c10::CachingAllocator::StatArray& array) {
+      for (auto& stat : array) stat.reset_peak();
+    };
+    resetArray(stats_.allocation);
+    resetArray(stats_.segment);
+    resetArray(stats_.active);
+    resetArray(stats_.inactive_split);
+    resetArray(stats_.allocated_bytes);
+    resetArray(stats_.reserved_bytes);
+    resetArray(stats_.active_bytes);
+    resetArray(stats_.inactive_split_bytes);
+    resetArray(stats_.requested_bytes);
+  }
+
+  CacheSnapshot snapshot() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    CacheSnapshot s;
+    for (const FreePool* pool : {&small_, &large_}) {
+      for (const Block* b : *pool) {
+        ++s.cachedBlocks;
+        s.cachedBytes += b->size;
+      }
+    }
+    for (const auto& [stream, queue] : pendingEvents_) s.blocksAwaitingEvents += queue.size();
+    return s;
+  }
+
+ private:
+  void reportToProfiler(void* ptr, int64_t delta) {
+    const auto agg = static_cast<size_t>(StatType::AGGREGATE);
+    c10::reportMemoryUsageToProfiler(ptr, delta, stats_.allocated_bytes[agg].current,
+                                     stats_.reserved_bytes[agg].current, makeDevice(device_));
+  }
+
+  Block* takeFromPool(FreePool& pool, orStream_t stream, size_t rounded) {
+    Block key(device_, stream, rounded, nullptr, false);
+    auto it = pool.lower_bound(&key);
+    if (it == pool.end() || (*it)->stream != stream) return nullptr;
+    Block* block = *it;
+    poolErase(pool, it);
+    return block;
+  }
+
+  Block* allocateSegment(size_t rounded, size_t requested, bool small, orStream_t stream) {
+    const size_t size = segmentSize(rounded);
+    void* ptr = nullptr;
+    orError_t err = deviceMalloc(&ptr, size);
+    if (err == orErrorMemoryAllocation) {
+      // Give the cache back to the device and try once more.
+      stats_.num_alloc_retries += 1;
+      synchronizeAndProcessEvents();
+      releaseCachedSegments();
+      err = deviceMalloc(&ptr, size);
+    }
+    if (err == orErrorMemoryAllocation) raiseOutOfMemory(requested, size);
+    TORCH_CHECK(err == orSuccess, "openreg: device allocation failed: ", lastMallocError_);
+
+    stats_.num_device_alloc += 1;
+    forEachStat(statTypesFor(small), [&](size_t i) {
+      stats_.segment[i].increase(1);
+      stats_.reserved_bytes[i].increase(size);
+    });
+    return new Block(device_, stream, size, ptr, small);
+  }
+
+  orError_t deviceMalloc(void** ptr, size_t size) {
+    int previous = 0;
+    orGetDevice(&previous);
+    if (previous != device_) orSetDevice(device_);
+    orError_t err = orMalloc(ptr, size);
+    if (err != orSuccess) lastMallocError_ = openreg::describe(err);
+    if (previous != device_) orSetDevice(previous);
+    return err;
+  }
+
+  [[noreturn]] void raiseOutOfMemory(size_t requested, size_t segment) {
+    stats_.num_ooms += 1;
+    const auto agg = static_cast<size_t>(StatType::AGGREGATE);
+    size_t freeBytes = 0, totalBytes = 0;
+    orMemGetInfoIndex(device_, &freeBytes, &totalBytes);
+    c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(requested), stats_.allocated_bytes[agg].current,
+                                     stats_.reserved_bytes[agg].current, makeDevice(device_));
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg out of memory on device openreg:", static_cast<int>(device_),
+                     ": tried to allocate ", formatBytes(requested), " (", requested, " bytes; segment of ",
+                     segment, " bytes); ", freeBytes, " bytes free of ", totalBytes, " bytes total (",
+                     formatBytes(freeBytes), " free); ", stats_.allocated_bytes[agg].current,
+                     " bytes allocated and ", stats_.reserved_bytes[agg].current,
+                     " bytes reserved by PyTorch. Runtime: ", lastMallocError_);
+  }
+
+  // Splits off the tail of an oversized block and returns the head.
+  Block* splitIfWorthIt(Block* block, size_t rounded, FreePool& pool) {
+    const size_t remaining = block->size - rounded;
+    const bool worthIt = block->small ? remaining >= kMinBlockSize : remaining > kSmallRequestLimit;
+    if (!worthIt) return block;
+    auto* tail = new Block(device_, block->stream, remaining, static_cast<char*>(block->ptr) + rounded, block->small);
+    tail->prev = block;
+    tail->next = block->next;
+    if (tail->next) tail->next->prev = tail;
+    block->next = tail;
+    block->size = rounded;
+    poolInsert(pool, tail);
+    return block;
+  }
+
+  // A block nobody uses any more: merge with free neighbours, cache it.
+  void returnToPool(Block* block) {
+    FreePool& pool = block->small ? small_ : large_;
+    forEachStat(statTypesFor(block->small), [&](size_t i) {
+      stats_.active[i].decrease(1);
+      stats_.active_bytes[i].decrease(block->size);
+    });
+    for (Block* neighbour : {block->prev, block->next}) {
+      if (neighbour == nullptr || neighbour->allocated || neighbour->pendingEvents > 0) continue;
+      auto it = pool.find(neighbour);
+      if (it == pool.end()) continue;
+      poolErase(pool, it);
+      if (neighbour == block->prev) {
+        block->ptr = neighbour->ptr;
+        block->prev = neighbour->prev;
+        if (block->prev) block->prev->next = block;
+      } else {
+        block->next = neighbour->next;
+        if (block->next) block->next->prev = block;
+      }
+      block->size += neighbour->size;
+      delete neighbour;
+    }
+    poolInsert(pool, block);
+  }
+
+  void poolInsert(FreePool& pool, Block* block) {
+    pool.insert(block);
+    if (block->isSplit()) {
+      forEachStat(statTypesFor(block->small), [&](size_t i) {
+        stats_.inactive_split[i].increase(1);
+        stats_.inactive_split_bytes[i].increase(block->size);
+      });
+    }
+  }
+
+  void poolErase(FreePool& pool, FreePool::iterator it) {
+    Block* block = *it;
+    if (block->isSplit()) {
+      forEachStat(statTypesFor(block->small), [&](size_t i) {
+        stats_.inactive_split[i].decrease(1);
+        stats_.inactive_split_bytes[i].decrease(block->size);
+      });
+    }
+    pool.erase(it);
+  }
+
+  orEvent_t takeEvent() {
+    if (!eventCache_.empty()) {
+      orEvent_t event = eventCache_.back();
+      eventCache_.pop_back();
+      return event;
+    }
+    DeviceScope scope(device_);
+    orEvent_t event = nullptr;
+    OPENREG_CHECK(orEventCreateWithFlags(&event, orEventDisableTiming));
+    return event;
+  }
+
+  void recordUseEvents(Block* block) {
+    for (orStream_t stream : block->streamUses) {
+      orEvent_t event = nullptr;
+      try {
+        event = takeEvent();
+        OPENREG_CHECK(orEventRecord(event, stream));
+      } catch (const std::exception&) {
+        // Cannot track this use: wait for the stream instead, which is
+        // always safe. (Runs in a deleter, which must not throw.)
+        if (event) eventCache_.push_back(event);
+        orStreamSynchronize(stream);
+        continue;
+      }
+      pendingEvents_[stream].emplace_back(event, block);
+      block->pendingEvents += 1;
+    }
+    block->streamUses.clear();
+    if (block->pendingEvents == 0) returnToPool(block);
+  }
+
+  void eventDone(orEvent_t event, Block* block) {
+    eventCache_.push_back(event);
+    block->pendingEvents -= 1;
+    if (block->pendingEvents == 0) returnToPool(block);
+  }
+
+  // Returns the blocks whose recorded streams have caught up.
+  void processEvents() {
+    for (auto it = pendingEvents_.begin(); it != pendingEvents_.end();) {
+      auto& queue = it->second;
+      while (!queue.empty()) {
+        const orError_t status = orEventQuery(queue.front().first);
+        if (status == orErrorNotReady) break;
+        auto [event, block] = queue.front();
+        queue.pop_front();
+        eventDone(event, block);
+      }
+      it = queue.empty() ? pendingEvents_.erase(it) : std::next(it);
+    }
+  }
+
+  void synchronizeAndProcessEvents() {
+    stats_.num_sync_all_streams += 1;
+    for (auto& [stream, queue] : pendingEvents_) {
+      for (auto& [event, block] : queue) {
+        orEventSynchronize(event);
+        eventDone(event, block);
+      }
+    }
+    pendingEvents_.clear();
+  }
+
+  // Gives whole free segments back to the device.
+  void releaseCachedSegments() {
+    for (FreePool* pool : {&small_, &large_}) {
+      for (auto it = pool->begin(); it != pool->end();) {
+        Block* block = *it;
+        if (block->isSplit()) {
+          ++it;
+          continue;
+        }
+        it = pool->erase(it);
+        orFree(block->ptr);
+        stats_.num_device_free += 1;
+        forEachStat(statTypesFor(block->small), [&](size_t i) {
+          stats_.segment[i].decrease(1);
+          stats_.reserved_bytes[i].decrease(block->size);
+        });
+        delete block;
+      }
+    }
+  }
+
+  const c10::DeviceIndex device_;
+  std::mutex mutex_;
+  FreePool small_;
+  FreePool large_;
+  std::unordered_set<Block*> active_;  // allocated blocks
+  std::unordered_map<orStream_t, std::deque<std::pair<orEvent_t, Block*>>> pendingEvents_;
+  std::vector<orEvent_t> eventCache_;
+  DeviceStats stats_;
+  std::string lastMallocError_;
+};
+
+class CachingAllocator final : public c10::DeviceAllocator {
+ public:
+  CachingAllocator() {
+    for (int i = 0; i < kMaxDevices; ++i) caches_[i] = std::make_unique<DeviceCache>(static_cast<c10::DeviceIndex>(i));
+  }
+
+  c10::DataPtr allocate(size_t nbytes) override {
+    if (C10_UNLIKELY(!runtimeInitialized())) initRuntime();
+    const c10::DeviceIndex device = currentDevice();
+    checkDeviceIndex(device);
+    if (nbytes == 0) return c10::DataPtr(nullptr, makeDevice(device));
+    Block* block = caches_[device]->allocate(nbytes, currentNativeStream(device));
+    liveBlocks_.insert(block);
+    return c10::DataPtr(block->ptr, block->ptr, &rawDelete, makeDevice(device));
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &rawDelete; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    OPENREG_CHECK(orMemcpy(dest, src, count, orMemcpyDeviceToDevice));
+  }
+
+  bool initialized() override { return runtimeInitialized(); }
+
+  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
+    const auto count = deviceCount();
+    for (c10::DeviceIndex i = 0; i < count; ++i) caches_[i]->emptyCache();
+  }
+
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    if (ptr.get() == nullptr) return;
+    // Only memory from this allocator: the deleter identifies it.
+    if (ptr.get_deleter() != &rawDelete) return;
+    TORCH_CHECK(stream.device() == ptr.device(), "openreg: record_stream with a stream on ", stream.device(),
+                " for memory on ", ptr.device());
+    orStream_t handle = nativeStream(stream);
+    Block* block = liveBlocks_.find(ptr.get());
+    TORCH_CHECK(block != nullptr, "openreg: record_stream on memory that is not allocated");
+    caches_[block->device]->recordStream(block, handle);
+  }
+
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    checkDeviceIndex(device);
+    return caches_[device]->stats();
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    checkDeviceIndex(device);
+    caches_[device]->resetAccumulated();
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    checkDeviceIndex(device);
+    caches_[device]->resetPeak();
+  }
+
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    checkDeviceIndex(device);
+    size_t freeBytes = 0, totalBytes = 0;
+    OPENREG_CHECK(orMemGetInfoIndex(device, &freeBytes, &totalBytes));
+    return {freeBytes, totalBytes};
+  }
+
+  DeviceCache& cache(c10::DeviceIndex device) { return *caches_[device]; }
+
+  // Deleters receive only the data pointer (raw_allocate requires the
+  // context to equal it), so the live blocks are kept in a sharded map.
+  static void rawDelete(void* ptr);
+
+ private:
+  class LiveBlocks {
+   public:
+    void insert(Block* block) {
+      Shard& shard = shardOf(block->ptr);
+      std::lock_guard<std::mutex> lock(shard.mutex);
+      shard.blocks.emplace(block->ptr, block);
+    }
+    Block* find(void* ptr) {
+      Shard& shard = shardOf(ptr);
+      std::lock_guard<std::mutex> lock(shard.mutex);
+      auto it = shard.blocks.find(ptr);
+      return it == shard.blocks.end() ? nullptr : it->second;
+    }
+    Block* take(void* ptr) {
+      Shard& shard = shardOf(ptr);
+      std::lock_guard<std::mutex> lock(shard.mutex);
+      auto it = shard.blocks.find(ptr);
+      if (it == shard.blocks.end()) return nullptr;
+      Block* block = it->second;
+      shard.blocks.erase(it);
+      return block;
+    }
+
+   private:
+    struct Shard {
+      std::mutex mutex;
+      std::unordered_map<void*, Block*> blocks;
+    };
+    Shard& shardOf(void* ptr) {
+      return shards_[(reinterpret_cast<uintptr_t>(ptr) / kMinBlockSize) % shards_.size()];
+    }
+    std::array<Shard, 16> shards_;
+  };
+
+  std::array<std::unique_ptr<DeviceCache>, kMaxDevices> caches_;
+
+ public:
+  LiveBlocks liveBlocks_;
+};
+
+// Leaked on purpose: tensors may be freed during interpreter shutdown.
+CachingAllocator* g_allocator = new CachingAllocator();
+
+void CachingAllocator::rawDelete(void* ptr) {
+  if (ptr == nullptr) return;
+  Block* block = g_allocator->liveBlocks_.take(ptr);
+  TORCH_INTERNAL_ASSERT(block != nullptr, "openreg allocator: freeing a pointer it does not own");
+  g_allocator->cache(block->device).free(block);
+}
+
+}  // namespace
+
+c10::DeviceAllocator* deviceAllocator() {
+  return g_allocator;
+}
+
+CacheSnapshot cacheSnapshot(c10::DeviceIndex device) {
+  checkDeviceIndex(device);
+  return g_allocator->cache(device).snapshot();
+}
+
+}  // namespace openreg::backend
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, openreg::backend::g_allocator)

@@ -1,0 +1,121 @@
+#include "backend/Launch.h"
+
+#include <ATen/Functions.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/record_function.h>
+#include <c10/core/GradMode.h>
+
+#include "backend/Stream.h"
+
+namespace openreg::backend {
+
+at::Tensor TensorDesc::view() const {
+  return at::from_blob(data, sizes, strides, at::TensorOptions().dtype(dtype).device(c10::kCPU));
+}
+
+int64_t TensorDesc::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+TensorDesc describeTensor(const at::Tensor& tensor) {
+  TORCH_INTERNAL_ASSERT(tensor.defined());
+  TensorDesc desc;
+  desc.data = tensor.data_ptr();
+  desc.dtype = tensor.scalar_type();
+  desc.sizes.assign(tensor.sizes().begin(), tensor.sizes().end());
+  desc.strides.assign(tensor.strides().begin(), tensor.strides().end());
+  return desc;
+}
+
+const char* dtypeSuffix(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Float: return "f32";
+    case c10::ScalarType::Double: return "f64";
+    case c10::ScalarType::Half: return "f16";
+    case c10::ScalarType::BFloat16: return "bf16";
+    case c10::ScalarType::Long: return "i64";
+    case c10::ScalarType::Int: return "i32";
+    case c10::ScalarType::Short: return "i16";
+    case c10::ScalarType::Char: return "i8";
+    case c10::ScalarType::Byte: return "u8";
+    case c10::ScalarType::UInt16: return "u16";
+    case c10::ScalarType::UInt32: return "u32";
+    case c10::ScalarType::UInt64: return "u64";
+    case c10::ScalarType::Bool: return "b8";
+    case c10::ScalarType::ComplexFloat: return "c64";
+    case c10::ScalarType::ComplexDouble: return "c128";
+    case c10::ScalarType::ComplexHalf: return "c32";
+    case c10::ScalarType::Float8_e4m3fn: return "f8e4m3";
+    case c10::ScalarType::Float8_e5m2: return "f8e5m2";
+    default: return "any";
+  }
+}
+
+std::string kernelName(std::string_view base, c10::ScalarType dtype) {
+  std::string name(base);
+  name += '_';
+  name += dtypeSuffix(dtype);
+  return name;
+}
+
+namespace {
+uint32_t clampDim(int64_t value) {
+  if (value < 1) return 1;
+  if (value > INT32_MAX) return INT32_MAX;
+  return static_cast<uint32_t>(value);
+}
+}  // namespace
+
+LaunchShape elementwiseShape(int64_t numel) {
+  LaunchShape shape;
+  shape.block = {256, 1, 1};
+  shape.grid = {clampDim((numel + 255) / 256), 1, 1};
+  return shape;
+}
+
+LaunchShape rowwiseShape(int64_t rows, int64_t rowLength) {
+  LaunchShape shape;
+  const int64_t threads = std::min<int64_t>(1024, std::max<int64_t>(32, (rowLength + 31) / 32 * 32));
+  shape.block = {clampDim(threads), 1, 1};
+  shape.grid = {clampDim(rows), 1, 1};
+  shape.sharedMemBytes = static_cast<uint32_t>(threads / 32 * sizeof(float) * 2);
+  return shape;
+}
+
+LaunchShape reductionShape(int64_t outputs, int64_t inputsPerOutput) {
+  LaunchShape shape;
+  const int64_t threads = std::min<int64_t>(512, std::max<int64_t>(32, (inputsPerOutput + 31) / 32 * 32));
+  shape.block = {clampDim(threads), 1, 1};
+  shape.grid = {clampDim(outputs), 1, 1};
+  shape.sharedMemBytes = static_cast<uint32_t>(threads / 32 * sizeof(double));
+  return shape;
+}
+
+LaunchShape gemmShape(int64_t m, int64_t n, int64_t batch) {
+  // 64x64 output tiles, 16x16 threads computing 4x4 each.
+  LaunchShape shape;
+  shape.block = {16, 16, 1};
+  shape.grid = {clampDim((n + 63) / 64), clampDim((m + 63) / 64), clampDim(batch)};
+  shape.sharedMemBytes = 2 * 64 * 16 * 4;
+  return shape;
+}
+
+struct KernelScope::State {
+  at::DisableRecordFunctionGuard noRecordFunction;
+  at::AutoDispatchBelowADInplaceOrView belowAutograd;
+  c10::AutoGradMode noGrad{false};
+};
+
+KernelScope::KernelScope() : state_(new State()) {}
+
+KernelScope::~KernelScope() {
+  delete state_;
+}
+
+orStream_t streamFor(const at::Tensor& tensor) {
+  return currentNativeStream(tensor.device().index());
+}
+
+}  // namespace openreg::backend

@@ -1,0 +1,38 @@
+// Which path each operator takes on openreg, for documentation and tests.
+//
+// Every kernel this library registers records its path here; operators not
+// listed either decompose (composite kernels) or reach the CPU fallback,
+// which counts its calls per operator.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace openreg::backend {
+
+enum class OpPath {
+  kDevice,   // computed by device kernels launched on the current stream
+  kCopy,     // runtime memcpy / memset, or a device copy kernel
+  kSync,     // needs a host-visible value: synchronizes the stream
+  kView,     // metadata only: no launch, no synchronization
+  kFactory,  // allocation only
+};
+
+const char* opPathName(OpPath path);
+
+struct OpPathEntry {
+  std::string op;      // "aten::add.out"
+  OpPath path;
+  std::string kernel;  // kernel name stem, e.g. "elementwise_add"; may be empty
+};
+
+void recordOpPath(std::string op, OpPath path, std::string kernel = {});
+std::vector<OpPathEntry> registeredOpPaths();
+
+void countFallback(const std::string& op);
+std::vector<std::pair<std::string, int64_t>> fallbackCounts();
+void resetFallbackCounts();
+
+}  // namespace openreg::backend

@@ -1,0 +1,98 @@
+// In-place _foreach_* operators (optimizer steps): one device kernel per
+// call for the whole tensor list, like CUDA's multi_tensor_apply, running
+// ATen's per-tensor CPU loop. Functional _foreach_* overloads decompose into
+// per-tensor device kernels through their composite kernels.
+#include <algorithm>
+#include <cctype>
+
+#include <torch/library.h>
+
+#include "backend/OpRegistry.h"
+#include "backend/aten/DeviceKernel.h"
+
+namespace openreg::backend {
+
+namespace {
+
+// "_foreach_mul_" + "Scalar" -> "foreach_mul_scalar"
+std::string foreachKernelBase(const c10::OperatorName& name) {
+  std::string base = name.name.substr(name.name.find("::") + 2);
+  if (!base.empty() && base.front() == '_') base.erase(0, 1);
+  if (!base.empty() && base.back() == '_') base.pop_back();
+  if (!name.overload_name.empty()) {
+    std::string overload = name.overload_name;
+    std::transform(overload.begin(), overload.end(), overload.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    base += "_" + overload;
+  }
+  return base;
+}
+
+void foreachInplace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t numArgs = op.schema().arguments().size();
+  c10::ArrayRef<c10::IValue> args = torch::jit::last(*stack, numArgs);
+  const std::vector<at::Tensor> self = args[0].toTensorList().vec();
+  if (self.empty()) {
+    torch::jit::drop(*stack, numArgs);
+    return;
+  }
+  // Lists must match the first one, as in ATen's checks.
+  for (size_t i = 1; i < args.size(); ++i) {
+    size_t length = 0;
+    if (args[i].isTensorList()) {
+      length = args[i].toTensorList().size();
+    } else if (args[i].isList()) {
+      length = args[i].toListRef().size();
+    } else {
+      continue;
+    }
+    TORCH_CHECK(length == self.size(), op.schema().operator_name(), ": tensor lists must have the same number of ",
+                "elements, got ", self.size(), " and ", length);
+  }
+  const c10::Device device = commonDevice(args, op);
+  c10::DeviceGuard guard(device);
+  int64_t total = 0;
+  for (const at::Tensor& t : self) total += t.numel();
+  // multi_tensor_apply's shape: 64K-element chunks, 512 threads.
+  LaunchShape shape;
+  shape.block = {512, 1, 1};
+  shape.grid = {static_cast<uint32_t>(std::max<int64_t>(1, (total + 65535) / 65536)), 1, 1};
+  launchCpuOp(op, args, device.index(), kernelName(foreachKernelBase(op.schema().operator_name()), self[0].scalar_type()),
+              shape);
+  torch::jit::drop(*stack, numArgs);
+}
+
+constexpr const char* kInplaceForeachOps[] = {
+    "_foreach_abs_",           "_foreach_acos_",          "_foreach_add_.List",       "_foreach_add_.Scalar",
+    "_foreach_add_.ScalarList", "_foreach_add_.Tensor",   "_foreach_addcdiv_.Scalar", "_foreach_addcdiv_.ScalarList",
+    "_foreach_addcdiv_.Tensor", "_foreach_addcmul_.Scalar", "_foreach_addcmul_.ScalarList",
+    "_foreach_addcmul_.Tensor", "_foreach_asin_",          "_foreach_atan_",           "_foreach_ceil_",
+    "_foreach_clamp_max_.List", "_foreach_clamp_max_.Scalar", "_foreach_clamp_max_.ScalarList",
+    "_foreach_clamp_min_.List", "_foreach_clamp_min_.Scalar", "_foreach_clamp_min_.ScalarList", "_foreach_cos_",
+    "_foreach_cosh_",          "_foreach_div_.List",      "_foreach_div_.Scalar",     "_foreach_div_.ScalarList",
+    "_foreach_div_.Tensor",    "_foreach_erf_",           "_foreach_erfc_",           "_foreach_exp_",
+    "_foreach_expm1_",         "_foreach_floor_",         "_foreach_frac_",           "_foreach_lerp_.List",
+    "_foreach_lerp_.Scalar",   "_foreach_lerp_.ScalarList", "_foreach_lgamma_",       "_foreach_log10_",
+    "_foreach_log1p_",         "_foreach_log2_",          "_foreach_log_",            "_foreach_maximum_.List",
+    "_foreach_maximum_.Scalar", "_foreach_maximum_.ScalarList", "_foreach_minimum_.List",
+    "_foreach_minimum_.Scalar", "_foreach_minimum_.ScalarList", "_foreach_mul_.List", "_foreach_mul_.Scalar",
+    "_foreach_mul_.ScalarList", "_foreach_mul_.Tensor",   "_foreach_neg_",            "_foreach_pow_.List",
+    "_foreach_pow_.Scalar",    "_foreach_pow_.ScalarList", "_foreach_reciprocal_",    "_foreach_round_",
+    "_foreach_rsqrt_",         "_foreach_sigmoid_",       "_foreach_sign_",           "_foreach_sin_",
+    "_foreach_sinh_",          "_foreach_sqrt_",          "_foreach_sub_.List",       "_foreach_sub_.Scalar",
+    "_foreach_sub_.ScalarList", "_foreach_tan_",          "_foreach_tanh_",           "_foreach_trunc_",
+    "_foreach_zero_"};
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* op : kInplaceForeachOps) {
+    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&foreachInplace>());
+    const std::string full = std::string("aten::") + op;
+    const auto dot = full.find('.');
+    const c10::OperatorName name(full.substr(0, dot), dot == std::string::npos ? "" : full.substr(dot + 1));
+    recordOpPath(full, OpPath::kDevice, foreachKernelBase(name));
+  }
+}
+
+}  // namespace openreg::backend

@@ -1,0 +1,298 @@
+// Indexing: index / index_put (CPU indices are uploaded first, as CUDA
+// accepts them), index_select, gather/scatter family, masked_fill,
+// index_fill, and embedding's backward.
+#include <ATen/ExpandUtils.h>
+#include <ATen/MetaFunctions.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include "backend/OpRegistry.h"
+#include "backend/aten/DeviceKernel.h"
+
+namespace openreg::backend {
+
+namespace {
+
+c10::List<std::optional<at::Tensor>> indicesOnDevice(const c10::List<std::optional<at::Tensor>>& indices,
+                                                     const c10::Device& device) {
+  c10::List<std::optional<at::Tensor>> moved;
+  moved.reserve(indices.size());
+  for (const std::optional<at::Tensor>& index : indices) {
+    if (index.has_value() && index->defined() && index->device() != device) {
+      TORCH_CHECK(index->device().is_cpu(), "indices should be either on cpu or on the same device as the indexed ",
+                  "tensor (", device, ")");
+      moved.push_back(index->to(device));
+    } else {
+      moved.push_back(index);
+    }
+  }
+  return moved;
+}
+
+at::Tensor& indexOut(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
+  static const c10::OperatorHandle op = findOp("aten::index", "Tensor_out");
+  c10::DeviceGuard guard(self.device());
+  const auto moved = indicesOnDevice(indices, self.device());
+  // Validates and sizes out; a boolean mask makes this synchronize (nonzero).
+  at::meta::index_outf(self, moved, out);
+  std::vector<c10::IValue> args{self, moved, out};
+  commonDevice(args, op);
+  launchCpuOp(op, args, self.device().index(), kernelName("index_gather", self.scalar_type()),
+              elementwiseShape(out.numel()));
+  return out;
+}
+
+at::Tensor& indexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                         const at::Tensor& values, bool accumulate, bool unsafe) {
+  static const c10::OperatorHandle op = findOp("aten::_index_put_impl_", "");
+  c10::DeviceGuard guard(self.device());
+  const auto moved = indicesOnDevice(indices, self.device());
+  TORCH_CHECK(self.scalar_type() == values.scalar_type(), "Index put requires the source and destination dtypes ",
+              "match, got ", self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
+  std::vector<c10::IValue> args{self, moved, values, accumulate, unsafe};
+  commonDevice(args, op);
+  launchCpuOp(op, args, self.device().index(),
+              kernelName(accumulate ? "index_put_accumulate" : "index_put", self.scalar_type()),
+              elementwiseShape(values.numel()));
+  return self;
+}
+
+c10::DimVector indexSelectShape(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+              "index_select(): Expected dtype int32 or int64 for index");
+  c10::DimVector shape(self.sizes().begin(), self.sizes().end());
+  if (self.dim() > 0) {
+    dim = c10::maybe_wrap_dim(dim, self.dim());
+    shape[dim] = index.numel();
+  }
+  return shape;
+}
+
+at::Tensor& indexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  static const c10::OperatorHandle op = findOp("aten::index_select", "out");
+  std::vector<c10::IValue> args{self, dim, index, out};
+  const c10::Device device = commonDevice(args, op);
+  c10::DeviceGuard guard(device);
+  at::native::resize_output(out, indexSelectShape(self, dim, index));
+  args.back() = out;
+  launchCpuOp(op, args, device.index(), kernelName("index_select", self.scalar_type()),
+              elementwiseShape(out.numel()));
+  return out;
+}
+
+at::Tensor indexSelect(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  c10::DeviceGuard guard(self.device());
+  at::Tensor out = at::empty({0}, self.options());
+  return indexSelectOut(self, dim, index, out);
+}
+
+void checkMask(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(at::infer_size(self.sizes(), mask.sizes()) == self.sizes(), "masked_fill_: the mask of shape ",
+              mask.sizes(), " cannot be broadcast to the destination of shape ", self.sizes());
+}
+
+at::Tensor& maskedFillScalar(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {
+  static const c10::OperatorHandle op = findOp("aten::masked_fill_", "Scalar");
+  checkMask(self, mask);
+  std::vector<c10::IValue> args{self, mask, value};
+  const c10::Device device = commonDevice(args, op);
+  c10::DeviceGuard guard(device);
+  launchCpuOp(op, args, device.index(), kernelName("masked_fill", self.scalar_type()),
+              elementwiseShape(self.numel()));
+  return self;
+}
+
+at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  static const c10::OperatorHandle op = findOp("aten::masked_fill_", "Tensor");
+  checkMask(self, mask);
+  TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  std::vector<c10::IValue> args{self, mask, value};
+  const c10::Device device = commonDevice(args, op);
+  c10::DeviceGuard guard(device);
+  launchCpuOp(op, args, device.index(), kernelName("masked_fill", self.scalar_type()),
+              elementwiseShape(self.numel()));
+  return self;
+}
+
+template <const char* Overload>
+at::Tensor& indexFill(at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::IValue& value) {
+  static const c10::OperatorHandle op = findOp("aten::index_fill_", Overload);
+  std::vector<c10::IValue> args{self, dim, index, value};
+  const c10::Device device = commonDevice(args, op);
+  c10::DeviceGuard guard(device);
+  launchCpuOp(op, args, device.index(), kernelName("index_fill", self.scalar_type()),
+              elementwiseShape(index.numel()));
+  return self;
+}
+
+constexpr char kIntScalar[] = "int_Scalar";
+constexpr char kIntTensor[] = "int_Tensor";
+
+at::Tensor& indexFillScalar(at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value) {
+  return indexFill<kIntScalar>(self, dim, index, value);
+}
+
+at::Tensor& indexFillTensor(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value) {
+  return indexFill<kIntTensor>(self, dim, index, value);
+}
+
+at::Tensor embeddingDenseBackward(const at::Tensor& grad_output, const at::Tensor& indices, int64_t num_weights,
+                                  int64_t padding_idx, bool scale_grad_by_freq) {
+  static const c10::OperatorHandle op = findOp("aten::embedding_dense_backward", "");
+  std::vector<c10::IValue> args{grad_output, indices, num_weights, padding_idx, scale_grad_by_freq};
+  const c10::Device device = commonDevice(args, op);
+  c10::DeviceGuard guard(device);
+  at::Tensor out = at::empty({num_weights, grad_output.size(-1)}, grad_output.options());
+  launchCpuOp(op, args, device.index(), kernelName("embedding_bwd", grad_output.scalar_type()),
+              elementwiseShape(grad_output.numel()), {out});
+  return out;
+}
+
+// nonzero has a data-dependent shape: count on the device, read the count on
+// the host (a synchronization), then fill the sized output on the device.
+at::Tensor& nonzeroOut(const at::Tensor& self, at::Tensor& out) {
+  static const c10::OperatorHandle op = findOp("aten::nonzero", "out");
+  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: expected out to have dtype Long, got ", out.scalar_type());
+  std::vector<c10::IValue> args{self, out};
+  const c10::Device device = commonDevice(args, op);
+  c10::DeviceGuard guard(device);
+  at::Tensor count = at::empty({}, self.options().dtype(at::kLong));
+  launchKernel(streamFor(self), kernelName("count_nonzero", self.scalar_type()),
+               reductionShape(1, self.numel()), [s = describeTensor(self), c = describeTensor(count)]() {
+                 c.view().fill_(at::count_nonzero(s.view()));
+               });
+  const int64_t found = count.item<int64_t>();
+  at::native::resize_output(out, {found, self.dim()});
+  args.back() = out;
+  launchCpuOp(op, args, device.index(), kernelName("nonzero", self.scalar_type()), elementwiseShape(self.numel()));
+  return out;
+}
+
+at::Tensor nonzero(const at::Tensor& self) {
+  c10::DeviceGuard guard(self.device());
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return nonzeroOut(self, out);
+}
+
+// masked_select = boolean-mask indexing of the broadcast operands.
+at::Tensor maskedSelect(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  auto [expandedSelf, expandedMask] = at::expand_outplace(self, mask);
+  return at::index(*expandedSelf, c10::List<std::optional<at::Tensor>>({std::optional<at::Tensor>(*expandedMask)}));
+}
+
+at::Tensor& maskedScatter(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
+  static const c10::OperatorHandle op = findOp("aten::masked_scatter_", "");
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "masked_scatter_: expected self and source to have same ",
+              "dtypes but got ", self.scalar_type(), " and ", source.scalar_type());
+  TORCH_CHECK(at::infer_size(self.sizes(), mask.sizes()) == self.sizes(), "masked_scatter_: the mask of shape ",
+              mask.sizes(), " cannot be broadcast to the destination of shape ", self.sizes());
+  std::vector<c10::IValue> args{self, mask, source};
+  const c10::Device device = commonDevice(args, op);
+  c10::DeviceGuard guard(device);
+  launchCpuOp(op, args, device.index(), kernelName("masked_scatter", self.scalar_type()),
+              elementwiseShape(self.numel()));
+  return self;
+}
+
+at::Tensor isnan(const at::Tensor& self) {
+  return at::ne(self, self);
+}
+
+// Gathers with the input's shape, computed by the CPU op and copied out.
+at::Tensor sameShapeGather(const char* name, const char* kernel, std::vector<c10::IValue> args,
+                           const at::Tensor& self) {
+  const c10::OperatorHandle op = findOp(name, "");
+  const c10::Device device = commonDevice(args, op);
+  c10::DeviceGuard guard(device);
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  launchCpuOp(op, args, device.index(), kernelName(kernel, self.scalar_type()), elementwiseShape(self.numel()),
+              {out});
+  return out;
+}
+
+at::Tensor flip(const at::Tensor& self, c10::IntArrayRef dims) {
+  return sameShapeGather("aten::flip", "flip", {self, dims.vec()}, self);
+}
+
+at::Tensor roll(const at::Tensor& self, c10::IntArrayRef shifts, c10::IntArrayRef dims) {
+  return sameShapeGather("aten::roll", "roll", {self, shifts.vec(), dims.vec()}, self);
+}
+
+KernelSpec indexed(const char* base, int dtypeArg = 0) {
+  return KernelSpec{base, KernelStyle::kElementwise, dtypeArg};
+}
+
+template <class F>
+c10::KernelFunction metaOf(F* fn) {
+  return c10::KernelFunction::makeFromUnboxedRuntimeFunction(fn);
+}
+
+using ScatterSrc = at::Tensor& (*)(const at::Tensor&, int64_t, const at::Tensor&, const at::Tensor&, at::Tensor&);
+using ScatterValue = at::Tensor& (*)(const at::Tensor&, int64_t, const at::Tensor&, const at::Scalar&, at::Tensor&);
+using ScatterSrcReduce = at::Tensor& (*)(const at::Tensor&, int64_t, const at::Tensor&, const at::Tensor&,
+                                         c10::string_view, at::Tensor&);
+using ScatterValueReduce = at::Tensor& (*)(const at::Tensor&, int64_t, const at::Tensor&, const at::Scalar&,
+                                           c10::string_view, at::Tensor&);
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("index.Tensor_out", TORCH_FN(indexOut));
+  m.impl("_index_put_impl_", TORCH_FN(indexPutImpl));
+  m.impl("index_select.out", TORCH_FN(indexSelectOut));
+  m.impl("index_select", TORCH_FN(indexSelect));
+  m.impl("masked_fill_.Scalar", TORCH_FN(maskedFillScalar));
+  m.impl("masked_fill_.Tensor", TORCH_FN(maskedFillTensor));
+  m.impl("index_fill_.int_Scalar", TORCH_FN(indexFillScalar));
+  m.impl("index_fill_.int_Tensor", TORCH_FN(indexFillTensor));
+  m.impl("embedding_dense_backward", TORCH_FN(embeddingDenseBackward));
+  m.impl("nonzero", TORCH_FN(nonzero));
+  m.impl("nonzero.out", TORCH_FN(nonzeroOut));
+  m.impl("masked_select", TORCH_FN(maskedSelect));
+  m.impl("isnan", TORCH_FN(isnan));
+  m.impl("masked_scatter_", TORCH_FN(maskedScatter));
+  recordOpPath("aten::masked_scatter_", OpPath::kDevice, "masked_scatter");
+  m.impl("flip", TORCH_FN(flip));
+  m.impl("roll", TORCH_FN(roll));
+  recordOpPath("aten::nonzero", OpPath::kSync, "count_nonzero + nonzero");
+  recordOpPath("aten::nonzero.out", OpPath::kSync, "count_nonzero + nonzero");
+  recordOpPath("aten::masked_select", OpPath::kSync, "count_nonzero + nonzero + index_gather");
+  recordOpPath("aten::isnan", OpPath::kDevice, "elementwise_ne");
+  recordOpPath("aten::flip", OpPath::kDevice, "flip");
+  recordOpPath("aten::roll", OpPath::kDevice, "roll");
+  for (const auto& [op, kernel] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"index.Tensor_out", "index_gather"},
+           {"_index_put_impl_", "index_put / index_put_accumulate"},
+           {"index_select.out", "index_select"},
+           {"index_select", "index_select"},
+           {"masked_fill_.Scalar", "masked_fill"},
+           {"masked_fill_.Tensor", "masked_fill"},
+           {"index_fill_.int_Scalar", "index_fill"},
+           {"index_fill_.int_Tensor", "index_fill"},
+           {"embedding_dense_backward", "embedding_bwd"}}) {
+    recordOpPath(std::string("aten::") + op, OpPath::kDevice, kernel);
+  }
+
+  registerMetaKernel(m, "gather.out", metaOf(&at::meta::gather_outf), indexed("gather"));
+  registerMetaKernel(m, "scatter.src_out", metaOf(static_cast<ScatterSrc>(&at::meta::scatter_outf)), indexed("scatter"));
+  registerMetaKernel(m, "scatter.value_out", metaOf(static_cast<ScatterValue>(&at::meta::scatter_outf)),
+                     indexed("scatter"));
+  registerMetaKernel(m, "scatter.reduce_out", metaOf(static_cast<ScatterSrcReduce>(&at::meta::scatter_outf)),
+                     indexed("scatter_reduce"));
+  registerMetaKernel(m, "scatter.value_reduce_out", metaOf(static_cast<ScatterValueReduce>(&at::meta::scatter_outf)),
+                     indexed("scatter_reduce"));
+  registerMetaKernel(m, "scatter_add.out", metaOf(&at::meta::scatter_add_outf), indexed("scatter_add"));
+  registerMetaKernel(m, "scatter_reduce.two_out", metaOf(&at::meta::scatter_reduce_outf), indexed("scatter_reduce"));
+  registerMetaKernel(m, "index_add.out", metaOf(&at::meta::index_add_outf), indexed("index_add"));
+  registerMetaKernel(m, "index_copy.out", metaOf(&at::meta::index_copy_outf), indexed("index_copy"));
+  registerMetaKernel(m, "index_reduce.out", metaOf(&at::meta::index_reduce_outf), indexed("index_reduce"));
+}
+
+}  // namespace openreg::backend

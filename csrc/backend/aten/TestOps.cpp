@@ -1,0 +1,87 @@
+// Test-only device kernels, in the `openreg` operator namespace:
+//   torch.ops.openreg._fail_kernel(t, message)
+//       queues a kernel "test_fail_kernel" that fails with `message`; the
+//       failure surfaces at the next synchronization (item(), .cpu(),
+//       synchronize()), as a RuntimeError naming the kernel.
+//   torch.ops.openreg._wait_gate(t, gate, timeout_s)
+//       queues a kernel "test_wait_gate" that blocks its stream until
+//       torch_openreg._C._open_gate(gate) is called (or fails after
+//       timeout_s), so tests can prove asynchrony and stream ordering
+//       without relying on timing.
+// Both return `t` unchanged and only serve to occupy the stream of t's device.
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include <torch/library.h>
+
+#include "backend/OpRegistry.h"
+#include "backend/TestGates.h"
+#include "backend/aten/DeviceKernel.h"
+
+namespace openreg::backend {
+
+namespace {
+
+struct Gates {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::map<int64_t, bool> open;
+};
+
+Gates& gates() {
+  static auto* instance = new Gates();
+  return *instance;
+}
+
+at::Tensor failKernel(const at::Tensor& self, c10::string_view message) {
+  TORCH_CHECK(self.is_privateuseone(), "_fail_kernel expects an openreg tensor");
+  c10::DeviceGuard guard(self.device());
+  launchKernel(streamFor(self), "test_fail_kernel", LaunchShape{},
+               [text = std::string(message)]() { throw std::runtime_error(text); });
+  return self;
+}
+
+at::Tensor waitGate(const at::Tensor& self, int64_t gate, double timeout_s) {
+  TORCH_CHECK(self.is_privateuseone(), "_wait_gate expects an openreg tensor");
+  c10::DeviceGuard guard(self.device());
+  {
+    std::lock_guard<std::mutex> lock(gates().mutex);
+    gates().open.emplace(gate, false);
+  }
+  launchKernel(streamFor(self), "test_wait_gate", LaunchShape{}, [gate, timeout_s]() {
+    Gates& g = gates();
+    std::unique_lock<std::mutex> lock(g.mutex);
+    const bool opened = g.changed.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                                           [&] { return g.open[gate]; });
+    g.open.erase(gate);
+    if (!opened) throw std::runtime_error("gate " + std::to_string(gate) + " was not opened in time");
+  });
+  return self;
+}
+
+}  // namespace
+
+void openGate(int64_t gate) {
+  Gates& g = gates();
+  {
+    std::lock_guard<std::mutex> lock(g.mutex);
+    g.open[gate] = true;
+  }
+  g.changed.notify_all();
+}
+
+TORCH_LIBRARY(openreg, m) {
+  m.def("_fail_kernel(Tensor(a) self, str message) -> Tensor(a)");
+  m.def("_wait_gate(Tensor(a) self, int gate, float timeout_s=60.0) -> Tensor(a)");
+}
+
+TORCH_LIBRARY_IMPL(openreg, PrivateUse1, m) {
+  m.impl("_fail_kernel", TORCH_FN(failKernel));
+  m.impl("_wait_gate", TORCH_FN(waitGate));
+  recordOpPath("openreg::_fail_kernel", OpPath::kDevice, "test_fail_kernel");
+  recordOpPath("openreg::_wait_gate", OpPath::kDevice, "test_wait_gate");
+}
+
+}  // namespace openreg::backend
