@@ -26,7 +26,7 @@ int64_t merge_union(std::vector<Interval>& iv) {
   }
   iv.resize(out);
   int64_t busy = 0;
-  for (const Interval& x : iv) busy += x.end - x.start;
+  for (const Interval& x : iv) busy = saturating_add(busy, x.end - x.start);
   return busy;
 }
 
@@ -71,7 +71,7 @@ HostActivity describe_gap(const Trace& t, int64_t a, int64_t b) {
     o.name = s.name;
     o.cat = s.cat;
     ++o.count;
-    o.overlap_ns += std::min(s.end(), b) - std::max(s.ts, a);
+    o.overlap_ns = saturating_add(o.overlap_ns, std::min(s.end(), b) - std::max(s.ts, a));
   };
   for (uint32_t lane = 0; lane < t.lanes.size(); ++lane) {
     if (t.lane_kind[lane] != LaneKind::kHost) continue;
@@ -255,10 +255,10 @@ Summary compute_summary(const Trace& t, const SummaryOptions& options) {
       k.min_ns = k.max_ns = sl.dur;
     }
     ++k.count;
-    k.total_ns += sl.dur;
+    k.total_ns = saturating_add(k.total_ns, sl.dur);
     k.min_ns = std::min(k.min_ns, sl.dur);
     k.max_ns = std::max(k.max_ns, sl.dur);
-    s.device_total_ns += sl.dur;
+    s.device_total_ns = saturating_add(s.device_total_ns, sl.dur);
   }
   for (auto& [name, k] : kernels) s.kernels.push_back(k);
   std::sort(s.kernels.begin(), s.kernels.end(), [&](const KernelStat& a, const KernelStat& b) {
@@ -277,7 +277,7 @@ Summary compute_summary(const Trace& t, const SummaryOptions& options) {
     uint32_t key = op == kNoSlice ? kNoString : t.slices[op].name;
     OpDeviceStat& st = ops[key];
     st.name = key;
-    st.device_ns += sl.dur;
+    st.device_ns = saturating_add(st.device_ns, sl.dur);
     ++st.device_events;
     LinkStat::PerCategory& pc = per_cat[sl.cat];
     pc.cat = sl.cat;

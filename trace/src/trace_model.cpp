@@ -164,7 +164,9 @@ class Loader {
       r_.skip_value();
       return false;
     }
-    return parse_us_to_ns(r_.read_number(), out);
+    // Bounded so that ts + dur and differences of times cannot overflow.
+    constexpr int64_t kMaxTimeNs = int64_t{1} << 61;
+    return parse_us_to_ns(r_.read_number(), out) && out > -kMaxTimeNs && out < kMaxTimeNs;
   }
 
   void read_int_arg(IntArg& arg) {
@@ -272,7 +274,7 @@ class Loader {
     switch (e.ph) {
       case 'X': {
         if (!e.has_ts || !e.has_dur || !e.has_pid || !e.has_tid) {
-          malformed(origin, "complete event without numeric ts, dur, pid and tid", e.name);
+          malformed(origin, "complete event without a numeric ts, dur, pid or tid (or a time beyond 2^61 ns)", e.name);
           return;
         }
         if (e.dur < 0) {
@@ -297,7 +299,7 @@ class Loader {
       case 't':
       case 'f': {
         if (!e.has_ts || !e.has_pid || !e.has_tid || !e.has_id) {
-          malformed(origin, "flow event without id, numeric ts, pid and tid", e.name);
+          malformed(origin, "flow event without an id, numeric ts, pid or tid", e.name);
           return;
         }
         FlowPoint f;
@@ -320,7 +322,7 @@ class Loader {
         }
         if (e.name != memory_name_) return;
         if (!e.has_ts || !e.has_pid || !e.has_tid) {
-          malformed(origin, "[memory] event without numeric ts, pid and tid", e.name);
+          malformed(origin, "[memory] event without a numeric ts, pid or tid", e.name);
           return;
         }
         MemoryPoint m;

@@ -233,6 +233,13 @@ std::unique_ptr<Trace> load_trace(JsonReader& reader, const LoadOptions& options
 std::unique_ptr<Trace> load_trace_file(const std::string& path, const LoadOptions& options);
 std::unique_ptr<Trace> load_trace_buffer(const void* data, size_t size, const LoadOptions& options);
 
+// Sums of durations saturate instead of overflowing on hostile input.
+inline int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+
 // Formats ns as Kineto writes µs: "123.456".
 std::string format_us(int64_t ns);
 

@@ -1,0 +1,82 @@
+// Corrupted and truncated traces: every analysis must finish, whatever the
+// input (run under the sanitizers by scripts/test.sh).
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "analysis.h"
+#include "trace_builder.h"
+
+namespace openreg::trace {
+namespace {
+
+using testing::TraceBuilder;
+
+std::string sample() {
+  TraceBuilder b;
+  b.lanes(0, {7, 8}).span(0, 100'000);
+  b.op("ProfilerStep#1", 0, 90'000, 1, "user_annotation").python("train.py(1): f", 100, 80'000);
+  b.launch("aten::mm", "gemm", 1'000, 20'000, 5'000, 0, 7, 11, 2);
+  b.launch("aten::add", "add", 12'000, 26'000, 3'000, 0, 8, 12, 3);
+  b.memory(1'500, 20, 0, 4096, 4096).memory(13'000, 20, 0, 0, -4096);
+  b.raw(R"({"ph":"X","cat":"gpu_user_annotation","name":"fwd","pid":0,"tid":7,"ts":19.999,"dur":10.0})");
+  b.raw(R"({"name":"Record Window End","ph":"i","s":"g","pid":"","tid":"","ts":100.5})");
+  return b.json();
+}
+
+void analyse_everything(const std::string& text) {
+  std::unique_ptr<Trace> t;
+  try {
+    t = load_trace_buffer(text.data(), text.size(), {});
+  } catch (const IoError&) {
+    return;  // only for gzip input
+  }
+  CheckReport r = run_checks(*t, {});
+  (void)check_report_to_json(*t, r);
+  if (t->parse_error) return;  // the C ABI refuses the rest on invalid JSON
+  SummaryOptions o;
+  (void)summary_to_json(*t, compute_summary(*t, o), o);
+  (void)timeline_json(*t, {.width = 50});
+}
+
+TEST(Robustness, EveryPrefixOfATrace) {
+  const std::string text = sample();
+  for (size_t n = 0; n <= text.size(); n += 7) analyse_everything(text.substr(0, n));
+}
+
+TEST(Robustness, RandomByteEdits) {
+  const std::string text = sample();
+  const std::string alphabet = "{}[]\",:-.0123456789eE truefalsnl\\u\x01\xC3\xFF";
+  std::mt19937 rng(20260101);
+  for (int round = 0; round < 3000; ++round) {
+    std::string s = text;
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits && !s.empty(); ++e) {
+      size_t pos = rng() % s.size();
+      char c = alphabet[rng() % alphabet.size()];
+      switch (rng() % 3) {
+        case 0: s[pos] = c; break;
+        case 1: s.erase(pos, 1 + rng() % 8); break;
+        default: s.insert(pos, 1, c); break;
+      }
+    }
+    analyse_everything(s);
+  }
+}
+
+TEST(Robustness, ExtremeValues) {
+  TraceBuilder b;
+  b.raw(R"({"ph":"X","cat":"kernel","name":"huge","pid":0,"tid":1,"ts":2000000000000000,"dur":2000000000000000,
+            "args":{"device":0,"stream":1,"correlation":1}})");
+  b.raw(R"({"ph":"X","cat":"kernel","name":"huge2","pid":0,"tid":1,"ts":-2000000000000000,"dur":2000000000000000,
+            "args":{"device":0,"stream":1,"correlation":-9223372036854775808}})");
+  b.raw(R"({"ph":"X","cat":"kernel","name":"too big","pid":0,"tid":1,"ts":9e300,"dur":1})");
+  b.raw(R"({"ph":"X","cat":"cpu_op","name":"op","pid":9223372036854775807,"tid":-9223372036854775808,"ts":0,"dur":1e-9})");
+  b.raw(R"({"ph":"i","name":"[memory]","pid":1,"tid":1,"ts":1,"args":{"Device Type":20,"Total Allocated":9223372036854775807}})");
+  analyse_everything(b.json());
+  auto t = b.load();
+  EXPECT_EQ(t->malformed_count, 1u);  // 9e300 us is out of range
+}
+
+}  // namespace
+}  // namespace openreg::trace
