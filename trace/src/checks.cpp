@@ -304,8 +304,8 @@ void check_flow_finish_bound(const Context& c, Sink& sink) {
         continue;
       }
       // Without "bp":"e" viewers bind the next slice that begins on the row.
-      const auto& v = t.lane_slices[f.lane];
-      bool later = std::any_of(v.begin(), v.end(), [&](uint32_t s) { return t.slices[s].ts >= f.ts; });
+      const auto& v = t.lane_slices[f.lane];  // sorted by start: the last starts latest
+      bool later = !v.empty() && t.slices[v.back()].ts >= f.ts;
       if (!later)
         sink.add([&] { return "flow id " + t.key_text(f.id) + " finishes with no slice at or after it on its row"; },
                  {flow_ref(i)});

@@ -171,6 +171,19 @@ TEST(Checks, FlowFinishOutsideAnySlice) {
   EXPECT_EQ(failing(r), std::set<std::string>{"flow_finish_bound"});
 }
 
+TEST(Checks, FlowFinishWithoutBindingPoint) {
+  // Without "bp":"e" a viewer binds the next slice that starts on the row.
+  auto finish = [](int64_t id, int64_t ts) {
+    return R"({"ph":"f","id":)" + std::to_string(id) + R"(,"pid":0,"tid":8,"ts":)" + TraceBuilder::us(ts) +
+           R"(,"cat":"ac2g","name":"ac2g"})";
+  };
+  TraceBuilder b = clean();
+  b.flow('s', 43, 3'000, kHostPid, kHostTid).raw(finish(43, 31'000));  // mul starts at 32 us
+  EXPECT_EQ(failing(check(b)), std::set<std::string>{});
+  b.flow('s', 44, 3'000, kHostPid, kHostTid).raw(finish(44, 40'000));  // nothing starts after it
+  EXPECT_EQ(failing(check(b)), std::set<std::string>{"flow_finish_bound"});
+}
+
 TEST(Checks, PartiallyOverlappingKernelsOnOneStream) {
   TraceBuilder b = clean();
   b.kernel("overlap", 27'000, 5'000, 0, 7, 50, 3);
