@@ -64,15 +64,22 @@ def draw(data: dict[str, Any], output: str, title: str = "", dpi: int = 120) -> 
         ax_dev.set_yticks([])
     ax_dev.set_title("device streams", fontsize=9, loc="left")
 
+    top = 0.0
     for m in device_memory:
         pts = m["points"]
         if not pts:
             continue
         xs = [p[0] / 1e6 for p in pts]
         ys = [p[1] / 2**20 for p in pts]
+        # The last level holds until the end of the trace.
+        if end_ms > xs[-1]:
+            xs.append(end_ms)
+            ys.append(ys[-1])
+        top = max(top, max(ys))
         ax_mem.step(xs, ys, where="post", linewidth=1, label=f"{m['device_type_name']}:{m['device_id']}")
     if device_memory:
-        ax_mem.legend(fontsize=7, loc="upper left")
+        ax_mem.legend(fontsize=7, loc="lower right")
+        ax_mem.set_ylim(0, top * 1.15 if top > 0 else 1)
     else:
         ax_mem.text(0.5, 0.5, "no [memory] events", transform=ax_mem.transAxes, ha="center", va="center")
     ax_mem.set_ylabel("allocated (MiB)", fontsize=8)
