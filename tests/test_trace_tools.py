@@ -168,6 +168,8 @@ def test_summary_of_a_device_trace(traces):
     streams = {st["stream"]: st for st in s["streams"]}
     assert streams[7]["busy_ns"] == 82_000 and streams[7]["span_ns"] == 222_000
     assert streams[8]["busy_ns"] == 5_000
+    assert streams[8]["utilization"] == pytest.approx(5_000 / 222_000)  # of the device's span
+    assert streams[8]["own_span_utilization"] == 1.0
     gap = s["idle_gaps"][0]
     assert (gap["start_ns"], gap["end_ns"]) == (90_000, 230_000)
     assert gap["host"]["text"] == "python: train.py(20): train_step \u2192 aten::item \u2192 orStreamSynchronize"

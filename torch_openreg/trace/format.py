@@ -90,7 +90,7 @@ def summary_text(s: dict[str, Any], path: str = "") -> str:
         out.append(f"  by category: {per_cat}")
 
         out.append("")
-        out.append("Device utilisation per stream (busy time / first-to-last span)")
+        out.append("Device utilisation per stream (busy time / the device's first-to-last span)")
         rows = []
         for st in s["streams"]:
             rows.append([_lane(st["device"]), _lane(st["stream"]), st["name"] or "", f"{st['events']:,}",
@@ -98,7 +98,7 @@ def summary_text(s: dict[str, Any], path: str = "") -> str:
         for d in s["devices"]:
             rows.append([_lane(d["device"]), "all", d["name"] or "", f"{d['events']:,}", duration(d["busy_ns"]),
                          duration(d["span_ns"]), percent(d["utilization"])])
-        out += _table(rows, ["device", "stream", "name", "events", "busy", "span", "util"], {3, 4, 5, 6})
+        out += _table(rows, ["device", "stream", "name", "events", "busy", "stream span", "util"], {3, 4, 5, 6})
 
         out.append("")
         if not s["idle_gaps"]:

@@ -522,7 +522,12 @@ std::string summary_to_json(const Trace& t, const Summary& s, const SummaryOptio
     w.field("first_ns", st.first_ns - t.origin_ns);
     w.field("last_ns", st.last_ns - t.origin_ns);
     w.field("span_ns", st.last_ns - st.first_ns);
-    w.field("utilization", ratio(st.busy_ns, st.last_ns - st.first_ns));
+    // Against the device's active span, so that streams compare with each other.
+    int64_t device_span = 0;
+    for (const DeviceStat& d : s.devices)
+      if (d.device == lane.pid) device_span = d.last_ns - d.first_ns;
+    w.field("utilization", ratio(st.busy_ns, device_span));
+    w.field("own_span_utilization", ratio(st.busy_ns, st.last_ns - st.first_ns));
     w.end_object();
   }
   w.end_array();
