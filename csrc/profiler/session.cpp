@@ -70,6 +70,25 @@ std::string jsonString(const std::string& text) {
   return out + "\"";
 }
 
+// Kineto 2.13 writes names into the JSON unescaped (it only turns '\\' into
+// '/' and drops newlines) and replaces a name holding any non-printable byte
+// by "unknown". A quote in a kernel name would break the whole file, so
+// names are made safe here, keeping as much of them as possible.
+std::string kinetoSafe(const std::string& name) {
+  std::string out = name;
+  for (char& c : out) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"') {
+      c = '\'';
+    } else if (c == '\\') {
+      c = '/';
+    } else if (byte < 0x20 || byte >= 0x7f) {
+      c = '?';
+    }
+  }
+  return out;
+}
+
 ActivityType kinetoType(TraceEventType type) {
   switch (type) {
     case TraceEventType::Kernel: return ActivityType::CONCURRENT_KERNEL;
@@ -337,6 +356,9 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
   if (state_ == State::Inert || emitted_) {
     return;
   }
+  if (state_ == State::Running) {
+    stop();  // the callbacks must be done writing records_ before we read it
+  }
   const int64_t processStart = nowNs();
   const PreparedTrace& trace = prepared();
   EmitOptions options;
@@ -365,7 +387,7 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
   });
 
   for (const TraceEvent& event : result.events) {
-    libkineto::GenericTraceActivity act(pluginSpan(), kinetoType(event.type), event.name);
+    libkineto::GenericTraceActivity act(pluginSpan(), kinetoType(event.type), kinetoSafe(event.name));
     act.startTime = event.start;
     act.endTime = event.end;
     if (event.type == TraceEventType::UserAnnotation) {
@@ -438,7 +460,7 @@ libkineto::DeviceInfo OpenregSession::deviceInfo(const DeviceDescription& device
   return libkineto::DeviceInfo{
       .id = device.index,
       .sortIndex = libkineto::kExceedMaxPid + device.index,
-      .name = "openreg:" + std::to_string(device.index) + " (" + device.name + ")",
+      .name = kinetoSafe("openreg:" + std::to_string(device.index) + " (" + device.name + ")"),
       .label = "openreg " + std::to_string(device.index)};
 }
 
@@ -478,7 +500,7 @@ std::vector<libkineto::ResourceInfo> OpenregSession::getResourceInfos() {
     out.push_back(libkineto::ResourceInfo{.id = static_cast<int64_t>(stream),
                                           .sortIndex = static_cast<int64_t>(stream),
                                           .deviceId = device,
-                                          .name = streamName(device, stream)});
+                                          .name = kinetoSafe(streamName(device, stream))});
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <climits>
 #include <tuple>
 #include <unordered_map>
 
@@ -226,12 +227,15 @@ PreparedTrace prepareTrace(const RecordSet& records) {
     }
   }
   std::sort(order.begin(), order.end());
-  int32_t next = kFirstTraceId;
+  int64_t next = kFirstTraceId;
   for (const auto& [time, kind, index] : order) {
+    // Past 2^30 submissions in one trace ids run out: 0 means "no id, no
+    // arrow" rather than a repeated one.
+    const int32_t id = next <= INT32_MAX ? static_cast<int32_t>(next++) : 0;
     if (kind == 0) {
-      out.runtime[index].traceId = next++;
+      out.runtime[index].traceId = id;
     } else {
-      out.deviceOps[index].traceId = next++;
+      out.deviceOps[index].traceId = id;
     }
   }
   for (auto& p : out.deviceOps) {
@@ -357,7 +361,7 @@ EmitResult emitTrace(const PreparedTrace& prepared, const EmitOptions& options,
     if (p.op.kind != DeviceOpKind::StreamWait) {
       e.linkedOp = p.external.op;
     }
-    if (p.runtimeIndex >= 0 && runtimeEmitted[static_cast<size_t>(p.runtimeIndex)]) {
+    if (p.traceId != 0 && p.runtimeIndex >= 0 && runtimeEmitted[static_cast<size_t>(p.runtimeIndex)]) {
       e.flowId = static_cast<uint32_t>(p.traceId);
       e.flowStart = false;
       runtimeHasFlow[static_cast<size_t>(p.runtimeIndex)] = 1;

@@ -221,3 +221,17 @@ write_result(dict(avg=avg))
     assert not ti.check_all(trace)
     # Waiting is not work: the op that queued the wait gets no device time.
     assert case.result["avg"]["replaytest::wait"] == 0
+
+
+def test_unusual_kernel_names_keep_the_trace_valid(run_case, tmp_path):
+    body = """
+from torch.profiler import profile, ProfilerActivity
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    submit(KERNEL, 0, 1, 'say "hi"\\\\now\\tcafé', 0, 1000)
+    replay.orReplaySynchronize()
+prof.export_chrome_trace("trace.json")
+write_result({})
+"""
+    run_case(body).check()
+    trace = Trace.load(tmp_path / "trace.json")  # Kineto 2.13 does not escape quotes itself
+    assert [e.name for e in trace.kernels()] == ["say 'hi'/now?caf??"]

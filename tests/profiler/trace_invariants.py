@@ -254,6 +254,21 @@ def check_correlations(trace: Trace) -> list[str]:
     return problems
 
 
+def check_launches_inside_ops(trace: Trace) -> list[str]:
+    """A linked launch row lies inside its op, on the op's thread, so its arrow starts in that op."""
+    problems = []
+    ops = {e.args["External id"]: e for e in trace.cpu_ops() if "External id" in e.args}
+    for e in trace.runtime_events():
+        op = ops.get(e.args.get("External id"))
+        if op is None:
+            continue
+        if op.row != e.row:
+            problems.append(f"{e.name!r} runs on {e.row}, its op {op.name!r} on {op.row}")
+        elif not (op.ts <= e.ts and e.end <= op.end):
+            problems.append(f"{e.name!r} [{e.ts}, {e.end}] is not inside its op {op.name!r} [{op.ts}, {op.end}]")
+    return problems
+
+
 def check_all(trace: Trace, window: tuple[int, int] | None = None) -> list[str]:
     problems = (
         check_device_args(trace)
@@ -261,6 +276,7 @@ def check_all(trace: Trace, window: tuple[int, int] | None = None) -> list[str]:
         + check_flows(trace)
         + check_rows_nest(trace)
         + check_correlations(trace)
+        + check_launches_inside_ops(trace)
     )
     if window is not None:
         problems += check_in_window(trace, *window)
