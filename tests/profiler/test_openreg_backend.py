@@ -271,3 +271,26 @@ def test_readme_examples(tmp_path):
         trace = Trace.load(path)
         assert len(trace.kernels()) == 2 * 2  # two steps of matmul + tanh
         assert not ti.check_all(trace)
+
+
+def test_backward_on_the_autograd_thread(run_backend, tmp_path):
+    body = """
+from torch.profiler import profile, ProfilerActivity
+w = torch.randn(64, 64, device="openreg", requires_grad=True)
+x = torch.randn(32, 64, device="openreg")
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    loss = (x @ w).relu().sum()
+    loss.backward()
+prof.export_chrome_trace("trace.json")
+write_result({})
+"""
+    run_backend(body).check()
+    trace = Trace.load(tmp_path / "trace.json")
+    ops = ti.linked_op_names(trace)
+    linked = Counter(ops.get(e.args.get("External id")) for e in trace.device_events())
+    assert None not in linked, linked
+    assert linked["aten::mm"] == 2 and linked["aten::threshold_backward"] == 1, linked
+    # Backward ops run on the engine's device thread; their launches follow them there.
+    assert len({e.tid for e in trace.runtime_events()}) >= 2
+    problems = ti.check_all(trace)
+    assert not problems, "\n".join(problems)

@@ -235,3 +235,34 @@ write_result({})
     run_case(body).check()
     trace = Trace.load(tmp_path / "trace.json")  # Kineto 2.13 does not escape quotes itself
     assert [e.name for e in trace.kernels()] == ["say 'hi'/now?caf??"]
+
+
+def test_device_work_from_threads_the_profiler_does_not_follow(run_case, tmp_path):
+    """torch.profiler records ops only on threads that carry its state (not plain
+    Python threads). Their device work is still traced, unlinked, like CUDA's."""
+    body = """
+import threading
+from torch.profiler import profile, ProfilerActivity
+x = torch.ones(4)
+def work(i):
+    for _ in range(5):
+        torch.ops.replaytest.kernels(x, 2, 0, 1 + i % 2, 3_000)
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    torch.ops.replaytest.kernels(x, 1, 0, 1, 3_000)  # on the profiling thread: linked
+prof.export_chrome_trace("trace.json")
+avg = {e.key: e.device_time_total for e in prof.key_averages()}
+write_result(dict(avg=avg))
+"""
+    case = run_case(body).check()
+    trace = Trace.load(tmp_path / "trace.json")
+    kernels = trace.kernels()
+    assert len(kernels) == 4 * 5 * 2 + 1
+    linked = [k for k in kernels if "External id" in k.args]
+    assert len(linked) == 1
+    assert len({e.tid for e in trace.runtime_events()}) == 5
+    problems = ti.check_all(trace)
+    assert not problems, "\n".join(problems)
+    assert abs(case.result["avg"]["replaytest::kernels"] - 3.0) < 0.5
