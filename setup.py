@@ -37,10 +37,21 @@ class CMakeBuild(build_ext):
         subprocess.check_call(["cmake", "--build", str(BUILD_DIR), "-j", jobs], env=env)
         # A non-editable install copies the package; bring the libraries along.
         target = Path(self.get_ext_fullpath(ext.name)).parent / "lib"
+        self._copied = []
         if target.resolve() != PACKAGE_LIB.resolve():
             target.mkdir(parents=True, exist_ok=True)
             for lib in PACKAGE_LIB.glob("*.so*"):
-                shutil.copy2(lib, target / lib.name)
+                shutil.copy2(lib, target / lib.name, follow_symlinks=False)
+                self._copied.append(str(target / lib.name))
+
+    # `_cmake` only makes setuptools run this command: CMake writes the real
+    # libraries straight into torch_openreg/lib, so there is no module file to
+    # copy back into the source tree (editable installs) or to list.
+    def copy_extensions_to_source(self):
+        pass
+
+    def get_outputs(self):
+        return list(getattr(self, "_copied", []))
 
 
 setup(

@@ -46,14 +46,32 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // Autocast on openreg follows CUDA's policy lists.
 #define OPENREG_AUTOCAST_LOWER_PRECISION(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
 #define OPENREG_AUTOCAST_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
+#define OPENREG_AUTOCAST_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
+#define OPENREG_AUTOCAST_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
+#define OPENREG_AUTOCAST_DIFFERENT_SIGNATURE(REDISPATCH_FUNC, REGISTER_NAME, REGISTER_SIGNATURE, \
+                                             REDISPATCH_SIGNATURE, POLICY)                      \
+  KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE(REDISPATCH_FUNC, REGISTER_NAME, REGISTER_SIGNATURE, \
+                                                      REDISPATCH_SIGNATURE, POLICY)
 
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFallthrough());
 }
 
+// The policy lists spell ATen types unqualified.
+namespace autocast_lists {
+using at::IntArrayRef;
+using at::Scalar;
+using at::ScalarType;
+using at::Tensor;
+
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   AT_FORALL_LOWER_PRECISION_FP(OPENREG_AUTOCAST_LOWER_PRECISION)
   AT_FORALL_FP32(OPENREG_AUTOCAST_FP32)
+  AT_FORALL_FP32_SET_OPT_DTYPE(OPENREG_AUTOCAST_FP32_SET_OPT_DTYPE)
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(OPENREG_AUTOCAST_DIFFERENT_SIGNATURE)
+  AT_FORALL_PROMOTE(OPENREG_AUTOCAST_PROMOTE)
 }
+
+}  // namespace autocast_lists
 
 }  // namespace openreg::backend

@@ -1,0 +1,97 @@
+"""Bad input raises a clear RuntimeError, and the process keeps working."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import run_python
+
+
+def still_works():
+    assert (torch.arange(4.0, device="openreg") + 1).sum().item() == 10.0
+
+
+def test_invalid_device_index():
+    with pytest.raises(RuntimeError, match="invalid device index 7"):
+        torch.empty(2, device="openreg:7")
+    with pytest.raises(RuntimeError, match="invalid device index"):
+        torch.openreg.set_device(5)
+    with pytest.raises(RuntimeError, match="invalid device index"):
+        torch.ones(2).to("openreg:2")
+    still_works()
+
+
+def test_tensors_on_different_devices():
+    a = torch.ones(3, device="openreg:0")
+    b = torch.ones(3, device="openreg:1")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        a + b
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.mm(a.view(1, 3), b.view(3, 1))
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        a + torch.ones(3)
+    assert (a + torch.tensor(1.0)).sum().item() == 6.0  # a 0-dim CPU tensor is a scalar
+    still_works()
+
+
+def test_shape_errors_raise_at_the_call():
+    a = torch.ones(2, 3, device="openreg")
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        a @ a
+    with pytest.raises(RuntimeError):
+        torch.cat([a, torch.ones(2, 4, device="openreg")], dim=0)
+    still_works()
+
+
+def test_failing_kernel_surfaces_at_synchronize():
+    x = torch.ones(3, device="openreg")
+    torch.ops.openreg._fail_kernel(x, "simulated fault")  # returns at once
+    with pytest.raises(RuntimeError) as info:
+        torch.openreg.synchronize()
+    assert "test_fail_kernel" in str(info.value) and "simulated fault" in str(info.value)
+    still_works()
+
+
+@pytest.mark.parametrize("read", ["item", "cpu", "print"])
+def test_failing_kernel_surfaces_at_host_reads(read):
+    x = torch.ones(3, device="openreg")
+    torch.ops.openreg._fail_kernel(x, "bad read")
+    y = x.sum()
+    with pytest.raises(RuntimeError, match="test_fail_kernel.*bad read|bad read"):
+        if read == "item":
+            y.item()
+        elif read == "cpu":
+            y.cpu()
+        else:
+            repr(y)
+    still_works()
+
+
+def test_an_error_inside_an_aten_kernel_names_the_kernel():
+    weight = torch.randn(5, 2, device="openreg")
+    indices = torch.tensor([0, 9], device="openreg")  # out of range: found only by the kernel
+    out = torch.nn.functional.embedding(indices, weight)
+    with pytest.raises(RuntimeError, match="index_select") as info:
+        out.cpu()
+    assert "out of range" in str(info.value)
+    still_works()
+
+
+def test_bad_configuration_is_reported():
+    result = run_python(
+        """
+        import torch
+        import torch_openreg
+        print(torch.openreg.is_available(), torch.openreg.device_count())
+        try:
+            torch.ones(1, device="openreg")
+        except RuntimeError as error:
+            print("error:", error)
+        """,
+        env={"OPENREG_DEVICE_COUNT": "many"},
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "False 0"
+    assert lines[1].startswith("error:") and "OPENREG_DEVICE_COUNT" in lines[1]

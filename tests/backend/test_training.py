@@ -1,0 +1,98 @@
+"""A few training steps of a small GPT-style transformer give the same losses on openreg as on CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+VOCAB, WIDTH, HEADS, LAYERS, CONTEXT = 48, 32, 4, 2, 16
+
+
+class Block(nn.Module):
+    def __init__(self, dropout: float):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(WIDTH)
+        self.qkv = nn.Linear(WIDTH, 3 * WIDTH)
+        self.proj = nn.Linear(WIDTH, WIDTH)
+        self.ln2 = nn.LayerNorm(WIDTH)
+        self.mlp = nn.Sequential(nn.Linear(WIDTH, 4 * WIDTH), nn.GELU(), nn.Linear(4 * WIDTH, WIDTH), nn.Dropout(dropout))
+        self.dropout = dropout
+
+    def forward(self, x):
+        batch, time, width = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(width, dim=2)
+        q, k, v = (t.view(batch, time, HEADS, width // HEADS).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
+        x = x + self.proj(y.transpose(1, 2).reshape(batch, time, width))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, dropout: float = 0.0):
+        super().__init__()
+        self.tokens = nn.Embedding(VOCAB, WIDTH)
+        self.positions = nn.Embedding(CONTEXT, WIDTH)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(Block(dropout) for _ in range(LAYERS))
+        self.ln = nn.LayerNorm(WIDTH)
+        self.head = nn.Linear(WIDTH, VOCAB, bias=False)
+        self.head.weight = self.tokens.weight  # tied, as in GPT-2
+
+    def forward(self, idx, targets):
+        positions = torch.arange(idx.shape[1], device=idx.device)
+        x = self.drop(self.tokens(idx) + self.positions(positions))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.ln(x))
+        return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+
+
+def train(device: str, optimizer: str, steps: int = 4, dropout: float = 0.0, seed: int = 0) -> list[float]:
+    torch.manual_seed(seed)
+    model = TinyGPT(dropout).to(device)
+    if optimizer == "adamw":
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1, foreach=True)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, foreach=True)
+    data = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(steps):
+        batch = torch.randint(0, VOCAB, (4, CONTEXT + 1), generator=data)
+        loss = model(batch[:, :-1].to(device), batch[:, 1:].to(device))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+def test_losses_match_cpu(optimizer, fallback_counts):
+    on_device = train("openreg", optimizer)
+    assert fallback_counts() == {}, "a training step left the device"
+    on_cpu = train("cpu", optimizer)
+    assert on_device[-1] < on_device[0]
+    torch.testing.assert_close(on_device, on_cpu, rtol=1e-5, atol=1e-5)
+
+
+def test_training_with_dropout_is_deterministic_under_manual_seed(fallback_counts):
+    first = train("openreg", "adamw", dropout=0.1)
+    second = train("openreg", "adamw", dropout=0.1)
+    assert first == second
+    assert train("openreg", "adamw", dropout=0.1, seed=5) != first
+    assert fallback_counts() == {}
+
+
+def test_parameters_and_optimizer_state_stay_on_device():
+    torch.manual_seed(0)
+    model = TinyGPT().to("openreg")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    batch = torch.randint(0, VOCAB, (2, CONTEXT + 1), device="openreg")
+    model(batch[:, :-1], batch[:, 1:]).backward()
+    opt.step()
+    for state in opt.state.values():
+        assert state["exp_avg"].is_openreg and state["exp_avg_sq"].is_openreg
+    assert all(p.grad.is_openreg for p in model.parameters())
