@@ -64,23 +64,26 @@ def classify() -> dict[str, tuple[str, str]]:
     return table
 
 
+_ORDER = ["device", "copy", "sync", "view", "factory", "composite", "fallback"]
+_LISTED = ("device", "copy", "sync", "view", "factory")
+
+
 def _print(table: dict[str, tuple[str, str]], markdown: bool, show_all: bool) -> None:
     counts = collections.Counter(path for path, _ in table.values())
-    order = ["device", "copy", "sync", "view", "factory", "composite", "fallback"]
+    listed = _LISTED + (("fallback",) if show_all else ())
     if markdown:
         print("| path | operators |\n|---|---|")
-        for path in order:
+        for path in _ORDER:
             print(f"| {path} | {counts.get(path, 0)} |")
-        print("\n| operator | path | device kernel(s) |\n|---|---|---|")
-        for name, (path, kernel) in table.items():
-            if path in ("device", "copy", "sync", "view", "factory") or (show_all and path == "fallback"):
-                print(f"| `{name}` | {path} | {f'`{kernel}_<dtype>`' if path == 'device' and kernel else kernel} |")
+        for path in listed:
+            names = [name.removeprefix("aten::") for name, (p, _) in table.items() if p == path]
+            print(f"\n**{path}** ({len(names)}): " + ", ".join(f"`{n}`" for n in names))
         return
-    for path in order:
+    for path in _ORDER:
         print(f"{path:10s} {counts.get(path, 0):5d}")
     print()
     for name, (path, kernel) in table.items():
-        if path in ("device", "copy", "sync", "view", "factory") or (show_all and path == "fallback"):
+        if path in listed:
             print(f"{name:55s} {path:8s} {kernel}")
 
 

@@ -308,3 +308,38 @@ def test_item_and_printing():
     assert bool(a.sum() > 10)
     assert a.tolist() == [[0, 1, 2], [3, 4, 5]]
     assert torch.equal(a, a.clone())
+
+
+FOREACH = {
+    "add_scalar": lambda ts, us: torch._foreach_add_(ts, 2.0),
+    "add_list_alpha": lambda ts, us: torch._foreach_add_(ts, us, alpha=-0.5),
+    "mul_tensor": lambda ts, us: torch._foreach_mul_(ts, us[0].sum()),
+    "lerp": lambda ts, us: torch._foreach_lerp_(ts, us, 0.1),
+    "addcmul_addcdiv": lambda ts, us: (torch._foreach_addcmul_(ts, us, us, value=0.5),
+                                       torch._foreach_addcdiv_(ts, us, [u.abs() + 1 for u in us], value=2)),
+    "div_scalarlist": lambda ts, us: torch._foreach_div_(ts, [1.0, 2.0, 3.0]),
+    "zero": lambda ts, us: torch._foreach_zero_(ts),
+    "sqrt_functional": lambda ts, us: torch._foreach_sqrt([t.abs() for t in ts]),
+    "norm_functional": lambda ts, us: torch._foreach_norm(ts),
+    "exp_functional": lambda ts, us: torch._foreach_exp(ts),
+}
+
+
+@pytest.mark.parametrize("name", FOREACH)
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_foreach_matches_cpu(name, dtype, fallback_counts):
+    generator = torch.Generator().manual_seed(0)
+    shapes = [(3, 4), (7,), (2, 2, 2)]
+    cpu_ts = [torch.randn(s, generator=generator).to(dtype) for s in shapes]
+    cpu_us = [torch.randn(s, generator=generator).to(dtype) for s in shapes]
+    dev_ts = [t.to("openreg") for t in cpu_ts]
+    dev_us = [u.to("openreg") for u in cpu_us]
+    expected = FOREACH[name](cpu_ts, cpu_us)
+    actual = FOREACH[name](dev_ts, dev_us)
+    for a, e in zip(dev_ts, cpu_ts):
+        torch.testing.assert_close(a.cpu(), e)
+    if expected is not None and isinstance(expected, list):
+        for a, e in zip(actual, expected):
+            assert a.is_openreg
+            torch.testing.assert_close(a.cpu(), e)
+    assert fallback_counts() == {}

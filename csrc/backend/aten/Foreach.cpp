@@ -28,6 +28,16 @@ std::string foreachKernelBase(const c10::OperatorName& name) {
   return base;
 }
 
+// multi_tensor_apply's shape: 64K-element chunks, 512 threads.
+LaunchShape multiTensorShape(at::TensorList tensors) {
+  int64_t total = 0;
+  for (const at::Tensor& t : tensors) total += t.numel();
+  LaunchShape shape;
+  shape.block = {512, 1, 1};
+  shape.grid = {static_cast<uint32_t>(std::max<int64_t>(1, (total + 65535) / 65536)), 1, 1};
+  return shape;
+}
+
 void foreachInplace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t numArgs = op.schema().arguments().size();
   c10::ArrayRef<c10::IValue> args = torch::jit::last(*stack, numArgs);
@@ -51,14 +61,8 @@ void foreachInplace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   const c10::Device device = commonDevice(args, op);
   c10::DeviceGuard guard(device);
-  int64_t total = 0;
-  for (const at::Tensor& t : self) total += t.numel();
-  // multi_tensor_apply's shape: 64K-element chunks, 512 threads.
-  LaunchShape shape;
-  shape.block = {512, 1, 1};
-  shape.grid = {static_cast<uint32_t>(std::max<int64_t>(1, (total + 65535) / 65536)), 1, 1};
   launchCpuOp(op, args, device.index(), kernelName(foreachKernelBase(op.schema().operator_name()), self[0].scalar_type()),
-              shape);
+              multiTensorShape(self));
   torch::jit::drop(*stack, numArgs);
 }
 
@@ -83,9 +87,46 @@ constexpr const char* kInplaceForeachOps[] = {
     "_foreach_sub_.ScalarList", "_foreach_tan_",          "_foreach_tanh_",           "_foreach_trunc_",
     "_foreach_zero_"};
 
+// The functional overloads the optimizers and clip_grad_norm_ call: one
+// kernel for the list instead of one per tensor.
+std::vector<at::Tensor> foreachFunctional(const char* name, const char* overload, const char* kernel,
+                                          std::vector<c10::IValue> args, std::vector<at::Tensor> outputs,
+                                          at::TensorList self) {
+  if (self.empty()) return outputs;
+  const c10::OperatorHandle op = findOp(name, overload);
+  const c10::Device device = commonDevice(args, op);
+  c10::DeviceGuard guard(device);
+  launchCpuOp(op, args, device.index(), kernelName(kernel, self[0].scalar_type()), multiTensorShape(self), outputs);
+  return outputs;
+}
+
+std::vector<at::Tensor> foreachSqrt(at::TensorList self) {
+  std::vector<at::Tensor> outputs;
+  for (const at::Tensor& t : self) {
+    const auto type = c10::isIntegralType(t.scalar_type(), /*includeBool=*/true) ? c10::typeMetaToScalarType(
+                                                                                       c10::get_default_dtype())
+                                                                                 : t.scalar_type();
+    outputs.push_back(at::empty_like(t, t.options().dtype(type), at::MemoryFormat::Contiguous));
+  }
+  return foreachFunctional("aten::_foreach_sqrt", "", "foreach_sqrt", {self.vec()}, std::move(outputs), self);
+}
+
+std::vector<at::Tensor> foreachNorm(at::TensorList self, const c10::Scalar& ord, std::optional<at::ScalarType> dtype) {
+  std::vector<at::Tensor> outputs;
+  for (const at::Tensor& t : self) {
+    outputs.push_back(at::empty({}, t.options().dtype(dtype.value_or(c10::toRealValueType(t.scalar_type())))));
+  }
+  return foreachFunctional("aten::_foreach_norm", "Scalar", "foreach_norm", {self.vec(), ord, dtype},
+                           std::move(outputs), self);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_foreach_sqrt", TORCH_FN(foreachSqrt));
+  m.impl("_foreach_norm.Scalar", TORCH_FN(foreachNorm));
+  recordOpPath("aten::_foreach_sqrt", OpPath::kDevice, "foreach_sqrt");
+  recordOpPath("aten::_foreach_norm.Scalar", OpPath::kDevice, "foreach_norm");
   for (const char* op : kInplaceForeachOps) {
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&foreachInplace>());
     const std::string full = std::string("aten::") + op;
