@@ -129,9 +129,10 @@ int main(int argc, char** argv) {
   }
   launchNsPerKernel(1, 2, 10000, false);  // warm up executors and allocator
 
-  std::printf("Tracing cost per launch (empty kernels, median of %d interleaved rounds)\n", rounds);
-  std::printf("%-22s %-8s %14s %14s %12s %8s\n", "device", "threads", "off ns/launch", "on ns/launch", "added ns",
-              "ratio");
+  std::printf("Tracing cost per launch (empty kernels, %d interleaved rounds; median, and best round in brackets)\n",
+              rounds);
+  std::printf("%-24s %-8s %20s %20s %20s %8s\n", "device", "threads", "off ns/launch", "on ns/launch",
+              "added ns", "ratio");
   for (bool hold : {false, true})
   for (int threads : {1, manyThreads}) {
     gHoldDevice = hold;
@@ -145,8 +146,9 @@ int main(int argc, char** argv) {
     std::sort(off.begin(), off.end());
     std::sort(on.begin(), on.end());
     const double offMedian = off[off.size() / 2], onMedian = on[on.size() / 2];
-    std::printf("%-22s %-8d %14.1f %14.1f %12.1f %8.2f\n", hold ? "held (launch path only)" : "running beside",
-                threads, offMedian, onMedian, onMedian - offMedian, onMedian / offMedian);
+    std::printf("%-24s %-8d %11.1f [%6.1f] %11.1f [%6.1f] %11.1f [%6.1f] %8.2f\n",
+                hold ? "held (launch path only)" : "running beside", threads, offMedian, off.front(), onMedian,
+                on.front(), onMedian - offMedian, on.front() - off.front(), onMedian / offMedian);
   }
 
   gHoldDevice = false;

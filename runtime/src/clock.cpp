@@ -63,6 +63,8 @@ uint64_t reanchor(HostClockAnchor& anchor, TscCalibration& c) {
   }
   anchor.tsc = tsc;
   anchor.ns = ns;
+  anchor.nsPerTickQ32 = uint64_t(c.nsPerTick.load(std::memory_order_relaxed) * 4294967296.0);
+  anchor.reanchorTicks = c.reanchorTicks;
   const uint64_t result = ns > anchor.last ? ns : anchor.last;
   anchor.last = result;
   return result;
@@ -73,12 +75,17 @@ uint64_t reanchor(HostClockAnchor& anchor, TscCalibration& c) {
 void calibrateHostClock() { calibration(); }
 
 uint64_t hostNowFastNs(HostClockAnchor& anchor) {
-  TscCalibration& c = calibration();
-  if (!c.usable) return hostNowNs();
   const uint64_t tsc = __rdtsc();
   const uint64_t elapsed = tsc - anchor.tsc;
-  if (anchor.tsc == 0 || tsc < anchor.tsc || elapsed > c.reanchorTicks) return reanchor(anchor, c);
-  uint64_t ns = anchor.ns + uint64_t(double(elapsed) * c.nsPerTick.load(std::memory_order_relaxed));
+  // Also taken for the first call (reanchorTicks == 0) and a TSC that went
+  // backwards (elapsed wraps to a huge value).
+  if (elapsed > anchor.reanchorTicks) {
+    TscCalibration& c = calibration();
+    if (!c.usable) return hostNowNs();
+    return reanchor(anchor, c);
+  }
+  // elapsed < ~1 ms of ticks (< 2^23), so the 32.32 product cannot overflow.
+  uint64_t ns = anchor.ns + ((elapsed * anchor.nsPerTickQ32) >> 32);
   if (ns < anchor.last) ns = anchor.last;
   anchor.last = ns;
   return ns;

@@ -45,9 +45,11 @@ struct DeviceClockModel {
 
 // Per-thread state of the fast host clock.
 struct HostClockAnchor {
-  uint64_t tsc = 0;   // TSC reading at the anchor
-  uint64_t ns = 0;    // CLOCK_REALTIME at the anchor
-  uint64_t last = 0;  // last value returned: keeps the clock monotonic per thread
+  uint64_t tsc = 0;            // TSC reading at the anchor
+  uint64_t ns = 0;             // CLOCK_REALTIME at the anchor
+  uint64_t last = 0;           // last value returned: keeps the clock monotonic per thread
+  uint64_t nsPerTickQ32 = 0;   // rate as 32.32 fixed point, copied at each re-anchor
+  uint64_t reanchorTicks = 0;  // 0 until the first anchor (and without a usable TSC)
 };
 
 // CLOCK_REALTIME in ns, extrapolated from the TSC between re-anchors taken

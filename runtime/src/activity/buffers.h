@@ -53,6 +53,10 @@ class BufferWriter {
 
   bool append(const void* record, size_t size, int device);
 
+  // Raw space for a record the caller fills completely (every byte, padding
+  // included); nullptr if dropped.
+  void* reserveRecord(size_t size, int device) { return reserve(size, device); }
+
  private:
   void* reserve(size_t size, int device) {
     ThreadBuffer& b = *buffer_;

@@ -70,20 +70,26 @@ void recordApiCall(ThreadContext& context, orActivityApiId api, int device, uint
       "orDeviceSynchronize", "orEventRecord",      "orStreamWaitEvent",
       "orLaunchHostFunc"};
   if (context.threadId == 0) currentThreadId();
+  const uint32_t kinds = gActiveKinds.load(std::memory_order_relaxed);
   BufferWriter writer(context);
-  if (active(OR_ACTIVITY_KIND_EXTERNAL_CORRELATION)) {
+  // Fields are written one by one (no zero-fill first): this is the launch path.
+  if ((kinds >> OR_ACTIVITY_KIND_EXTERNAL_CORRELATION) & 1u) {
     for (int kind = 1; kind < OR_EXTERNAL_CORRELATION_KIND_COUNT; ++kind) {
       if (context.externalDepth[kind] == 0) continue;
-      auto* record = writer.emplace<orActivityExternalCorrelation>(OR_ACTIVITY_KIND_EXTERNAL_CORRELATION, device);
+      auto* record = static_cast<orActivityExternalCorrelation*>(
+          writer.reserveRecord(sizeof(orActivityExternalCorrelation), device));
       if (record == nullptr) continue;
+      record->header = {OR_ACTIVITY_KIND_EXTERNAL_CORRELATION, sizeof(orActivityExternalCorrelation)};
       record->externalKind = static_cast<uint32_t>(kind);
+      record->reserved = 0;
       record->externalId = context.externalTop[kind];
       record->correlationId = correlationId;
     }
   }
-  if (active(OR_ACTIVITY_KIND_RUNTIME)) {
-    auto* record = writer.emplace<orActivityRuntime>(OR_ACTIVITY_KIND_RUNTIME, device);
+  if ((kinds >> OR_ACTIVITY_KIND_RUNTIME) & 1u) {
+    auto* record = static_cast<orActivityRuntime*>(writer.reserveRecord(sizeof(orActivityRuntime), device));
     if (record == nullptr) return;
+    record->header = {OR_ACTIVITY_KIND_RUNTIME, sizeof(orActivityRuntime)};
     record->apiId = api;
     record->processId = currentProcessId();
     record->threadId = context.threadId;
@@ -93,6 +99,7 @@ void recordApiCall(ThreadContext& context, orActivityApiId api, int device, uint
     record->end = end;
     record->name = (api > 0 && api < OR_API_COUNT) ? kNames[api] : kNames[0];
     record->status = status;
+    record->reserved = 0;
   }
 }
 
