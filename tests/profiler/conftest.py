@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -21,12 +22,21 @@ REPO = HERE.parents[1]
 PLUGIN_LIB_DIR = Path(os.environ.get("OPENREG_PROFILER_LIB_DIR", REPO / "torch_openreg" / "lib"))
 
 
+def _sanitized(build_dir: Path) -> bool:
+    cache = build_dir / "CMakeCache.txt"
+    return cache.exists() and re.search(r"OPENREG_SANITIZER:\w+=(address|thread)", cache.read_text()) is not None
+
+
 def _find_replay_dir() -> Path | None:
-    """The build's tests/activity_replay folder: OPENREG_REPLAY_DIR, else the newest build under build/."""
+    """OPENREG_REPLAY_DIR, else the newest unsanitized build under build/.
+
+    Sanitizer builds are skipped: their libraries cannot load into Python.
+    """
     if os.environ.get("OPENREG_REPLAY_DIR"):
         return Path(os.environ["OPENREG_REPLAY_DIR"])
     candidates = sorted(
-        (REPO / "build").glob("*/tests/activity_replay/libopenreg_activity_replay.so"),
+        (p for p in (REPO / "build").glob("*/tests/activity_replay/libopenreg_activity_replay.so")
+         if not _sanitized(p.parents[2])),
         key=lambda p: p.stat().st_mtime,
         reverse=True,
     )
