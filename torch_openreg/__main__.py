@@ -126,14 +126,24 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(minimum: int):
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}")
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in its error messages
+    return parse
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
-    print(
-        "error: `demo` is not yet available. It will train a small model on the openreg device under "
-        "torch.profiler once the backend and the Kineto plugin are complete.\n"
-        "The trace tools work now: python -m torch_openreg {summary,check,timeline} TRACE.json",
-        file=sys.stderr,
-    )
-    return 2
+    from torch_openreg.demo import DemoOptions, run
+
+    options = DemoOptions(output=Path(args.output), steps=args.steps, size=args.size, seed=args.seed,
+                          wait=args.wait, warmup=args.warmup, active=args.active, repeat=args.repeat,
+                          gzip=args.gzip, check=args.check, top=args.top, gaps=args.gaps)
+    return run(options)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -143,7 +153,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="profile a small training run on openreg (not yet available)")
+    demo = sub.add_parser(
+        "demo", help="train a small GPT on openreg under torch.profiler and summarise the traces",
+        description="Trains a small GPT-style model on the openreg device for a few steps under torch.profiler "
+                    "(CPU + PrivateUse1 activities, a schedule, record_shapes, profile_memory, with_stack), writes "
+                    "one trace per active cycle in the layout of tensorboard_trace_handler, then prints "
+                    "key_averages() and the summary of the last trace.",
+        epilog="exit status: 0 done; 1 a check failed or no trace was written; 2 usage or I/O error; "
+               "3 the backend, the profiler plugin or the trace library could not be loaded",
+    )
+    demo.add_argument("-o", "--output", default="openreg_demo_traces",
+                      help="folder for the traces (default ./openreg_demo_traces); older traces there are kept")
+    demo.add_argument("--steps", type=_count(1), default=None,
+                      help="training steps (default: the schedule's (wait+warmup+active)*repeat)")
+    demo.add_argument("--size", choices=["tiny", "small", "medium"], default="small",
+                      help="model size (default small: 2 blocks, width 64, context 32)")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the weights, dropout and batches (default 0)")
+    sched = demo.add_argument_group("profiler schedule", "torch.profiler.schedule(wait, warmup, active, repeat)")
+    sched.add_argument("--wait", type=_count(0), default=1, help="default 1")
+    sched.add_argument("--warmup", type=_count(0), default=1, help="default 1")
+    sched.add_argument("--active", type=_count(1), default=2, help="steps recorded per cycle (default 2)")
+    sched.add_argument("--repeat", type=_count(1), default=2, help="cycles, one trace each (default 2)")
+    demo.add_argument("--gzip", action="store_true", help="write .json.gz traces")
+    demo.add_argument("--check", action="store_true", help="also run the invariant checks on every trace written")
+    demo.add_argument("--top", type=_count(1), default=10,
+                      help="rows in key_averages and the summary tables (default 10)")
+    demo.add_argument("--gaps", type=_count(0), default=5, help="idle gaps shown in the summary (default 5)")
     demo.set_defaults(func=_cmd_demo)
 
     summary = sub.add_parser("summary", help="what the device did: kernels, ops, streams, idle gaps, memory")

@@ -1,0 +1,233 @@
+"""The demo's steps: load the backend, train under torch.profiler, then report.
+
+Reporting reads the traces that tensorboard_trace_handler wrote, through
+libopenreg_trace (torch_openreg.trace): the summary and the checks are the
+same ones `python -m torch_openreg summary|check` prints.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from .progress import ProgressBar
+
+# Exit codes (also documented in the command's help).
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_BACKEND_UNAVAILABLE = 3
+
+TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    output: Path = Path("openreg_demo_traces")
+    steps: int | None = None  # None: exactly the schedule's cycles
+    size: str = "small"
+    seed: int = 0
+    wait: int = 1
+    warmup: int = 1
+    active: int = 2
+    repeat: int = 2
+    gzip: bool = False
+    check: bool = False
+    top: int = 10
+    gaps: int = 5
+    learning_rate: float = 3e-3
+
+    @property
+    def schedule_steps(self) -> int:
+        return (self.wait + self.warmup + self.active) * self.repeat
+
+    @property
+    def total_steps(self) -> int:
+        return self.steps if self.steps is not None else self.schedule_steps
+
+
+class BackendUnavailable(RuntimeError):
+    pass
+
+
+def load_backend() -> None:
+    """Everything the demo needs, checked before any work: raises BackendUnavailable saying what is missing."""
+    build_hint = "build and install it with scripts/bootstrap.sh (pip install --no-build-isolation --no-deps -e .)"
+    try:
+        import torch
+    except ImportError as error:
+        raise BackendUnavailable(f"torch is not installed ({error})") from error
+    try:
+        import torch_openreg  # noqa: F401  (registers the backend, loads the profiler plugin)
+        from torch_openreg import _profiler
+    except (ImportError, OSError, RuntimeError) as error:
+        raise BackendUnavailable(f"the openreg backend did not load: {error}; {build_hint}") from error
+    if not torch.openreg.is_available():
+        raise BackendUnavailable(
+            "the openreg runtime reports no device (is OPENREG_DEVICE_COUNT set to an invalid value?)")
+    try:
+        _profiler.load_profiler_plugin(required=True)
+    except RuntimeError as error:
+        raise BackendUnavailable(f"{error}; {build_hint}") from error
+    if torch.profiler.ProfilerActivity.PrivateUse1 not in torch.profiler.supported_activities():
+        raise BackendUnavailable("torch.profiler does not offer ProfilerActivity.PrivateUse1 (is Kineto missing?)")
+    from torch_openreg.trace import LibraryNotFound, library_path
+
+    try:
+        library_path()
+    except LibraryNotFound as error:
+        raise BackendUnavailable(str(error)) from error
+
+
+def _profiler_phase(action: Any) -> str:
+    return {"NONE": "off", "WARMUP": "warming up", "RECORD": "recording",
+            "RECORD_AND_SAVE": "recording"}.get(getattr(action, "name", ""), str(action))
+
+
+def _trace_files(folder: Path) -> set[Path]:
+    if not folder.is_dir():
+        return set()
+    return {p for p in folder.iterdir() if p.name.endswith(TRACE_SUFFIXES)}
+
+
+class TraceWriter:
+    """tensorboard_trace_handler, remembering which files this run wrote (the folder may hold older ones)."""
+
+    def __init__(self, folder: Path, use_gzip: bool, on_write: Callable[[int], None]):
+        import torch.profiler
+
+        self.folder = folder
+        self.written: list[Path] = []
+        self._on_write = on_write
+        worker = f"{socket.gethostname()}_{os.getpid()}"  # the handler's default name, made explicit
+        self._handler = torch.profiler.tensorboard_trace_handler(str(folder), worker_name=worker,
+                                                                 use_gzip=use_gzip)
+
+    def __call__(self, prof: Any) -> None:
+        self._on_write(len(self.written) + 1)
+        before = _trace_files(self.folder)
+        self._handler(prof)
+        self.written.extend(sorted(_trace_files(self.folder) - before))
+
+
+def train_step(model: Any, optimizer: Any, batches: Any) -> float:
+    import torch
+
+    inputs, targets = batches.next()
+    loss = model(inputs, targets)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+    optimizer.step()
+    return loss.item()  # the host reads the loss, so it waits for the device here, once per step
+
+
+def run(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        load_backend()
+    except BackendUnavailable as error:
+        print(f"error: {error}", file=err)
+        return EXIT_BACKEND_UNAVAILABLE
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    from .data import TEXT, CharacterVocabulary, PrefetchingBatches
+    from .model import GPT, config_for
+
+    torch.manual_seed(options.seed)
+    vocabulary = CharacterVocabulary(TEXT)
+    config = config_for(options.size, len(vocabulary))
+    device = torch.device("openreg", torch.openreg.current_device())
+    model = GPT(config).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=options.learning_rate, weight_decay=0.1, foreach=True)
+    batches = PrefetchingBatches(vocabulary.encode(TEXT), config.batch_size, config.context, device, options.seed)
+
+    steps = options.total_steps
+    print(f"openreg demo: a GPT-style model ({config.layers} blocks, width {config.width}, {config.heads} heads, "
+          f"context {config.context}, batch {config.batch_size}, {model.parameter_count():,} parameters, "
+          f"{'tied' if config.tied_head else 'untied'} LM head) learns a {len(TEXT):,}-character text "
+          f"on {device} ({torch.openreg.get_device_name(device)}), AdamW, {steps} steps", file=out)
+    print(f"torch.profiler: activities CPU + PrivateUse1, schedule(wait={options.wait}, warmup={options.warmup}, "
+          f"active={options.active}, repeat={options.repeat}), record_shapes, profile_memory, with_stack; "
+          f"traces to {options.output}/", file=out)
+    if steps < options.schedule_steps:
+        print(f"note: {steps} steps cover only part of the schedule's {options.schedule_steps}; "
+              "fewer traces will be written", file=out)
+    out.flush()
+
+    losses: list[float] = []
+    with ProgressBar(steps, "training", stream=err) as bar:
+        writer = TraceWriter(options.output, options.gzip,
+                             on_write=lambda n: bar.update(note=f"writing trace {n}..."))
+        with profile(
+            activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+            schedule=schedule(wait=options.wait, warmup=options.warmup, active=options.active,
+                              repeat=options.repeat),
+            on_trace_ready=writer,
+            record_shapes=True,
+            profile_memory=True,
+            with_stack=True,
+            acc_events=True,  # key_averages over every recorded cycle, not only the last
+        ) as prof:
+            for step in range(steps):
+                bar.update(note=f"profiler {_profiler_phase(prof.current_action)}")
+                losses.append(train_step(model, optimizer, batches))
+                prof.step()
+                bar.update(step + 1, note=f"loss {losses[-1]:.3f}, {len(writer.written)} traces written")
+        bar.update(note=f"loss {losses[-1]:.3f}, {len(writer.written)} traces written")
+
+    print(f"\nloss {losses[0]:.3f} -> {losses[-1]:.3f} over {steps} steps", file=out)
+    _print_key_averages(prof, options, out)
+    return _report_traces(writer.written, options, out)
+
+
+def _print_key_averages(prof: Any, options: DemoOptions, out: TextIO) -> None:
+    print(f"\nkey_averages() of the recorded steps, by device time (top {options.top} rows)", file=out)
+    print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=options.top,
+                                    max_name_column_width=40), file=out)
+    print("Rows named after record_function ranges (ProfilerStep*, Optimizer.step#...) show the device time their "
+          "range spans on the stream rows, as CUDA's do; the % columns leave them out.", file=out)
+
+
+def _report_traces(traces: list[Path], options: DemoOptions, out: TextIO) -> int:
+    from torch_openreg.trace import open_trace
+    from torch_openreg.trace.format import check_text, size, summary_text
+
+    if not traces:
+        print(f"\nerror: no trace was written to {options.output}/ (did the steps reach an active cycle?)",
+              file=out)
+        return EXIT_CHECK_FAILED
+    print(f"\nTraces written by tensorboard_trace_handler ({len(traces)}, one per active cycle):", file=out)
+    for path in traces:
+        print(f"  {path}  ({size(path.stat().st_size)})", file=out)
+
+    status = EXIT_OK
+    if options.check:
+        print("\nInvariant checks (python -m torch_openreg check):", file=out)
+        for path in traces:
+            with open_trace(path) as trace:
+                result = trace.check()
+            if result["ok"]:
+                passed = sum(c["status"] == "pass" for c in result["checks"])
+                warned = sum(c["status"] == "fail" for c in result["checks"])
+                line = f"  OK      {path.name}: {passed} of {len(result['checks'])} checks pass"
+                print(line + (f", {warned} warnings" if warned else ""), file=out)
+            else:
+                status = EXIT_CHECK_FAILED
+                print(f"  FAILED  {path.name}:", file=out)
+                print(check_text(result, str(path)), file=out)
+
+    last = traces[-1]
+    print(f"\nSummary of the last cycle (for every cycle: python -m torch_openreg summary {options.output})\n",
+          file=out)
+    with open_trace(last) as trace:
+        print(summary_text(trace.summary(top=options.top, gaps=options.gaps), str(last)), file=out)
+    print(f"\nOpen the traces in https://ui.perfetto.dev or chrome://tracing; draw one with "
+          f"python -m torch_openreg timeline {last} -o timeline.png", file=out)
+    return status
