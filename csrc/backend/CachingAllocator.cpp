@@ -436,6 +436,7 @@ class CachingAllocator final : public c10::DeviceAllocator {
 
   c10::DataPtr allocate(size_t nbytes) override {
     if (C10_UNLIKELY(!runtimeInitialized())) initRuntime();
+    checkNotForkedChild();
     const c10::DeviceIndex device = currentDevice();
     checkDeviceIndex(device);
     if (nbytes == 0) return c10::DataPtr(nullptr, makeDevice(device));

@@ -1,5 +1,7 @@
 #include "backend/Device.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <mutex>
 #include <string>
@@ -32,6 +34,13 @@ const RuntimeStatus& runtimeStatus() {
 }
 
 std::atomic<bool> g_initialized{false};
+std::atomic<bool> g_forked_child{false};
+
+void markForkedChild() {
+  if (g_initialized.load(std::memory_order_relaxed)) g_forked_child.store(true, std::memory_order_relaxed);
+}
+
+const int g_atfork_registered = pthread_atfork(nullptr, nullptr, &markForkedChild);
 
 }  // namespace
 
@@ -43,7 +52,14 @@ c10::DeviceIndex deviceCount() noexcept {
   }
 }
 
+void checkNotForkedChild() {
+  TORCH_CHECK(!g_forked_child.load(std::memory_order_relaxed),
+              "openreg: the device cannot be used in a forked child of a process that had started it; use the ",
+              "'spawn' start method for multiprocessing");
+}
+
 void initRuntime() {
+  checkNotForkedChild();
   const RuntimeStatus& status = runtimeStatus();
   TORCH_CHECK(status.error == orSuccess,
               "openreg: the device runtime failed to start: ", status.message);

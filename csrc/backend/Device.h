@@ -18,6 +18,10 @@ void initRuntime();
 // True once initRuntime() succeeded in this process.
 bool runtimeInitialized() noexcept;
 
+// The runtime's executor threads do not survive fork(): a child of a process
+// that had started the device must not use it. Throws a RuntimeError then.
+void checkNotForkedChild();
+
 // Throws a RuntimeError unless 0 <= index < deviceCount().
 void checkDeviceIndex(c10::DeviceIndex index);
 

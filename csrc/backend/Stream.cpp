@@ -46,6 +46,7 @@ c10::StreamId runtimeStreamId(orStream_t handle) {
 }
 
 DeviceStreams& initializedDevice(c10::DeviceIndex device) {
+  checkNotForkedChild();
   checkDeviceIndex(device);
   DeviceStreams& d = allDevices()[device];
   std::call_once(d.defaultCreated, [&] {
@@ -131,6 +132,7 @@ c10::Stream currentStream(c10::DeviceIndex device) {
 }
 
 orStream_t currentNativeStream(c10::DeviceIndex device) {
+  checkNotForkedChild();
   device = resolve(device);
   checkDeviceIndex(device);
   const CurrentStream& current = tls_current[device];

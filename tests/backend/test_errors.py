@@ -95,3 +95,23 @@ def test_bad_configuration_is_reported():
     lines = result.stdout.splitlines()
     assert lines[0] == "False 0"
     assert lines[1].startswith("error:") and "OPENREG_DEVICE_COUNT" in lines[1]
+
+
+def test_forked_child_cannot_use_a_started_device():
+    result = run_python(
+        """
+        import os, torch, torch_openreg
+        torch.ones(1, device="openreg").sum().item()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                torch.ones(1, device="openreg")
+            except RuntimeError as error:
+                os._exit(0 if "forked child" in str(error) else 2)
+            os._exit(1)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), torch.ones(2, device="openreg").sum().item())
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0", "2.0"]

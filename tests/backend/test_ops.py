@@ -308,6 +308,7 @@ def test_item_and_printing():
     assert bool(a.sum() > 10)
     assert a.tolist() == [[0, 1, 2], [3, 4, 5]]
     assert torch.equal(a, a.clone())
+    assert not torch.equal(a, a + 1) and not torch.equal(a, a.view(3, 2))
 
 
 FOREACH = {

@@ -178,6 +178,20 @@ at::Tensor nonzero(const at::Tensor& self) {
   return nonzeroOut(self, out);
 }
 
+// equal() returns a host bool: compare on the device, then read the flag.
+bool equal(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.device() == other.device(), "Expected all tensors to be on the same device, but found at least ",
+              "two devices, ", self.device(), " and ", other.device(), "!");
+  if (self.sizes() != other.sizes()) return false;
+  c10::DeviceGuard guard(self.device());
+  at::Tensor flag = at::empty({}, self.options().dtype(at::kBool));
+  launchKernel(streamFor(self), kernelName("equal", self.scalar_type()), reductionShape(1, self.numel()),
+               [a = describeTensor(self), b = describeTensor(other), f = describeTensor(flag)]() {
+                 f.view().fill_(at::equal(a.view(), b.view()));
+               });
+  return flag.item<bool>();
+}
+
 // masked_select = boolean-mask indexing of the broadcast operands.
 at::Tensor maskedSelect(const at::Tensor& self, const at::Tensor& mask) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
@@ -256,6 +270,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", TORCH_FN(nonzero));
   m.impl("nonzero.out", TORCH_FN(nonzeroOut));
   m.impl("masked_select", TORCH_FN(maskedSelect));
+  m.impl("equal", TORCH_FN(equal));
+  recordOpPath("aten::equal", OpPath::kSync, "equal");
   m.impl("isnan", TORCH_FN(isnan));
   m.impl("masked_scatter_", TORCH_FN(maskedScatter));
   recordOpPath("aten::masked_scatter_", OpPath::kDevice, "masked_scatter");
