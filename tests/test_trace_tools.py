@@ -341,12 +341,6 @@ def test_timeline_of_a_large_trace_is_reduced(tmp_path):
     assert all(len(m["points"]) <= 3 * 201 for m in data["memory"])
 
 
-def test_demo_is_not_yet_available():
-    r = run_module("demo")
-    assert r.returncode != 0
-    assert "not yet available" in r.stderr
-
-
 def test_missing_file_is_a_clean_error(tmp_path):
     r = run_module("summary", tmp_path / "nope.json")
     assert r.returncode == 2
