@@ -238,3 +238,77 @@ def test_progress_bar_outside_a_terminal_writes_lines_and_the_final_state_once()
 def test_console_script_is_declared():
     text = (REPO / "pyproject.toml").read_text()
     assert re.search(r'^openreg = "torch_openreg.__main__:main"$', text, re.M)
+
+
+# --- README.md (top level) ----------------------------------------------------------------------------------
+
+
+def readme_section(text: str, title: str) -> str:
+    return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def python_blocks(text: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def test_readme_opens_with_the_two_commands():
+    readme = (REPO / "README.md").read_text()
+    first_block = re.search(r"```bash\n(.*?)```", readme, re.S).group(1)
+    commands = [line.split("#")[0].strip() for line in first_block.splitlines()]
+    assert commands == ["scripts/demo.sh", "scripts/test.sh"], commands
+    assert readme.index("```bash") < readme.index("\n## ")
+    for script in commands:
+        assert os.access(REPO / script, os.X_OK), script
+    assert re.search(r"-m torch_openreg demo", (REPO / "scripts/demo.sh").read_text())
+    assert re.search(r"pytest .*tests", (REPO / "scripts/test.sh").read_text())
+
+
+def test_readme_usage_examples_are_the_ones_the_profiler_tests_run():
+    # tests/profiler/test_openreg_backend.py::test_readme_examples runs the Usage
+    # blocks of csrc/profiler/README.md as written; the top-level README shows
+    # the same text, so running them once covers both.
+    ours = python_blocks(readme_section((REPO / "README.md").read_text(), "Usage"))
+    profiler_readme = (REPO / "csrc" / "profiler" / "README.md").read_text()
+    theirs = python_blocks(readme_section(profiler_readme, "Usage"))
+    assert len(ours) == 3
+    assert ours == theirs
+    runner = (REPO / "tests" / "profiler" / "test_openreg_backend.py").read_text()
+    assert "def test_readme_examples" in runner and '"csrc" / "profiler" / "README.md"' in runner
+    examples = "\n".join(ours)
+    assert "ProfilerActivity.PrivateUse1" in examples
+    assert 'use_device="openreg"' in examples
+    assert "on_trace_ready=" in examples and "schedule(" in examples
+
+
+def test_readme_links_resolve():
+    readme = (REPO / "README.md").read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    local = [link.split("#")[0] for link in links if not re.match(r"[a-z]+://", link)]
+    assert local
+    missing = [link for link in local if not (REPO / link).exists()]
+    assert missing == []
+    for folder_readme in ("runtime/README.md", "csrc/profiler/README.md", "trace/README.md", "benchmarks/README.md"):
+        assert f"]({folder_readme})" in readme, folder_readme
+
+
+def test_readme_porting_section_matches_what_the_plugin_resolves():
+    """Required = what the plugin needs to show a device lane; optional = what it can do without."""
+    resolver = (REPO / "csrc" / "profiler" / "activity_api.cpp").read_text()
+    resolved = re.findall(r'resolve\(handle_, "(\w+)", fn_\.\w+, (m|nullptr)\);', resolver)
+    required = {name for name, missing in resolved if missing == "m"}
+    optional = {name for name, missing in resolved if missing == "nullptr"}
+    assert required and optional
+
+    section = readme_section((REPO / "README.md").read_text(), "Porting the plugin to real hardware")
+    required_part = section.split("**Required.**", 1)[1].split("**Optional**", 1)[0]
+    optional_part = section.split("**Optional**", 1)[1].split("**Records.**", 1)[0]
+    name = r"`(or[A-Z]\w+)`"
+    table_rows = [line for line in required_part.splitlines() if line.startswith("| ") and "`or" in line]
+    readme_required = {n for row in table_rows for n in re.findall(name, row.split("|")[2])}
+    assert readme_required == required
+    assert set(re.findall(name, optional_part)) == optional
+
+    headers = ((REPO / "runtime/include/openreg/activity.h").read_text()
+               + (REPO / "runtime/include/openreg/runtime.h").read_text())
+    for function in required | optional:
+        assert re.search(rf"OR_API [^;]*\b{function}\(", headers), function
