@@ -217,6 +217,13 @@ def test_missing_trace_library_is_a_clear_error_before_training(tmp_path):
     assert "training [" not in run.stderr
 
 
+def test_steps_that_reach_no_active_cycle_fail(tmp_path):
+    run = run_demo(["--size", "tiny", "-o", "traces", "--steps", "1"], tmp_path)
+    assert run.returncode == 1, run.describe()
+    assert "error: no trace was written" in run.stderr
+    assert list((tmp_path / "traces").iterdir()) == []
+
+
 def test_bad_arguments_are_usage_errors(tmp_path):
     for args in (["--repeat", "0"], ["--active", "-1"], ["--size", "huge"]):
         run = run_demo(args, tmp_path)

@@ -55,6 +55,13 @@ class ProgressBar:
             self.stream.write(line + "\n")
         self.stream.flush()
 
+    def clear(self) -> None:
+        """Blanks the bar's line on a terminal, so that others' output starts on a clean line; update() redraws."""
+        if self._interactive and self._last_length:
+            self.stream.write("\r" + " " * self._last_length + "\r")
+            self.stream.flush()
+            self._last_length = 0
+
     def close(self) -> None:
         """Writes the last state and ends the line."""
         if self._interactive:

@@ -19,6 +19,7 @@ from .progress import ProgressBar
 # Exit codes (also documented in the command's help).
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
+EXIT_USAGE = 2
 EXIT_BACKEND_UNAVAILABLE = 3
 
 TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
@@ -82,9 +83,11 @@ def load_backend() -> None:
         raise BackendUnavailable(str(error)) from error
 
 
-def _profiler_phase(action: Any) -> str:
-    return {"NONE": "off", "WARMUP": "warming up", "RECORD": "recording",
-            "RECORD_AND_SAVE": "recording"}.get(getattr(action, "name", ""), str(action))
+def _profiler_phase(action: Any, step: int, schedule_steps: int) -> str:
+    name = getattr(action, "name", "")
+    if name == "NONE":
+        return "waiting" if step < schedule_steps else "done"
+    return {"WARMUP": "warming up", "RECORD": "recording", "RECORD_AND_SAVE": "recording"}.get(name, str(action))
 
 
 def _trace_files(folder: Path) -> set[Path]:
@@ -133,6 +136,11 @@ def run(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = No
     except BackendUnavailable as error:
         print(f"error: {error}", file=err)
         return EXIT_BACKEND_UNAVAILABLE
+    try:
+        options.output.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        print(f"error: cannot use {options.output} as the trace folder: {error}", file=err)
+        return EXIT_USAGE
 
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
@@ -176,15 +184,16 @@ def run(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = No
             acc_events=True,  # key_averages over every recorded cycle, not only the last
         ) as prof:
             for step in range(steps):
-                bar.update(note=f"profiler {_profiler_phase(prof.current_action)}")
+                bar.update(note=f"profiler {_profiler_phase(prof.current_action, step, options.schedule_steps)}")
                 losses.append(train_step(model, optimizer, batches))
+                bar.clear()  # Kineto logs a line to stderr when a cycle starts or stops
                 prof.step()
                 bar.update(step + 1, note=f"loss {losses[-1]:.3f}, {len(writer.written)} traces written")
         bar.update(note=f"loss {losses[-1]:.3f}, {len(writer.written)} traces written")
 
     print(f"\nloss {losses[0]:.3f} -> {losses[-1]:.3f} over {steps} steps", file=out)
     _print_key_averages(prof, options, out)
-    return _report_traces(writer.written, options, out)
+    return _report_traces(writer.written, options, out, err)
 
 
 def _print_key_averages(prof: Any, options: DemoOptions, out: TextIO) -> None:
@@ -195,13 +204,13 @@ def _print_key_averages(prof: Any, options: DemoOptions, out: TextIO) -> None:
           "range spans on the stream rows, as CUDA's do; the % columns leave them out.", file=out)
 
 
-def _report_traces(traces: list[Path], options: DemoOptions, out: TextIO) -> int:
+def _report_traces(traces: list[Path], options: DemoOptions, out: TextIO, err: TextIO) -> int:
     from torch_openreg.trace import open_trace
     from torch_openreg.trace.format import check_text, size, summary_text
 
     if not traces:
-        print(f"\nerror: no trace was written to {options.output}/ (did the steps reach an active cycle?)",
-              file=out)
+        print(f"error: no trace was written to {options.output}/ (did the steps reach an active cycle?)",
+              file=err)
         return EXIT_CHECK_FAILED
     print(f"\nTraces written by tensorboard_trace_handler ({len(traces)}, one per active cycle):", file=out)
     for path in traces:
