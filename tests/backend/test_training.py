@@ -54,6 +54,10 @@ def train(device: str, optimizer: str, steps: int = 4, dropout: float = 0.0, see
     model = TinyGPT(dropout).to(device)
     if optimizer == "adamw":
         opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1, foreach=True)
+    elif optimizer == "adamw_fused":
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1, fused=True)
+    elif optimizer == "sgd_fused":
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, fused=True)
     else:
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, foreach=True)
     data = torch.Generator().manual_seed(1)
@@ -69,7 +73,7 @@ def train(device: str, optimizer: str, steps: int = 4, dropout: float = 0.0, see
     return losses
 
 
-@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd", "adamw_fused", "sgd_fused"])
 def test_losses_match_cpu(optimizer, fallback_counts):
     on_device = train("openreg", optimizer)
     assert fallback_counts() == {}, "a training step left the device"

@@ -1,4 +1,4 @@
-// In-place _foreach_* operators (optimizer steps): one device kernel per
+// In-place _foreach_* operators and the fused optimizer steps: one device kernel per
 // call for the whole tensor list, like CUDA's multi_tensor_apply, running
 // ATen's per-tensor CPU loop. Functional _foreach_* overloads decompose into
 // per-tensor device kernels through their composite kernels.
@@ -46,7 +46,8 @@ void foreachInplace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     torch::jit::drop(*stack, numArgs);
     return;
   }
-  // Lists must match the first one, as in ATen's checks.
+  // Lists must match the first one, as in ATen's checks; the fused
+  // optimizers pass empty lists for state they do not use.
   for (size_t i = 1; i < args.size(); ++i) {
     size_t length = 0;
     if (args[i].isTensorList()) {
@@ -56,7 +57,7 @@ void foreachInplace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     } else {
       continue;
     }
-    TORCH_CHECK(length == self.size(), op.schema().operator_name(), ": tensor lists must have the same number of ",
+    TORCH_CHECK(length == self.size() || (length == 0 && op.schema().name().find("_fused_") != std::string::npos), op.schema().operator_name(), ": tensor lists must have the same number of ",
                 "elements, got ", self.size(), " and ", length);
   }
   const c10::Device device = commonDevice(args, op);
@@ -85,7 +86,10 @@ constexpr const char* kInplaceForeachOps[] = {
     "_foreach_rsqrt_",         "_foreach_sigmoid_",       "_foreach_sign_",           "_foreach_sin_",
     "_foreach_sinh_",          "_foreach_sqrt_",          "_foreach_sub_.List",       "_foreach_sub_.Scalar",
     "_foreach_sub_.ScalarList", "_foreach_tan_",          "_foreach_tanh_",           "_foreach_trunc_",
-    "_foreach_zero_"};
+    "_foreach_zero_",
+    // Fused optimizer steps (torch.optim's fused=True): one kernel per step.
+    "_fused_adam_", "_fused_adam_.tensor_lr", "_fused_adamw_", "_fused_adamw_.tensor_lr", "_fused_sgd_",
+    "_fused_sgd_.tensor_lr"};
 
 // The functional overloads the optimizers and clip_grad_norm_ call: one
 // kernel for the list instead of one per tensor.
