@@ -100,3 +100,23 @@ def test_parameters_and_optimizer_state_stay_on_device():
     for state in opt.state.values():
         assert state["exp_avg"].is_openreg and state["exp_avg_sq"].is_openreg
     assert all(p.grad.is_openreg for p in model.parameters())
+
+
+def test_autocast_and_grad_scaler_step_on_device(fallback_counts):
+    torch.manual_seed(0)
+    model = TinyGPT().to("openreg")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("openreg")
+    batch = torch.randint(0, VOCAB, (2, CONTEXT + 1), device="openreg")
+    losses = []
+    for _ in range(3):
+        with torch.autocast(device_type="openreg", dtype=torch.bfloat16):
+            loss = model(batch[:, :-1], batch[:, 1:])
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+        losses.append(loss.item())
+    assert scaler.get_scale() == 65536.0  # finite gradients: no backoff
+    assert losses[-1] < losses[0]
+    assert fallback_counts() == {}

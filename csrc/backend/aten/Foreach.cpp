@@ -89,7 +89,9 @@ constexpr const char* kInplaceForeachOps[] = {
     "_foreach_zero_",
     // Fused optimizer steps (torch.optim's fused=True): one kernel per step.
     "_fused_adam_", "_fused_adam_.tensor_lr", "_fused_adamw_", "_fused_adamw_.tensor_lr", "_fused_sgd_",
-    "_fused_sgd_.tensor_lr"};
+    "_fused_sgd_.tensor_lr",
+    // GradScaler's unscale step.
+    "_amp_foreach_non_finite_check_and_unscale_"};
 
 // The functional overloads the optimizers and clip_grad_norm_ call: one
 // kernel for the list instead of one per tensor.
@@ -124,9 +126,23 @@ std::vector<at::Tensor> foreachNorm(at::TensorList self, const c10::Scalar& ord,
                            std::move(outputs), self);
 }
 
+// GradScaler's scale update: a single-element kernel.
+at::Tensor& ampUpdateScale(at::Tensor& self, at::Tensor& growth_tracker, const at::Tensor& found_inf,
+                           double scale_growth_factor, double scale_backoff_factor, int64_t growth_interval) {
+  static const c10::OperatorHandle op = findOp("aten::_amp_update_scale_", "");
+  std::vector<c10::IValue> args{self, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor,
+                                growth_interval};
+  const c10::Device device = commonDevice(args, op);
+  c10::DeviceGuard guard(device);
+  launchCpuOp(op, args, device.index(), kernelName("amp_update_scale", self.scalar_type()), LaunchShape{});
+  return self;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_amp_update_scale_", TORCH_FN(ampUpdateScale));
+  recordOpPath("aten::_amp_update_scale_", OpPath::kDevice, "amp_update_scale");
   m.impl("_foreach_sqrt", TORCH_FN(foreachSqrt));
   m.impl("_foreach_norm.Scalar", TORCH_FN(foreachNorm));
   recordOpPath("aten::_foreach_sqrt", OpPath::kDevice, "foreach_sqrt");
