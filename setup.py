@@ -41,7 +41,9 @@ class CMakeBuild(build_ext):
         if target.resolve() != PACKAGE_LIB.resolve():
             target.mkdir(parents=True, exist_ok=True)
             for lib in PACKAGE_LIB.glob("*.so*"):
-                shutil.copy2(lib, target / lib.name, follow_symlinks=False)
+                # Wheels hold no symlinks: copy the files they point to.
+                (target / lib.name).unlink(missing_ok=True)
+                shutil.copy2(lib, target / lib.name)
                 self._copied.append(str(target / lib.name))
 
     # `_cmake` only makes setuptools run this command: CMake writes the real
