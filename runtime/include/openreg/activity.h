@@ -268,8 +268,9 @@ typedef struct orActivityOverhead {
   uint64_t end;
 } orActivityOverhead;
 
-/* A host/device clock pair taken together; uncertainty is the width of the
- * host interval the device reading was taken in. */
+/* A host/device clock pair taken together. The device reading was taken
+ * inside a host interval of width `uncertainty`; hostTimestamp is that
+ * interval's midpoint, the best estimate of the host time of the reading. */
 typedef struct orActivityClockSync {
   orActivityRecord header;
   int32_t device;
@@ -370,7 +371,7 @@ OR_API orError_t orActivityPopExternalCorrelationId(orActivityExternalCorrelatio
 /* ---------------------------------------------------------------- clock */
 
 typedef struct orActivityClockSample {
-  uint64_t hostTimestamp;   /* host epoch ns */
+  uint64_t hostTimestamp;   /* host epoch ns: midpoint of the bracketing interval */
   uint64_t deviceTimestamp; /* device clock ns */
   uint64_t uncertainty;     /* ns */
 } orActivityClockSample;
