@@ -18,7 +18,9 @@ if ((${#missing[@]})); then
 fi
 
 # torch: exactly 2.13.0 (the CPU wheel on this machine's disk).
-if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null; then
+# Read the version from metadata: importing torch would autoload an installed
+# openreg, whose state is not this check's business.
+if ! "$PYTHON" -c "import importlib.metadata as m, sys; sys.exit(0 if m.version('torch').startswith('2.13.0') else 1)" 2>/dev/null; then
   echo "bootstrap: installing torch==2.13.0"
   "$PYTHON" -m pip install -q torch==2.13.0
 fi
