@@ -199,6 +199,9 @@ typedef enum orMemcpyKind {
  *     the copy executes;
  *   - device->host into pageable memory waits for completion (as CUDA does);
  *     into pinned memory it returns at once.
+ * A call that waits for its copy (the synchronous variants, and device->host
+ * into pageable memory) also returns, and clears, a kernel failure pending on
+ * the stream it waited on, as orStreamSynchronize would.
  * Device->device between two devices is a peer copy, executed on `stream`. */
 OR_API orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind);
 OR_API orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind kind,
