@@ -46,6 +46,21 @@ void recordHostSync(const activity::TracedCall& call, orActivitySyncType type, i
   activity::writeRecord(record, OR_ACTIVITY_KIND_SYNCHRONIZATION, device);
 }
 
+// The stream getters: resolve the handle, read one property.
+template <class Value, class Read>
+orError_t describeStream(orStream_t stream, Value* out, const char* caller, Read read) {
+  return guarded([&]() -> orError_t {
+    if (out == nullptr) return fail(orErrorInvalidValue, "%s: output pointer is NULL", caller);
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    std::shared_ptr<Stream> s;
+    if (orError_t e = resolveStream(*runtime, stream, caller, &s)) return e;
+    *out = static_cast<Value>(read(*s));
+    return orSuccess;
+  });
+}
+
 }  // namespace
 
 namespace openreg {
@@ -163,42 +178,15 @@ orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int fla
 }
 
 orError_t orStreamGetId(orStream_t stream, uint64_t* streamId) {
-  return guarded([&]() -> orError_t {
-    if (streamId == nullptr) return fail(orErrorInvalidValue, "orStreamGetId: streamId is NULL");
-    orError_t error;
-    Runtime* runtime = acquireRuntime(&error);
-    if (runtime == nullptr) return error;
-    std::shared_ptr<Stream> s;
-    if (orError_t e = resolveStream(*runtime, stream, "orStreamGetId", &s)) return e;
-    *streamId = s->id();
-    return orSuccess;
-  });
+  return describeStream(stream, streamId, "orStreamGetId", [](const Stream& s) { return s.id(); });
 }
 
 orError_t orStreamGetDevice(orStream_t stream, int* device) {
-  return guarded([&]() -> orError_t {
-    if (device == nullptr) return fail(orErrorInvalidValue, "orStreamGetDevice: device is NULL");
-    orError_t error;
-    Runtime* runtime = acquireRuntime(&error);
-    if (runtime == nullptr) return error;
-    std::shared_ptr<Stream> s;
-    if (orError_t e = resolveStream(*runtime, stream, "orStreamGetDevice", &s)) return e;
-    *device = s->device();
-    return orSuccess;
-  });
+  return describeStream(stream, device, "orStreamGetDevice", [](const Stream& s) { return s.device(); });
 }
 
 orError_t orStreamGetPriority(orStream_t stream, int* priority) {
-  return guarded([&]() -> orError_t {
-    if (priority == nullptr) return fail(orErrorInvalidValue, "orStreamGetPriority: priority is NULL");
-    orError_t error;
-    Runtime* runtime = acquireRuntime(&error);
-    if (runtime == nullptr) return error;
-    std::shared_ptr<Stream> s;
-    if (orError_t e = resolveStream(*runtime, stream, "orStreamGetPriority", &s)) return e;
-    *priority = s->priority();
-    return orSuccess;
-  });
+  return describeStream(stream, priority, "orStreamGetPriority", [](const Stream& s) { return s.priority(); });
 }
 
 }  // extern "C"
