@@ -29,16 +29,31 @@ c10::List<std::optional<at::Tensor>> indicesOnDevice(const c10::List<std::option
   return moved;
 }
 
-at::Tensor& indexOut(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
+// `indices` already on the device; `out` sized by index's meta function.
+void launchIndex(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, const at::Tensor& out) {
   static const c10::OperatorHandle op = findOp("aten::index", "Tensor_out");
+  std::vector<c10::IValue> args{self, indices, out};
+  commonDevice(args, op);
+  launchCpuOp(op, args, self.device().index(), kernelName("index_gather", self.scalar_type()),
+              elementwiseShape(out.numel()));
+}
+
+at::Tensor& indexOut(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
   c10::DeviceGuard guard(self.device());
   const auto moved = indicesOnDevice(indices, self.device());
   // Validates and sizes out; a boolean mask makes this synchronize (nonzero).
   at::meta::index_outf(self, moved, out);
-  std::vector<c10::IValue> args{self, moved, out};
-  commonDevice(args, op);
-  launchCpuOp(op, args, self.device().index(), kernelName("index_gather", self.scalar_type()),
-              elementwiseShape(out.numel()));
+  launchIndex(self, moved, out);
+  return out;
+}
+
+// The functional overload gets its own kernel: ATen's default one would call
+// index.Tensor_out through the dispatcher, a second aten::index in profiles.
+at::Tensor index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  c10::DeviceGuard guard(self.device());
+  const auto moved = indicesOnDevice(indices, self.device());
+  at::Tensor out = emptyDeviceLike(at::meta::index(self, moved));
+  launchIndex(self, moved, out);
   return out;
 }
 
@@ -243,9 +258,11 @@ KernelSpec indexed(const char* base, int dtypeArg = 0) {
   return KernelSpec{base, KernelStyle::kElementwise, dtypeArg};
 }
 
-template <class F>
-c10::KernelFunction metaOf(F* fn) {
-  return c10::KernelFunction::makeFromUnboxedRuntimeFunction(fn);
+// See KernelSpec::functionalMetaOnTwins.
+KernelSpec indexedMetaOnTwins(const char* base) {
+  KernelSpec spec = indexed(base);
+  spec.functionalMetaOnTwins = true;
+  return spec;
 }
 
 using ScatterSrc = at::Tensor& (*)(const at::Tensor&, int64_t, const at::Tensor&, const at::Tensor&, at::Tensor&);
@@ -259,6 +276,7 @@ using ScatterValueReduce = at::Tensor& (*)(const at::Tensor&, int64_t, const at:
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index.Tensor_out", TORCH_FN(indexOut));
+  m.impl("index.Tensor", TORCH_FN(index));
   m.impl("_index_put_impl_", TORCH_FN(indexPutImpl));
   m.impl("index_select.out", TORCH_FN(indexSelectOut));
   m.impl("index_select", TORCH_FN(indexSelect));
@@ -285,6 +303,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   recordOpPath("aten::roll", OpPath::kDevice, "roll");
   for (const auto& [op, kernel] : std::initializer_list<std::pair<const char*, const char*>>{
            {"index.Tensor_out", "index_gather"},
+           {"index.Tensor", "index_gather"},
            {"_index_put_impl_", "index_put / index_put_accumulate"},
            {"index_select.out", "index_select"},
            {"index_select", "index_select"},
@@ -296,19 +315,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     recordOpPath(std::string("aten::") + op, OpPath::kDevice, kernel);
   }
 
-  registerMetaKernel(m, "gather.out", metaOf(&at::meta::gather_outf), indexed("gather"));
-  registerMetaKernel(m, "scatter.src_out", metaOf(static_cast<ScatterSrc>(&at::meta::scatter_outf)), indexed("scatter"));
-  registerMetaKernel(m, "scatter.value_out", metaOf(static_cast<ScatterValue>(&at::meta::scatter_outf)),
-                     indexed("scatter"));
-  registerMetaKernel(m, "scatter.reduce_out", metaOf(static_cast<ScatterSrcReduce>(&at::meta::scatter_outf)),
-                     indexed("scatter_reduce"));
-  registerMetaKernel(m, "scatter.value_reduce_out", metaOf(static_cast<ScatterValueReduce>(&at::meta::scatter_outf)),
-                     indexed("scatter_reduce"));
-  registerMetaKernel(m, "scatter_add.out", metaOf(&at::meta::scatter_add_outf), indexed("scatter_add"));
-  registerMetaKernel(m, "scatter_reduce.two_out", metaOf(&at::meta::scatter_reduce_outf), indexed("scatter_reduce"));
-  registerMetaKernel(m, "index_add.out", metaOf(&at::meta::index_add_outf), indexed("index_add"));
-  registerMetaKernel(m, "index_copy.out", metaOf(&at::meta::index_copy_outf), indexed("index_copy"));
-  registerMetaKernel(m, "index_reduce.out", metaOf(&at::meta::index_reduce_outf), indexed("index_reduce"));
+  OPENREG_STRUCTURED(m, "gather.out", gather, NO_INPLACE, indexed("gather"));
+  OPENREG_STRUCTURED_SIG(m, "scatter.src_out", scatter, ScatterSrc, WITH_INPLACE, indexed("scatter"));
+  OPENREG_STRUCTURED_SIG(m, "scatter.value_out", scatter, ScatterValue, WITH_INPLACE, indexed("scatter"));
+  OPENREG_STRUCTURED_SIG(m, "scatter.reduce_out", scatter, ScatterSrcReduce, WITH_INPLACE, indexed("scatter_reduce"));
+  OPENREG_STRUCTURED_SIG(m, "scatter.value_reduce_out", scatter, ScatterValueReduce, WITH_INPLACE,
+                         indexed("scatter_reduce"));
+  OPENREG_STRUCTURED(m, "scatter_add.out", scatter_add, WITH_INPLACE, indexed("scatter_add"));
+  OPENREG_STRUCTURED(m, "scatter_reduce.two_out", scatter_reduce, WITH_INPLACE, indexed("scatter_reduce"));
+  OPENREG_STRUCTURED(m, "index_add.out", index_add, WITH_INPLACE, indexedMetaOnTwins("index_add"));
+  OPENREG_STRUCTURED(m, "index_copy.out", index_copy, WITH_INPLACE, indexed("index_copy"));
+  OPENREG_STRUCTURED(m, "index_reduce.out", index_reduce, WITH_INPLACE, indexedMetaOnTwins("index_reduce"));
 }
 
 }  // namespace openreg::backend

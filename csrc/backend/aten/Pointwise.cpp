@@ -17,6 +17,14 @@ using Unary = at::Tensor& (*)(const at::Tensor&, at::Tensor&);
 using BinaryTT = at::Tensor& (*)(const at::Tensor&, const at::Tensor&, at::Tensor&);
 using BinaryTS = at::Tensor& (*)(const at::Tensor&, const at::Scalar&, at::Tensor&);
 using BinaryST = at::Tensor& (*)(const at::Scalar&, const at::Tensor&, at::Tensor&);
+using UnaryInt = at::Tensor& (*)(const at::Tensor&, int64_t, at::Tensor&);
+using BinaryTTMode = at::Tensor& (*)(const at::Tensor&, const at::Tensor&, std::optional<c10::string_view>, at::Tensor&);
+using TernaryTTS = at::Tensor& (*)(const at::Tensor&, const at::Tensor&, const at::Scalar&, at::Tensor&);
+using TernaryTTT = at::Tensor& (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::Tensor&);
+using ClampScalars = at::Tensor& (*)(const at::Tensor&, const std::optional<at::Scalar>&,
+                                     const std::optional<at::Scalar>&, at::Tensor&);
+using ClampTensors = at::Tensor& (*)(const at::Tensor&, const std::optional<at::Tensor>&,
+                                     const std::optional<at::Tensor>&, at::Tensor&);
 
 // Non-structured ops whose out= has a shape known from the inputs: resize
 // out, then launch the CPU kernel.
@@ -56,24 +64,35 @@ constexpr char kLogicalXor[] = "elementwise_logical_xor";
 
 // where(condition, self, other): broadcast of all three, type promotion of
 // self and other.
+c10::DimVector whereShape(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(condition.scalar_type() == at::kBool || condition.scalar_type() == at::kByte,
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ",
+              condition.scalar_type());
+  auto shape = at::infer_size_dimvector(condition.sizes(), self.sizes());
+  return at::infer_size_dimvector(shape, other.sizes());
+}
+
 void whereSelfOut(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t numArgs = op.schema().arguments().size();
   const at::Tensor condition = torch::jit::peek(*stack, 0, numArgs).toTensor();
   const at::Tensor self = torch::jit::peek(*stack, 1, numArgs).toTensor();
   const at::Tensor other = torch::jit::peek(*stack, 2, numArgs).toTensor();
-  TORCH_CHECK(condition.scalar_type() == at::kBool || condition.scalar_type() == at::kByte,
-              "where expected condition to be a boolean tensor, but got a tensor with dtype ",
-              condition.scalar_type());
-  auto shape = at::infer_size_dimvector(condition.sizes(), self.sizes());
-  shape = at::infer_size_dimvector(shape, other.sizes());
-  launchShapedOut(op, stack, shape, "where", at::result_type(self, other));
+  launchShapedOut(op, stack, whereShape(condition, self, other), "where", at::result_type(self, other));
 }
 
+// Launches where.self_out itself: calling it through the dispatcher would
+// nest a second aten::where in profiles.
 at::Tensor whereSelf(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
+  static const c10::OperatorHandle whereOut = findOp("aten::where", "self_out");
   const auto resultType = at::result_type(self, other);
-  const at::Tensor& anchor = self.is_privateuseone() ? self : (other.is_privateuseone() ? other : condition);
-  at::Tensor out = at::empty({0}, anchor.options().dtype(resultType));
-  return at::where_outf(condition, self, other, out);
+  const auto shape = whereShape(condition, self, other);
+  std::vector<c10::IValue> args{condition, self, other};
+  const c10::Device device = commonDevice(args, whereOut);
+  c10::DeviceGuard guard(device);
+  at::Tensor out = emptyDevice(shape, resultType);
+  args.emplace_back(out);
+  launchCpuOp(whereOut, args, device.index(), kernelName("where", resultType), elementwiseShape(out.numel()));
+  return out;
 }
 
 // relu is not structured; it is clamp_min(0), computed in one kernel.
@@ -96,148 +115,128 @@ at::Tensor& reluInplace(at::Tensor& self) {
   return reluOut(self, self);
 }
 
-// silu_backward also has a CompositeImplicitAutograd kernel, which would win
-// over the structured default on openreg and decompose into five kernels (and
-// a host read); route it to the single device kernel, as CPU does.
-at::Tensor siluBackward(const at::Tensor& grad_output, const at::Tensor& self) {
-  at::Tensor out = at::empty({0}, self.options().dtype(at::result_type(grad_output, self)));
-  return at::silu_backward_outf(grad_output, self, out);
-}
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // Unary math.
-  OPENREG_META_KERNEL(m, "neg.out", &at::meta::neg_outf, "elementwise_neg");
-  OPENREG_META_KERNEL(m, "exp.out", &at::meta::exp_outf, "elementwise_exp");
-  OPENREG_META_KERNEL(m, "exp2.out", &at::meta::exp2_outf, "elementwise_exp2");
-  OPENREG_META_KERNEL(m, "expm1.out", &at::meta::expm1_outf, "elementwise_expm1");
-  OPENREG_META_KERNEL(m, "log.out", &at::meta::log_outf, "elementwise_log");
-  OPENREG_META_KERNEL(m, "log2.out", &at::meta::log2_outf, "elementwise_log2");
-  OPENREG_META_KERNEL(m, "log10.out", &at::meta::log10_outf, "elementwise_log10");
-  OPENREG_META_KERNEL(m, "log1p.out", &at::meta::log1p_outf, "elementwise_log1p");
-  OPENREG_META_KERNEL(m, "sqrt.out", &at::meta::sqrt_outf, "elementwise_sqrt");
-  OPENREG_META_KERNEL(m, "rsqrt.out", &at::meta::rsqrt_outf, "elementwise_rsqrt");
-  OPENREG_META_KERNEL(m, "reciprocal.out", &at::meta::reciprocal_outf, "elementwise_reciprocal");
-  OPENREG_META_KERNEL(m, "sin.out", &at::meta::sin_outf, "elementwise_sin");
-  OPENREG_META_KERNEL(m, "cos.out", &at::meta::cos_outf, "elementwise_cos");
-  OPENREG_META_KERNEL(m, "tan.out", &at::meta::tan_outf, "elementwise_tan");
-  OPENREG_META_KERNEL(m, "sinh.out", &at::meta::sinh_outf, "elementwise_sinh");
-  OPENREG_META_KERNEL(m, "cosh.out", &at::meta::cosh_outf, "elementwise_cosh");
-  OPENREG_META_KERNEL(m, "tanh.out", &at::meta::tanh_outf, "elementwise_tanh");
-  OPENREG_META_KERNEL(m, "asin.out", &at::meta::asin_outf, "elementwise_asin");
-  OPENREG_META_KERNEL(m, "acos.out", &at::meta::acos_outf, "elementwise_acos");
-  OPENREG_META_KERNEL(m, "atan.out", &at::meta::atan_outf, "elementwise_atan");
-  OPENREG_META_KERNEL(m, "asinh.out", &at::meta::asinh_outf, "elementwise_asinh");
-  OPENREG_META_KERNEL(m, "acosh.out", &at::meta::acosh_outf, "elementwise_acosh");
-  OPENREG_META_KERNEL(m, "atanh.out", &at::meta::atanh_outf, "elementwise_atanh");
-  OPENREG_META_KERNEL(m, "erf.out", &at::meta::erf_outf, "elementwise_erf");
-  OPENREG_META_KERNEL(m, "erfc.out", &at::meta::erfc_outf, "elementwise_erfc");
-  OPENREG_META_KERNEL(m, "erfinv.out", &at::meta::erfinv_outf, "elementwise_erfinv");
-  OPENREG_META_KERNEL(m, "sigmoid.out", &at::meta::sigmoid_outf, "elementwise_sigmoid");
-  OPENREG_META_KERNEL(m, "sign.out", &at::meta::sign_outf, "elementwise_sign");
-  OPENREG_META_KERNEL(m, "sgn.out", &at::meta::sgn_outf, "elementwise_sgn");
-  OPENREG_META_KERNEL(m, "signbit.out", &at::meta::signbit_outf, "elementwise_signbit");
-  OPENREG_META_KERNEL(m, "floor.out", &at::meta::floor_outf, "elementwise_floor");
-  OPENREG_META_KERNEL(m, "ceil.out", &at::meta::ceil_outf, "elementwise_ceil");
-  OPENREG_META_KERNEL(m, "trunc.out", &at::meta::trunc_outf, "elementwise_trunc");
-  OPENREG_META_KERNEL(m, "frac.out", &at::meta::frac_outf, "elementwise_frac");
-  OPENREG_META_KERNEL(m, "round.out", static_cast<Unary>(&at::meta::round_outf), "elementwise_round");
-  OPENREG_META_KERNEL(m, "round.decimals_out",
-                      static_cast<at::Tensor& (*)(const at::Tensor&, int64_t, at::Tensor&)>(&at::meta::round_outf),
-                      "elementwise_round");
-  OPENREG_META_KERNEL(m, "lgamma.out", &at::meta::lgamma_outf, "elementwise_lgamma");
-  OPENREG_META_KERNEL(m, "digamma.out", &at::meta::digamma_outf, "elementwise_digamma");
-  OPENREG_META_KERNEL(m, "bitwise_not.out", &at::meta::bitwise_not_outf, "elementwise_bitwise_not");
-  OPENREG_META_KERNEL(m, "isposinf.out", &at::meta::isposinf_outf, "elementwise_isposinf");
-  OPENREG_META_KERNEL(m, "isneginf.out", &at::meta::isneginf_outf, "elementwise_isneginf");
+  OPENREG_STRUCTURED(m, "neg.out", neg, WITH_INPLACE, "elementwise_neg");
+  OPENREG_STRUCTURED(m, "exp.out", exp, WITH_INPLACE, "elementwise_exp");
+  OPENREG_STRUCTURED(m, "exp2.out", exp2, WITH_INPLACE, "elementwise_exp2");
+  OPENREG_STRUCTURED(m, "expm1.out", expm1, WITH_INPLACE, "elementwise_expm1");
+  OPENREG_STRUCTURED(m, "log.out", log, WITH_INPLACE, "elementwise_log");
+  OPENREG_STRUCTURED(m, "log2.out", log2, WITH_INPLACE, "elementwise_log2");
+  OPENREG_STRUCTURED(m, "log10.out", log10, WITH_INPLACE, "elementwise_log10");
+  OPENREG_STRUCTURED(m, "log1p.out", log1p, WITH_INPLACE, "elementwise_log1p");
+  OPENREG_STRUCTURED(m, "sqrt.out", sqrt, WITH_INPLACE, "elementwise_sqrt");
+  OPENREG_STRUCTURED(m, "rsqrt.out", rsqrt, WITH_INPLACE, "elementwise_rsqrt");
+  OPENREG_STRUCTURED(m, "reciprocal.out", reciprocal, WITH_INPLACE, "elementwise_reciprocal");
+  OPENREG_STRUCTURED(m, "sin.out", sin, WITH_INPLACE, "elementwise_sin");
+  OPENREG_STRUCTURED(m, "cos.out", cos, WITH_INPLACE, "elementwise_cos");
+  OPENREG_STRUCTURED(m, "tan.out", tan, WITH_INPLACE, "elementwise_tan");
+  OPENREG_STRUCTURED(m, "sinh.out", sinh, WITH_INPLACE, "elementwise_sinh");
+  OPENREG_STRUCTURED(m, "cosh.out", cosh, WITH_INPLACE, "elementwise_cosh");
+  OPENREG_STRUCTURED(m, "tanh.out", tanh, WITH_INPLACE, "elementwise_tanh");
+  OPENREG_STRUCTURED(m, "asin.out", asin, WITH_INPLACE, "elementwise_asin");
+  OPENREG_STRUCTURED(m, "acos.out", acos, WITH_INPLACE, "elementwise_acos");
+  OPENREG_STRUCTURED(m, "atan.out", atan, WITH_INPLACE, "elementwise_atan");
+  OPENREG_STRUCTURED(m, "asinh.out", asinh, WITH_INPLACE, "elementwise_asinh");
+  OPENREG_STRUCTURED(m, "acosh.out", acosh, WITH_INPLACE, "elementwise_acosh");
+  OPENREG_STRUCTURED(m, "atanh.out", atanh, WITH_INPLACE, "elementwise_atanh");
+  OPENREG_STRUCTURED(m, "erf.out", erf, WITH_INPLACE, "elementwise_erf");
+  OPENREG_STRUCTURED(m, "erfc.out", erfc, WITH_INPLACE, "elementwise_erfc");
+  OPENREG_STRUCTURED(m, "erfinv.out", erfinv, WITH_INPLACE, "elementwise_erfinv");
+  OPENREG_STRUCTURED(m, "sigmoid.out", sigmoid, WITH_INPLACE, "elementwise_sigmoid");
+  OPENREG_STRUCTURED(m, "sign.out", sign, WITH_INPLACE, "elementwise_sign");
+  OPENREG_STRUCTURED(m, "sgn.out", sgn, WITH_INPLACE, "elementwise_sgn");
+  OPENREG_STRUCTURED(m, "signbit.out", signbit, NO_INPLACE, "elementwise_signbit");
+  OPENREG_STRUCTURED(m, "floor.out", floor, WITH_INPLACE, "elementwise_floor");
+  OPENREG_STRUCTURED(m, "ceil.out", ceil, WITH_INPLACE, "elementwise_ceil");
+  OPENREG_STRUCTURED(m, "trunc.out", trunc, WITH_INPLACE, "elementwise_trunc");
+  OPENREG_STRUCTURED(m, "frac.out", frac, WITH_INPLACE, "elementwise_frac");
+  OPENREG_STRUCTURED_SIG(m, "round.out", round, Unary, WITH_INPLACE, "elementwise_round");
+  OPENREG_STRUCTURED_SIG(m, "round.decimals_out", round, UnaryInt, WITH_INPLACE, "elementwise_round");
+  OPENREG_STRUCTURED(m, "lgamma.out", lgamma, WITH_INPLACE, "elementwise_lgamma");
+  OPENREG_STRUCTURED(m, "digamma.out", digamma, WITH_INPLACE, "elementwise_digamma");
+  OPENREG_STRUCTURED(m, "bitwise_not.out", bitwise_not, WITH_INPLACE, "elementwise_bitwise_not");
+  OPENREG_STRUCTURED(m, "isposinf.out", isposinf, NO_INPLACE, "elementwise_isposinf");
+  OPENREG_STRUCTURED(m, "isneginf.out", isneginf, NO_INPLACE, "elementwise_isneginf");
 
   // Activations and their backward.
-  OPENREG_META_KERNEL(m, "gelu.out", &at::meta::gelu_outf, "gelu_fwd");
-  OPENREG_META_KERNEL(m, "gelu_backward.grad_input", &at::meta::gelu_backward_outf, "gelu_bwd");
-  OPENREG_META_KERNEL(m, "silu.out", &at::meta::silu_outf, "silu_fwd");
+  OPENREG_STRUCTURED(m, "gelu.out", gelu, WITH_INPLACE, "gelu_fwd");
+  OPENREG_STRUCTURED(m, "gelu_backward.grad_input", gelu_backward, NO_INPLACE, "gelu_bwd");
+  OPENREG_STRUCTURED(m, "silu.out", silu, WITH_INPLACE, "silu_fwd");
+  // silu_backward also has a CompositeImplicitAutograd kernel, which would
+  // win over the structured default on openreg and decompose into five
+  // kernels (and a host read); it gets the single device kernel, as on CPU.
   OPENREG_META_KERNEL(m, "silu_backward.grad_input", &at::meta::silu_backward_outf, "silu_bwd");
-  OPENREG_META_KERNEL(m, "mish.out", &at::meta::mish_outf, "mish_fwd");
-  OPENREG_META_KERNEL(m, "softplus.out", &at::meta::softplus_outf, "softplus_fwd");
-  OPENREG_META_KERNEL(m, "softplus_backward.grad_input", &at::meta::softplus_backward_outf, "softplus_bwd");
-  OPENREG_META_KERNEL(m, "leaky_relu.out", &at::meta::leaky_relu_outf, "leaky_relu_fwd");
-  OPENREG_META_KERNEL(m, "leaky_relu_backward.grad_input", &at::meta::leaky_relu_backward_outf, "leaky_relu_bwd");
-  OPENREG_META_KERNEL(m, "elu.out", &at::meta::elu_outf, "elu_fwd");
-  OPENREG_META_KERNEL(m, "elu_backward.grad_input", &at::meta::elu_backward_outf, "elu_bwd");
-  OPENREG_META_KERNEL(m, "hardsigmoid.out", &at::meta::hardsigmoid_outf, "hardsigmoid_fwd");
-  OPENREG_META_KERNEL(m, "hardsigmoid_backward.grad_input", &at::meta::hardsigmoid_backward_outf, "hardsigmoid_bwd");
-  OPENREG_META_KERNEL(m, "threshold.out", &at::meta::threshold_outf, "threshold_fwd");
-  OPENREG_META_KERNEL(m, "threshold_backward.grad_input", &at::meta::threshold_backward_outf, "threshold_bwd");
-  OPENREG_META_KERNEL(m, "sigmoid_backward.grad_input", &at::meta::sigmoid_backward_outf, "sigmoid_bwd");
-  OPENREG_META_KERNEL(m, "tanh_backward.grad_input", &at::meta::tanh_backward_outf, "tanh_bwd");
-  OPENREG_META_KERNEL(m, "glu.out", &at::meta::glu_outf, "glu_fwd");
+  registerStructuredFunctional(m, "silu_backward", "silu_backward.grad_input",
+                               c10::KernelFunction::makeFromUnboxedRuntimeFunction(&at::meta::silu_backward),
+                               KernelSpec{"silu_bwd"});
+  OPENREG_STRUCTURED(m, "mish.out", mish, WITH_INPLACE, "mish_fwd");
+  OPENREG_STRUCTURED(m, "softplus.out", softplus, NO_INPLACE, "softplus_fwd");
+  OPENREG_STRUCTURED(m, "softplus_backward.grad_input", softplus_backward, NO_INPLACE, "softplus_bwd");
+  OPENREG_STRUCTURED(m, "leaky_relu.out", leaky_relu, WITH_INPLACE, "leaky_relu_fwd");
+  OPENREG_STRUCTURED(m, "leaky_relu_backward.grad_input", leaky_relu_backward, NO_INPLACE, "leaky_relu_bwd");
+  OPENREG_STRUCTURED(m, "elu.out", elu, WITH_INPLACE, "elu_fwd");
+  OPENREG_STRUCTURED(m, "elu_backward.grad_input", elu_backward, NO_INPLACE, "elu_bwd");
+  OPENREG_STRUCTURED(m, "hardsigmoid.out", hardsigmoid, WITH_INPLACE, "hardsigmoid_fwd");
+  OPENREG_STRUCTURED(m, "hardsigmoid_backward.grad_input", hardsigmoid_backward, NO_INPLACE, "hardsigmoid_bwd");
+  OPENREG_STRUCTURED(m, "threshold.out", threshold, WITH_INPLACE, "threshold_fwd");
+  OPENREG_STRUCTURED(m, "threshold_backward.grad_input", threshold_backward, NO_INPLACE, "threshold_bwd");
+  OPENREG_STRUCTURED(m, "sigmoid_backward.grad_input", sigmoid_backward, NO_INPLACE, "sigmoid_bwd");
+  OPENREG_STRUCTURED(m, "tanh_backward.grad_input", tanh_backward, NO_INPLACE, "tanh_bwd");
+  OPENREG_STRUCTURED(m, "glu.out", glu, NO_INPLACE, "glu_fwd");
 
   // Binary arithmetic.
-  OPENREG_META_KERNEL(m, "add.out", &at::meta::add_outf, "elementwise_add");
-  OPENREG_META_KERNEL(m, "sub.out", &at::meta::sub_outf, "elementwise_sub");
-  OPENREG_META_KERNEL(m, "mul.out", &at::meta::mul_outf, "elementwise_mul");
-  OPENREG_META_KERNEL(m, "div.out", static_cast<BinaryTT>(&at::meta::div_outf), "elementwise_div");
-  OPENREG_META_KERNEL(m, "div.out_mode",
-                      static_cast<at::Tensor& (*)(const at::Tensor&, const at::Tensor&, std::optional<c10::string_view>,
-                                                  at::Tensor&)>(&at::meta::div_outf),
-                      "elementwise_div");
-  OPENREG_META_KERNEL(m, "remainder.Tensor_out", &at::meta::remainder_outf, "elementwise_remainder");
-  OPENREG_META_KERNEL(m, "fmod.Tensor_out", &at::meta::fmod_outf, "elementwise_fmod");
-  OPENREG_META_KERNEL(m, "pow.Tensor_Tensor_out", static_cast<BinaryTT>(&at::meta::pow_outf), "elementwise_pow");
-  OPENREG_META_KERNEL(m, "pow.Tensor_Scalar_out", static_cast<BinaryTS>(&at::meta::pow_outf), "elementwise_pow");
-  OPENREG_META_KERNEL(m, "pow.Scalar_out", static_cast<BinaryST>(&at::meta::pow_outf), "elementwise_pow");
-  OPENREG_META_KERNEL(m, "maximum.out", &at::meta::maximum_outf, "elementwise_maximum");
-  OPENREG_META_KERNEL(m, "minimum.out", &at::meta::minimum_outf, "elementwise_minimum");
-  OPENREG_META_KERNEL(m, "fmax.out", &at::meta::fmax_outf, "elementwise_fmax");
-  OPENREG_META_KERNEL(m, "fmin.out", &at::meta::fmin_outf, "elementwise_fmin");
-  OPENREG_META_KERNEL(m, "atan2.out", &at::meta::atan2_outf, "elementwise_atan2");
-  OPENREG_META_KERNEL(m, "hypot.out", &at::meta::hypot_outf, "elementwise_hypot");
-  OPENREG_META_KERNEL(m, "copysign.out", &at::meta::copysign_outf, "elementwise_copysign");
-  OPENREG_META_KERNEL(m, "logaddexp.out", &at::meta::logaddexp_outf, "elementwise_logaddexp");
-  OPENREG_META_KERNEL(m, "xlogy.OutTensor", &at::meta::xlogy_outf, "elementwise_xlogy");
-  OPENREG_META_KERNEL(m, "lerp.Scalar_out",
-                      static_cast<at::Tensor& (*)(const at::Tensor&, const at::Tensor&, const at::Scalar&,
-                                                  at::Tensor&)>(&at::meta::lerp_outf),
-                      "elementwise_lerp");
-  OPENREG_META_KERNEL(m, "lerp.Tensor_out",
-                      static_cast<at::Tensor& (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                                  at::Tensor&)>(&at::meta::lerp_outf),
-                      "elementwise_lerp");
-  OPENREG_META_KERNEL(m, "addcmul.out", &at::meta::addcmul_outf, "elementwise_addcmul");
-  OPENREG_META_KERNEL(m, "addcdiv.out", &at::meta::addcdiv_outf, "elementwise_addcdiv");
-  OPENREG_META_KERNEL(m, "bitwise_and.Tensor_out", &at::meta::bitwise_and_outf, "elementwise_bitwise_and");
-  OPENREG_META_KERNEL(m, "bitwise_or.Tensor_out", &at::meta::bitwise_or_outf, "elementwise_bitwise_or");
-  OPENREG_META_KERNEL(m, "bitwise_xor.Tensor_out", &at::meta::bitwise_xor_outf, "elementwise_bitwise_xor");
+  OPENREG_STRUCTURED(m, "add.out", add, WITH_INPLACE, "elementwise_add");
+  OPENREG_STRUCTURED(m, "sub.out", sub, WITH_INPLACE, "elementwise_sub");
+  OPENREG_STRUCTURED(m, "mul.out", mul, WITH_INPLACE, "elementwise_mul");
+  OPENREG_STRUCTURED_SIG(m, "div.out", div, BinaryTT, WITH_INPLACE, "elementwise_div");
+  OPENREG_STRUCTURED_SIG(m, "div.out_mode", div, BinaryTTMode, WITH_INPLACE, "elementwise_div");
+  OPENREG_STRUCTURED(m, "remainder.Tensor_out", remainder, WITH_INPLACE, "elementwise_remainder");
+  OPENREG_STRUCTURED(m, "fmod.Tensor_out", fmod, WITH_INPLACE, "elementwise_fmod");
+  OPENREG_STRUCTURED_SIG(m, "pow.Tensor_Tensor_out", pow, BinaryTT, WITH_INPLACE, "elementwise_pow");
+  OPENREG_STRUCTURED_SIG(m, "pow.Tensor_Scalar_out", pow, BinaryTS, WITH_INPLACE, "elementwise_pow");
+  OPENREG_STRUCTURED_SIG(m, "pow.Scalar_out", pow, BinaryST, NO_INPLACE, "elementwise_pow");
+  OPENREG_STRUCTURED(m, "maximum.out", maximum, NO_INPLACE, "elementwise_maximum");
+  OPENREG_STRUCTURED(m, "minimum.out", minimum, NO_INPLACE, "elementwise_minimum");
+  OPENREG_STRUCTURED(m, "fmax.out", fmax, NO_INPLACE, "elementwise_fmax");
+  OPENREG_STRUCTURED(m, "fmin.out", fmin, NO_INPLACE, "elementwise_fmin");
+  OPENREG_STRUCTURED(m, "atan2.out", atan2, WITH_INPLACE, "elementwise_atan2");
+  OPENREG_STRUCTURED(m, "hypot.out", hypot, WITH_INPLACE, "elementwise_hypot");
+  OPENREG_STRUCTURED(m, "copysign.out", copysign, WITH_INPLACE, "elementwise_copysign");
+  OPENREG_STRUCTURED(m, "logaddexp.out", logaddexp, NO_INPLACE, "elementwise_logaddexp");
+  OPENREG_STRUCTURED(m, "xlogy.OutTensor", xlogy, WITH_INPLACE, "elementwise_xlogy");
+  OPENREG_STRUCTURED_SIG(m, "lerp.Scalar_out", lerp, TernaryTTS, WITH_INPLACE, "elementwise_lerp");
+  OPENREG_STRUCTURED_SIG(m, "lerp.Tensor_out", lerp, TernaryTTT, WITH_INPLACE, "elementwise_lerp");
+  OPENREG_STRUCTURED(m, "addcmul.out", addcmul, WITH_INPLACE, "elementwise_addcmul");
+  OPENREG_STRUCTURED(m, "addcdiv.out", addcdiv, WITH_INPLACE, "elementwise_addcdiv");
+  OPENREG_STRUCTURED(m, "bitwise_and.Tensor_out", bitwise_and, WITH_INPLACE, "elementwise_bitwise_and");
+  OPENREG_STRUCTURED(m, "bitwise_or.Tensor_out", bitwise_or, WITH_INPLACE, "elementwise_bitwise_or");
+  OPENREG_STRUCTURED(m, "bitwise_xor.Tensor_out", bitwise_xor, WITH_INPLACE, "elementwise_bitwise_xor");
 
   // Clamps.
-  OPENREG_META_KERNEL(m, "clamp.out",
-                      static_cast<at::Tensor& (*)(const at::Tensor&, const std::optional<at::Scalar>&,
-                                                  const std::optional<at::Scalar>&, at::Tensor&)>(&at::meta::clamp_outf),
-                      "elementwise_clamp");
-  OPENREG_META_KERNEL(m, "clamp.Tensor_out",
-                      static_cast<at::Tensor& (*)(const at::Tensor&, const std::optional<at::Tensor>&,
-                                                  const std::optional<at::Tensor>&, at::Tensor&)>(&at::meta::clamp_outf),
-                      "elementwise_clamp");
-  OPENREG_META_KERNEL(m, "clamp_min.out", static_cast<BinaryTS>(&at::meta::clamp_min_outf), "elementwise_clamp_min");
-  OPENREG_META_KERNEL(m, "clamp_min.Tensor_out", static_cast<BinaryTT>(&at::meta::clamp_min_outf),
-                      "elementwise_clamp_min");
-  OPENREG_META_KERNEL(m, "clamp_max.out", static_cast<BinaryTS>(&at::meta::clamp_max_outf), "elementwise_clamp_max");
-  OPENREG_META_KERNEL(m, "clamp_max.Tensor_out", static_cast<BinaryTT>(&at::meta::clamp_max_outf),
-                      "elementwise_clamp_max");
+  OPENREG_STRUCTURED_SIG(m, "clamp.out", clamp, ClampScalars, WITH_INPLACE, "elementwise_clamp");
+  OPENREG_STRUCTURED_SIG(m, "clamp.Tensor_out", clamp, ClampTensors, WITH_INPLACE, "elementwise_clamp");
+  OPENREG_STRUCTURED_SIG(m, "clamp_min.out", clamp_min, BinaryTS, WITH_INPLACE, "elementwise_clamp_min");
+  OPENREG_STRUCTURED_SIG(m, "clamp_min.Tensor_out", clamp_min, BinaryTT, WITH_INPLACE, "elementwise_clamp_min");
+  OPENREG_STRUCTURED_SIG(m, "clamp_max.out", clamp_max, BinaryTS, WITH_INPLACE, "elementwise_clamp_max");
+  OPENREG_STRUCTURED_SIG(m, "clamp_max.Tensor_out", clamp_max, BinaryTT, WITH_INPLACE, "elementwise_clamp_max");
 
   // Comparisons: named after the compared dtype, not the bool result.
-  OPENREG_META_KERNEL(m, "eq.Scalar_out", static_cast<BinaryTS>(&at::meta::eq_outf), "elementwise_eq");
-  OPENREG_META_KERNEL(m, "eq.Tensor_out", static_cast<BinaryTT>(&at::meta::eq_outf), "elementwise_eq");
-  OPENREG_META_KERNEL(m, "ne.Scalar_out", static_cast<BinaryTS>(&at::meta::ne_outf), "elementwise_ne");
-  OPENREG_META_KERNEL(m, "ne.Tensor_out", static_cast<BinaryTT>(&at::meta::ne_outf), "elementwise_ne");
-  OPENREG_META_KERNEL(m, "lt.Scalar_out", static_cast<BinaryTS>(&at::meta::lt_outf), "elementwise_lt");
-  OPENREG_META_KERNEL(m, "lt.Tensor_out", static_cast<BinaryTT>(&at::meta::lt_outf), "elementwise_lt");
-  OPENREG_META_KERNEL(m, "le.Scalar_out", static_cast<BinaryTS>(&at::meta::le_outf), "elementwise_le");
-  OPENREG_META_KERNEL(m, "le.Tensor_out", static_cast<BinaryTT>(&at::meta::le_outf), "elementwise_le");
-  OPENREG_META_KERNEL(m, "gt.Scalar_out", static_cast<BinaryTS>(&at::meta::gt_outf), "elementwise_gt");
-  OPENREG_META_KERNEL(m, "gt.Tensor_out", static_cast<BinaryTT>(&at::meta::gt_outf), "elementwise_gt");
-  OPENREG_META_KERNEL(m, "ge.Scalar_out", static_cast<BinaryTS>(&at::meta::ge_outf), "elementwise_ge");
-  OPENREG_META_KERNEL(m, "ge.Tensor_out", static_cast<BinaryTT>(&at::meta::ge_outf), "elementwise_ge");
+  OPENREG_STRUCTURED_SIG(m, "eq.Scalar_out", eq, BinaryTS, WITH_INPLACE, "elementwise_eq");
+  OPENREG_STRUCTURED_SIG(m, "eq.Tensor_out", eq, BinaryTT, WITH_INPLACE, "elementwise_eq");
+  OPENREG_STRUCTURED_SIG(m, "ne.Scalar_out", ne, BinaryTS, WITH_INPLACE, "elementwise_ne");
+  OPENREG_STRUCTURED_SIG(m, "ne.Tensor_out", ne, BinaryTT, WITH_INPLACE, "elementwise_ne");
+  OPENREG_STRUCTURED_SIG(m, "lt.Scalar_out", lt, BinaryTS, WITH_INPLACE, "elementwise_lt");
+  OPENREG_STRUCTURED_SIG(m, "lt.Tensor_out", lt, BinaryTT, WITH_INPLACE, "elementwise_lt");
+  OPENREG_STRUCTURED_SIG(m, "le.Scalar_out", le, BinaryTS, WITH_INPLACE, "elementwise_le");
+  OPENREG_STRUCTURED_SIG(m, "le.Tensor_out", le, BinaryTT, WITH_INPLACE, "elementwise_le");
+  OPENREG_STRUCTURED_SIG(m, "gt.Scalar_out", gt, BinaryTS, WITH_INPLACE, "elementwise_gt");
+  OPENREG_STRUCTURED_SIG(m, "gt.Tensor_out", gt, BinaryTT, WITH_INPLACE, "elementwise_gt");
+  OPENREG_STRUCTURED_SIG(m, "ge.Scalar_out", ge, BinaryTS, WITH_INPLACE, "elementwise_ge");
+  OPENREG_STRUCTURED_SIG(m, "ge.Tensor_out", ge, BinaryTT, WITH_INPLACE, "elementwise_ge");
 
   // Non-structured pointwise ops with explicit output shapes.
   m.impl("abs.out", torch::CppFunction::makeFromBoxedFunction<&unaryOut<kAbs>>());
@@ -249,7 +248,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("where.self", TORCH_FN(whereSelf));
   m.impl("relu", TORCH_FN(relu));
   m.impl("relu_", TORCH_FN(reluInplace));
-  m.impl("silu_backward", TORCH_FN(siluBackward));
   for (const auto& [op, kernel] : std::initializer_list<std::pair<const char*, const char*>>{
            {"abs.out", kAbs},
            {"logical_not.out", kLogicalNot},
@@ -259,8 +257,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
            {"where.self_out", "where"},
            {"where.self", "where"},
            {"relu", "elementwise_relu"},
-           {"relu_", "elementwise_relu"},
-           {"silu_backward", "silu_bwd"}}) {
+           {"relu_", "elementwise_relu"}}) {
     recordOpPath(std::string("aten::") + op, OpPath::kDevice, kernel);
   }
 }

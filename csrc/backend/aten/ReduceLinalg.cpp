@@ -45,6 +45,14 @@ c10::KernelFunction metaOf(F* fn) {
   return c10::KernelFunction::makeFromUnboxedRuntimeFunction(fn);
 }
 
+// The out= signatures of overloaded at::meta names.
+using ReduceDim = at::Tensor& (*)(const at::Tensor&, int64_t, bool, at::Tensor&);
+using ReduceDims = at::Tensor& (*)(const at::Tensor&, at::OptionalIntArrayRef, bool, at::Tensor&);
+using ReduceAll = at::Tensor& (*)(const at::Tensor&, at::Tensor&);
+using Norm = at::Tensor& (*)(const at::Tensor&, const std::optional<at::Scalar>&, at::IntArrayRef, bool, at::Tensor&);
+using NormDtype = at::Tensor& (*)(const at::Tensor&, const std::optional<at::Scalar>&, at::IntArrayRef, bool,
+                                  at::ScalarType, at::Tensor&);
+
 // var / std / var_mean / std_mean: reduced shape from dims and keepdim.
 c10::DimVector reducedShape(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
   const auto mask = at::native::make_dim_mask(dim, self.dim());
@@ -165,43 +173,25 @@ at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // Reductions.
-  registerSpec(m, "sum.IntList_out", metaOf(&at::meta::sum_outf), reduction("reduce_sum"));
-  registerSpec(m, "mean.out", metaOf(&at::meta::mean_outf), reduction("reduce_mean"));
-  registerSpec(m, "prod.int_out", metaOf(&at::meta::prod_outf), reduction("reduce_prod"));
-  registerSpec(m, "amax.out", metaOf(&at::meta::amax_outf), reduction("reduce_amax"));
-  registerSpec(m, "amin.out", metaOf(&at::meta::amin_outf), reduction("reduce_amin"));
-  registerSpec(m, "aminmax.out", metaOf(&at::meta::aminmax_outf), reduction("reduce_aminmax"));
-  registerSpec(m, "argmax.out", metaOf(&at::meta::argmax_outf), reduction("reduce_argmax"));
-  registerSpec(m, "argmin.out", metaOf(&at::meta::argmin_outf), reduction("reduce_argmin"));
-  registerSpec(m, "max.dim_max", metaOf(&at::meta::max_outf), reduction("reduce_max"));
-  registerSpec(m, "min.dim_min", metaOf(&at::meta::min_outf), reduction("reduce_min"));
-  registerSpec(m, "all.out",
-               metaOf(static_cast<at::Tensor& (*)(const at::Tensor&, int64_t, bool, at::Tensor&)>(&at::meta::all_outf)),
-               reduction("reduce_all"));
-  registerSpec(m, "all.dims_out",
-               metaOf(static_cast<at::Tensor& (*)(const at::Tensor&, at::OptionalIntArrayRef, bool, at::Tensor&)>(
-                   &at::meta::all_outf)),
-               reduction("reduce_all"));
-  registerSpec(m, "all.all_out", metaOf(static_cast<at::Tensor& (*)(const at::Tensor&, at::Tensor&)>(&at::meta::all_outf)),
-               reduction("reduce_all"));
-  registerSpec(m, "any.out",
-               metaOf(static_cast<at::Tensor& (*)(const at::Tensor&, int64_t, bool, at::Tensor&)>(&at::meta::any_outf)),
-               reduction("reduce_any"));
-  registerSpec(m, "any.dims_out",
-               metaOf(static_cast<at::Tensor& (*)(const at::Tensor&, at::OptionalIntArrayRef, bool, at::Tensor&)>(
-                   &at::meta::any_outf)),
-               reduction("reduce_any"));
-  registerSpec(m, "any.all_out", metaOf(static_cast<at::Tensor& (*)(const at::Tensor&, at::Tensor&)>(&at::meta::any_outf)),
-               reduction("reduce_any"));
-  registerSpec(m, "norm.out",
-               metaOf(static_cast<at::Tensor& (*)(const at::Tensor&, const std::optional<at::Scalar>&, at::IntArrayRef,
-                                                  bool, at::Tensor&)>(&at::meta::norm_outf)),
-               reduction("reduce_norm"));
-  registerSpec(m, "norm.dtype_out",
-               metaOf(static_cast<at::Tensor& (*)(const at::Tensor&, const std::optional<at::Scalar>&, at::IntArrayRef,
-                                                  bool, at::ScalarType, at::Tensor&)>(&at::meta::norm_outf)),
-               reduction("reduce_norm"));
-  registerSpec(m, "linalg_vector_norm.out", metaOf(&at::meta::linalg_vector_norm_outf), reduction("reduce_vector_norm"));
+  OPENREG_STRUCTURED(m, "sum.IntList_out", sum, NO_INPLACE, reduction("reduce_sum"));
+  OPENREG_STRUCTURED(m, "mean.out", mean, NO_INPLACE, reduction("reduce_mean"));
+  OPENREG_STRUCTURED(m, "prod.int_out", prod, NO_INPLACE, reduction("reduce_prod"));
+  OPENREG_STRUCTURED(m, "amax.out", amax, NO_INPLACE, reduction("reduce_amax"));
+  OPENREG_STRUCTURED(m, "amin.out", amin, NO_INPLACE, reduction("reduce_amin"));
+  OPENREG_STRUCTURED(m, "aminmax.out", aminmax, NO_INPLACE, reduction("reduce_aminmax"));
+  OPENREG_STRUCTURED(m, "argmax.out", argmax, NO_INPLACE, reduction("reduce_argmax"));
+  OPENREG_STRUCTURED(m, "argmin.out", argmin, NO_INPLACE, reduction("reduce_argmin"));
+  OPENREG_STRUCTURED(m, "max.dim_max", max, NO_INPLACE, reduction("reduce_max"));
+  OPENREG_STRUCTURED(m, "min.dim_min", min, NO_INPLACE, reduction("reduce_min"));
+  OPENREG_STRUCTURED_SIG(m, "all.out", all, ReduceDim, NO_INPLACE, reduction("reduce_all"));
+  OPENREG_STRUCTURED_SIG(m, "all.dims_out", all, ReduceDims, NO_INPLACE, reduction("reduce_all"));
+  OPENREG_STRUCTURED_SIG(m, "all.all_out", all, ReduceAll, NO_INPLACE, reduction("reduce_all"));
+  OPENREG_STRUCTURED_SIG(m, "any.out", any, ReduceDim, NO_INPLACE, reduction("reduce_any"));
+  OPENREG_STRUCTURED_SIG(m, "any.dims_out", any, ReduceDims, NO_INPLACE, reduction("reduce_any"));
+  OPENREG_STRUCTURED_SIG(m, "any.all_out", any, ReduceAll, NO_INPLACE, reduction("reduce_any"));
+  OPENREG_STRUCTURED_SIG(m, "norm.out", norm, Norm, NO_INPLACE, reduction("reduce_norm"));
+  OPENREG_STRUCTURED_SIG(m, "norm.dtype_out", norm, NormDtype, NO_INPLACE, reduction("reduce_norm"));
+  OPENREG_STRUCTURED(m, "linalg_vector_norm.out", linalg_vector_norm, NO_INPLACE, reduction("reduce_vector_norm"));
   m.impl("var.correction_out", TORCH_FN(varCorrectionOut));
   m.impl("var.correction", TORCH_FN(varCorrection));
   m.impl("std.correction_out", TORCH_FN(stdCorrectionOut));
@@ -212,39 +202,38 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("min", TORCH_FN(minAll));
 
   // Scans and sorting.
-  registerSpec(m, "cumsum.out", metaOf(&at::meta::cumsum_outf), rowwise("scan_cumsum", 1));
-  registerSpec(m, "cumprod.out", metaOf(&at::meta::cumprod_outf), rowwise("scan_cumprod", 1));
-  registerSpec(m, "sort.values_stable", metaOf(&at::meta::sort_outf), rowwise("sort", 2));
-  registerSpec(m, "topk.values", metaOf(&at::meta::topk_outf), rowwise("topk", 2));
+  OPENREG_STRUCTURED(m, "cumsum.out", cumsum, WITH_INPLACE, rowwise("scan_cumsum", 1));
+  OPENREG_STRUCTURED(m, "cumprod.out", cumprod, WITH_INPLACE, rowwise("scan_cumprod", 1));
+  OPENREG_STRUCTURED(m, "sort.values_stable", sort, NO_INPLACE, rowwise("sort", 2));
+  OPENREG_STRUCTURED(m, "topk.values", topk, NO_INPLACE, rowwise("topk", 2));
 
   // Matrix products.
-  registerSpec(m, "mm.out", metaOf(&at::meta::mm_outf), gemm("gemm", 0, 1));
-  registerSpec(m, "addmm.out", metaOf(&at::meta::addmm_outf), gemm("gemm_bias", 1, 2));
-  registerSpec(m, "_addmm_activation.out", metaOf(&at::meta::_addmm_activation_outf), gemm("gemm_bias_act", 1, 2));
-  registerSpec(m, "bmm.out", metaOf(&at::meta::bmm_outf), gemm("gemm_batched", 0, 1));
-  registerSpec(m, "baddbmm.out", metaOf(&at::meta::baddbmm_outf), gemm("gemm_batched_bias", 1, 2));
-  registerSpec(m, "addmv.out", metaOf(&at::meta::addmv_outf), reduction("gemv"));
+  OPENREG_STRUCTURED(m, "mm.out", mm, NO_INPLACE, gemm("gemm", 0, 1));
+  OPENREG_STRUCTURED(m, "addmm.out", addmm, WITH_INPLACE, gemm("gemm_bias", 1, 2));
+  OPENREG_STRUCTURED(m, "_addmm_activation.out", _addmm_activation, NO_INPLACE, gemm("gemm_bias_act", 1, 2));
+  OPENREG_STRUCTURED(m, "bmm.out", bmm, NO_INPLACE, gemm("gemm_batched", 0, 1));
+  OPENREG_STRUCTURED(m, "baddbmm.out", baddbmm, WITH_INPLACE, gemm("gemm_batched_bias", 1, 2));
+  OPENREG_STRUCTURED(m, "addmv.out", addmv, WITH_INPLACE, reduction("gemv"));
   m.impl("dot", TORCH_FN(dot));
   m.impl("vdot", TORCH_FN(vdot));
 
   // Softmax and losses.
-  registerSpec(m, "_softmax.out", metaOf(&at::meta::_softmax_outf), rowwise("softmax_fwd", 1));
-  registerSpec(m, "_log_softmax.out", metaOf(&at::meta::_log_softmax_outf), rowwise("log_softmax_fwd", 1));
-  registerSpec(m, "_softmax_backward_data.out", metaOf(&at::meta::_softmax_backward_data_outf),
-               rowwise("softmax_bwd", 2));
-  registerSpec(m, "_log_softmax_backward_data.out", metaOf(&at::meta::_log_softmax_backward_data_outf),
-               rowwise("log_softmax_bwd", 2));
-  registerSpec(m, "nll_loss_forward.output", metaOf(&at::meta::nll_loss_forward_outf), reduction("nll_loss_fwd"));
-  registerSpec(m, "nll_loss_backward.grad_input", metaOf(&at::meta::nll_loss_backward_outf),
-               elementwise("nll_loss_bwd", 1));
-  registerSpec(m, "mse_loss.out", metaOf(&at::meta::mse_loss_outf), viaFunctional(reduction("mse_loss_fwd")));
-  registerSpec(m, "smooth_l1_loss.out", metaOf(&at::meta::smooth_l1_loss_outf),
-               viaFunctional(reduction("smooth_l1_loss_fwd")));
+  OPENREG_STRUCTURED(m, "_softmax.out", _softmax, NO_INPLACE, rowwise("softmax_fwd", 1));
+  OPENREG_STRUCTURED(m, "_log_softmax.out", _log_softmax, NO_INPLACE, rowwise("log_softmax_fwd", 1));
+  OPENREG_STRUCTURED(m, "_softmax_backward_data.out", _softmax_backward_data, NO_INPLACE, rowwise("softmax_bwd", 2));
+  OPENREG_STRUCTURED(m, "_log_softmax_backward_data.out", _log_softmax_backward_data, NO_INPLACE,
+                     rowwise("log_softmax_bwd", 2));
+  OPENREG_STRUCTURED(m, "nll_loss_forward.output", nll_loss_forward, NO_INPLACE, reduction("nll_loss_fwd"));
+  OPENREG_STRUCTURED(m, "nll_loss_backward.grad_input", nll_loss_backward, NO_INPLACE,
+                     elementwise("nll_loss_bwd", 1));
+  OPENREG_STRUCTURED(m, "mse_loss.out", mse_loss, NO_INPLACE, viaFunctional(reduction("mse_loss_fwd")));
+  OPENREG_STRUCTURED(m, "smooth_l1_loss.out", smooth_l1_loss, NO_INPLACE,
+                     viaFunctional(reduction("smooth_l1_loss_fwd")));
 
   // Shapes and factories.
-  registerSpec(m, "cat.out", metaOf(&at::meta::cat_outf), elementwise("concat"));
-  registerSpec(m, "tril.out", metaOf(&at::meta::tril_outf), elementwise("tril"));
-  registerSpec(m, "triu.out", metaOf(&at::meta::triu_outf), elementwise("triu"));
+  OPENREG_STRUCTURED(m, "cat.out", cat, NO_INPLACE, elementwise("concat"));
+  OPENREG_STRUCTURED(m, "tril.out", tril, WITH_INPLACE, elementwise("tril"));
+  OPENREG_STRUCTURED(m, "triu.out", triu, WITH_INPLACE, elementwise("triu"));
   registerSpec(m, "arange.start_out", metaOf(&at::meta::arange_outf), factory("arange", 3));
   registerSpec(m, "range.out", metaOf(&at::meta::range_outf), factory("range", 3));
   registerSpec(m, "linspace.out", metaOf(&at::meta::linspace_outf), factory("linspace", 3));
