@@ -14,8 +14,10 @@
 namespace openreg {
 namespace {
 
-// Tasks served from one stream before letting other streams in.
+// Tasks taken from a stream per lock, and batches served before letting
+// other streams in.
 constexpr int kBatch = 16;
+constexpr int kRounds = 4;
 
 // How long an idle worker spins before sleeping.
 constexpr uint64_t kSpinNs = 20000;
@@ -104,29 +106,47 @@ void Executor::workerLoop() {
 }
 
 void Executor::serve(const std::shared_ptr<Stream>& stream) {
-  for (int served = 0; served < kBatch; ++served) {
-    Task task;
+  // Tasks are taken in batches so the stream's lock (shared with launching
+  // threads) is taken twice per batch, not twice per task. A wait, which may
+  // park the stream, always travels alone.
+  Task batch[kBatch];
+  for (int round = 0; round < kRounds; ++round) {
+    int taken = 0;
     {
       std::lock_guard lock(stream->mutex_);
       if (stream->hasParked_) {
-        task = std::move(stream->parked_);
+        batch[taken++] = std::move(stream->parked_);
         stream->parked_ = Task{};
         stream->hasParked_ = false;
       } else {
-        task = stream->queue_.pop();  // never empty while the stream is scheduled
+        do {
+          const bool isWait = stream->queue_.front().kind == TaskKind::WaitEvent;
+          if (isWait && taken > 0) break;
+          batch[taken++] = stream->queue_.pop();
+          if (isWait) break;
+        } while (taken < kBatch && !stream->queue_.empty());
       }
     }
-    if (!run(stream, task)) return;  // parked: the event reschedules the stream
-    task = Task{};  // release what it holds before the stream counts as done
-    bool more;
-    {
-      std::lock_guard lock(stream->mutex_);
-      stream->completed_.fetch_add(1, std::memory_order_release);
-      if (stream->waiters_ > 0) stream->progress_.notify_all();
-      more = !stream->queue_.empty();
-      if (!more) stream->scheduled_ = false;
+    int done = 0;
+    bool parked = false;
+    for (; done < taken; ++done) {
+      if (!run(stream, batch[done])) {  // a wait that parked: it was the only task taken
+        parked = true;
+        break;
+      }
+      batch[done] = Task{};  // release what it holds before the stream counts it done
     }
-    if (!more) return;
+    bool more = false;
+    if (done > 0 || !parked) {
+      std::lock_guard lock(stream->mutex_);
+      stream->completed_.fetch_add(done, std::memory_order_release);
+      if (stream->waiters_ > 0) stream->progress_.notify_all();
+      if (!parked) {
+        more = !stream->queue_.empty();
+        if (!more) stream->scheduled_ = false;
+      }
+    }
+    if (parked || !more) return;  // a parked stream is rescheduled by its event
   }
   schedule(stream);  // yield to other streams
 }

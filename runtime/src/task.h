@@ -87,6 +87,7 @@ class TaskQueue {
  public:
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
+  const Task& front() const { return slots_[head_]; }
 
   void push(Task&& task) {
     if (size_ == slots_.size()) grow();

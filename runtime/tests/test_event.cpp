@@ -183,3 +183,51 @@ TEST(Event, DestroyingAnEventWithPendingWorkIsSafe) {
   ASSERT_OR(orStreamSynchronize(other));
   ASSERT_OR(orStreamDestroy(other));
 }
+
+TEST(Event, WaitBetweenQueuedKernelsKeepsStreamOrder) {
+  // The executor takes queued work in batches; a wait inside the queue must
+  // split the batch: work before it runs, work after it waits.
+  orStream_t producer, consumer;
+  ASSERT_OR(orStreamCreate(&producer));
+  ASSERT_OR(orStreamCreate(&consumer));
+  orEvent_t ready;
+  ASSERT_OR(orEventCreate(&ready));
+  Gate gate;
+  std::mutex mutex;
+  std::vector<std::string> order;
+  auto note = [&](const char* what) {
+    std::lock_guard lock(mutex);
+    order.push_back(what);
+  };
+  ASSERT_OR(openreg::launch(producer, "produce", [&] {
+    gate.waitOpen();
+    note("produce");
+  }));
+  ASSERT_OR(orEventRecord(ready, producer));
+  Gate consumerIdle;
+  ASSERT_OR(openreg::launch(consumer, "hold", [&] { consumerIdle.waitOpen(); }));
+  for (const char* name : {"before_1", "before_2"}) ASSERT_OR(openreg::launch(consumer, name, [&, name] { note(name); }));
+  ASSERT_OR(orStreamWaitEvent(consumer, ready, 0));
+  for (const char* name : {"after_1", "after_2"}) ASSERT_OR(openreg::launch(consumer, name, [&, name] { note(name); }));
+  consumerIdle.open();  // the consumer's queue is now taken as a whole
+  // Wait (bounded, generously) for the work before the wait to run, then give
+  // a broken runtime the chance to run what follows it too.
+  for (int i = 0; i < 10000; ++i) {
+    {
+      std::lock_guard lock(mutex);
+      if (order.size() >= 2) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  {
+    std::lock_guard lock(mutex);
+    EXPECT_EQ(order, (std::vector<std::string>{"before_1", "before_2"}));
+  }
+  gate.open();
+  ASSERT_OR(orStreamSynchronize(consumer));
+  EXPECT_EQ(order, (std::vector<std::string>{"before_1", "before_2", "produce", "after_1", "after_2"}));
+  ASSERT_OR(orStreamDestroy(producer));
+  ASSERT_OR(orStreamDestroy(consumer));
+  ASSERT_OR(orEventDestroy(ready));
+}
