@@ -13,6 +13,19 @@ constexpr uint64_t kUncertaintyOutlierFactor = 8;
 constexpr uint64_t kUncertaintyFloorNs = 1000;
 
 int64_t interpolate(const ClockPoint& a, const ClockPoint& b, uint64_t deviceTs) {
+  // Samples are milliseconds apart, so the product of the deltas usually
+  // fits 64 bits: then the same rounding in 64-bit arithmetic, which is
+  // several times faster than 128-bit division (and runs per device record).
+  constexpr int64_t kSmall = int64_t{1} << 31;
+  const int64_t dd64 = static_cast<int64_t>(deviceTs - a.device);
+  const int64_t hostSpan64 = static_cast<int64_t>(b.host - a.host);
+  const int64_t deviceSpan64 = static_cast<int64_t>(b.device - a.device);
+  if (dd64 > -kSmall && dd64 < kSmall && hostSpan64 > 0 && hostSpan64 < kSmall && deviceSpan64 > 0 &&
+      deviceSpan64 < kSmall) {
+    const int64_t num = dd64 * hostSpan64;
+    const int64_t q = (num >= 0 ? num + deviceSpan64 / 2 : num - deviceSpan64 / 2) / deviceSpan64;
+    return static_cast<int64_t>(a.host) + q;
+  }
   // 128-bit arithmetic: device deltas times host deltas overflow 64 bits.
   __int128 dd = static_cast<__int128>(deviceTs) - static_cast<__int128>(a.device);
   __int128 hostSpan = static_cast<__int128>(b.host) - static_cast<__int128>(a.host);

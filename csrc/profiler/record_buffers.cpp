@@ -91,6 +91,7 @@ void RecordBufferPool::onCompleted(void* userData, uint8_t* buffer, size_t /*siz
   {
     std::lock_guard<std::mutex> guard(pool->poolMutex_);
     ++pool->stats_.completed;
+    pool->stats_.recordBytes += validSize;
   }
   pool->release(buffer);
 }

@@ -24,14 +24,10 @@ void copyDim(const orDim3& dim, uint32_t (&out)[3]) {
 } // namespace
 
 void RecordSet::append(RecordSet&& other) {
-  deviceOps.insert(deviceOps.end(), other.deviceOps.begin(), other.deviceOps.end());
-  runtimeCalls.insert(runtimeCalls.end(), other.runtimeCalls.begin(), other.runtimeCalls.end());
-  hostSyncs.insert(hostSyncs.end(), other.hostSyncs.begin(), other.hostSyncs.end());
-  for (auto& [corr, ids] : other.external) {
-    auto& mine = external[corr];
-    if (ids.op != 0) mine.op = ids.op;
-    if (ids.user != 0) mine.user = ids.user;
-  }
+  deviceOps.append(other.deviceOps);
+  runtimeCalls.append(other.runtimeCalls);
+  hostSyncs.append(other.hostSyncs);
+  external.append(other.external);
   for (auto& [device, points] : other.clock) {
     auto& mine = clock[device];
     mine.insert(mine.end(), points.begin(), points.end());
@@ -148,12 +144,7 @@ void parseRecord(const orActivityRecord& record, RecordSet& out) {
     case OR_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
       orActivityExternalCorrelation e;
       if ((complete = readPrefix(record, e))) {
-        auto& ids = out.external[e.correlationId];
-        if (e.externalKind == OR_EXTERNAL_CORRELATION_KIND_OPERATOR) {
-          ids.op = e.externalId;
-        } else if (e.externalKind == OR_EXTERNAL_CORRELATION_KIND_USER) {
-          ids.user = e.externalId;
-        }
+        out.external.push_back({.correlationId = e.correlationId, .externalId = e.externalId, .kind = e.externalKind});
       }
       break;
     }

@@ -5,12 +5,76 @@
 // which keeps the conversion logic testable on its own.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <type_traits>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 namespace openreg::profiler {
+
+// A growing list that never moves what it holds: fixed-size chunks instead
+// of one array. Records are appended on the runtime's delivery thread while
+// the device runs; a vector's occasional grow-and-copy of hundreds of MB
+// there made the drain at stop wait behind it. Elements keep their address.
+template <typename T, size_t kChunk = 4096>
+class ChunkedVector {
+ public:
+  template <bool kConst>
+  class Iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = T;
+    using difference_type = std::ptrdiff_t;
+    using pointer = std::conditional_t<kConst, const T*, T*>;
+    using reference = std::conditional_t<kConst, const T&, T&>;
+    using Owner = std::conditional_t<kConst, const ChunkedVector*, ChunkedVector*>;
+
+    Iterator(Owner owner, size_t index) : owner_(owner), index_(index) {}
+    reference operator*() const { return (*owner_)[index_]; }
+    pointer operator->() const { return &(*owner_)[index_]; }
+    Iterator& operator++() {
+      ++index_;
+      return *this;
+    }
+    bool operator==(const Iterator& other) const { return index_ == other.index_; }
+    bool operator!=(const Iterator& other) const { return index_ != other.index_; }
+
+   private:
+    Owner owner_;
+    size_t index_;
+  };
+
+  void push_back(const T& value) {
+    if (chunks_.empty() || chunks_.back().size() == kChunk) {
+      chunks_.emplace_back();
+      chunks_.back().reserve(kChunk);
+    }
+    chunks_.back().push_back(value);
+    ++size_;
+  }
+  void append(const ChunkedVector& other) {
+    for (const T& value : other) push_back(value);
+  }
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T& operator[](size_t i) { return chunks_[i / kChunk][i % kChunk]; }
+  const T& operator[](size_t i) const { return chunks_[i / kChunk][i % kChunk]; }
+  T& back() { return chunks_.back().back(); }
+  const T& back() const { return chunks_.back().back(); }
+
+  Iterator<false> begin() { return {this, 0}; }
+  Iterator<false> end() { return {this, size_}; }
+  Iterator<true> begin() const { return {this, 0}; }
+  Iterator<true> end() const { return {this, size_}; }
+
+ private:
+  std::vector<std::vector<T>> chunks_;  // each holds kChunk, the last up to kChunk
+  size_t size_ = 0;
+};
 
 enum class DeviceOpKind : uint8_t { Kernel, Memcpy, Memset, StreamWait };
 
@@ -77,12 +141,20 @@ struct ExternalIds {
   uint64_t user = 0;
 };
 
+// One EXTERNAL_CORRELATION record. Kept in arrival order and joined once at
+// processTrace: appending is all the delivery thread does per record.
+struct ExternalRecord {
+  uint64_t correlationId = 0;
+  uint64_t externalId = 0;
+  uint32_t kind = 0;  // orActivityExternalCorrelationKind
+};
+
 // Everything one tracing session received, plus what went wrong on the way.
 struct RecordSet {
-  std::vector<DeviceOp> deviceOps;
-  std::vector<RuntimeCall> runtimeCalls;
-  std::vector<HostSync> hostSyncs;
-  std::unordered_map<uint64_t, ExternalIds> external;  // by correlation id
+  ChunkedVector<DeviceOp> deviceOps;
+  ChunkedVector<RuntimeCall> runtimeCalls;
+  ChunkedVector<HostSync> hostSyncs;
+  ChunkedVector<ExternalRecord> external;  // later records win
   std::unordered_map<int32_t, std::vector<ClockPoint>> clock;  // by device
   uint64_t recordsParsed = 0;
   uint64_t unknownKinds = 0;      // skipped by size, as the header allows

@@ -7,13 +7,17 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
+#include <string_view>
+#include <unordered_map>
 
 #include <c10/util/Exception.h>
 #include <libkineto.h>
 #include <output_base.h>
 
 #include "record_buffers.h"
+#include "slab_arena.h"
 
 namespace openreg::profiler {
 namespace {
@@ -74,8 +78,8 @@ std::string jsonString(const std::string& text) {
 // '/' and drops newlines) and replaces a name holding any non-printable byte
 // by "unknown". A quote in a kernel name would break the whole file, so
 // names are made safe here, keeping as much of them as possible.
-std::string kinetoSafe(const std::string& name) {
-  std::string out = name;
+std::string kinetoSafe(std::string_view name) {
+  std::string out(name);
   for (char& c : out) {
     const auto byte = static_cast<unsigned char>(c);
     if (c == '"') {
@@ -89,6 +93,81 @@ std::string kinetoSafe(const std::string& name) {
   return out;
 }
 
+// Appends args as the body of a JSON object, the form metadataJson() has.
+class JsonArgs final : public ArgWriter {
+ public:
+  std::string out;
+  void integer(const char* key, int64_t value) override { put(key, std::to_string(value)); }
+  void unsignedInteger(const char* key, uint64_t value) override { put(key, std::to_string(value)); }
+  void text(const char* key, const char* value) override {
+    put(key, std::string("\"") + value + "\"");  // our values are fixed words: nothing to escape
+  }
+  void json(const char* key, std::string_view value) override { put(key, value); }
+
+ private:
+  void put(const char* key, std::string_view value) {
+    if (!out.empty()) out += ", ";
+    out += '"';
+    out += key;
+    out += "\": ";
+    out += value;
+  }
+};
+
+// Formats one arg's value, as getMetadataValue returns it (strings unquoted).
+class OneArg final : public ArgWriter {
+ public:
+  explicit OneArg(const std::string& key) : key_(key) {}
+  std::optional<std::string> value;
+  bool wants(const char* key) override { return !value && key_ == key; }
+  void integer(const char* key, int64_t v) override { if (wants(key)) value = std::to_string(v); }
+  void unsignedInteger(const char* key, uint64_t v) override { if (wants(key)) value = std::to_string(v); }
+  void text(const char* key, const char* v) override { if (wants(key)) value = v; }
+  void json(const char* key, std::string_view v) override { if (wants(key)) value = std::string(v); }
+
+ private:
+  const std::string& key_;
+};
+
+// A Kineto activity that formats its args only when asked (JSON export,
+// getMetadataValue), from a compact copy of its record, as Kineto's own
+// CUPTI activities do. GenericTraceActivity's map of formatted strings would
+// be most of what a trace costs, in time and in memory. Metadata others add
+// with addMetadata is kept as well.
+class OpenregActivity final : public libkineto::GenericTraceActivity {
+ public:
+  OpenregActivity(const libkineto::TraceSpan& span, libkineto::ActivityType type, const EventArgs& args)
+      : GenericTraceActivity(span, type, std::string()), args_(args) {}
+
+  const std::string metadataJson() const override {
+    JsonArgs json;
+    writeArgs(args_, json);
+    const std::string added = GenericTraceActivity::metadataJson();
+    if (!added.empty()) json.out += (json.out.empty() ? "" : ", ") + added;
+    return json.out;
+  }
+
+  const std::string getMetadataValue(const std::string& key) const override {
+    OneArg one(key);
+    writeArgs(args_, one);
+    return one.value ? *one.value : GenericTraceActivity::getMetadataValue(key);
+  }
+
+  // GenericTraceActivity::log hands loggers a reference to copy (and a copy
+  // would lose the args): pass it as what it is.
+  void log(libkineto::ActivityLogger& logger) const override { logger.handleActivity(*this); }
+
+  // From the trace's slabs only; Kineto deletes them through the virtual
+  // destructor, which finds this operator delete.
+  static void* operator new(size_t size, SlabArena& arena) { return arena.allocate(size); }
+  static void operator delete(void* object, SlabArena&) noexcept { SlabArena::release(object); }
+  static void operator delete(void* object) noexcept { SlabArena::release(object); }
+  static void* operator new(size_t) = delete;
+
+ private:
+  EventArgs args_;
+};
+
 ActivityType kinetoType(TraceEventType type) {
   switch (type) {
     case TraceEventType::Kernel: return ActivityType::CONCURRENT_KERNEL;
@@ -100,12 +179,6 @@ ActivityType kinetoType(TraceEventType type) {
     case TraceEventType::Runtime: return ActivityType::PRIVATEUSE1_RUNTIME;
   }
   return ActivityType::CONCURRENT_KERNEL;
-}
-
-// Copies kept by Kineto's loggers point at a span; a static one never dangles.
-const libkineto::TraceSpan& pluginSpan() {
-  static const libkineto::TraceSpan span(0, 0, "openreg");
-  return span;
 }
 
 } // namespace
@@ -273,7 +346,9 @@ void OpenregSession::stop() {
   fn.disableTracing();
   // Forced: also the partly filled buffers, after the device work queued in
   // the window has run. The runtime bounds the wait; no sleeping here.
-  if (orError_t rc = fn.flushAll(OR_ACTIVITY_FLUSH_FORCED); rc != orSuccess) {
+  const orError_t flushed = fn.flushAll(OR_ACTIVITY_FLUSH_FORCED);
+  timings_.flushNs = nowNs() - stoppedNs_;
+  if (orError_t rc = flushed; rc != orSuccess) {
     ++flushTimeouts_;
     addError("orActivityFlushAll failed: " + api_.describe(rc) +
                  "; device work still running was left out of the trace",
@@ -288,6 +363,8 @@ void OpenregSession::stop() {
   const BufferStats bufferStats = pool.takeStats();
   buffersRefused_ = bufferStats.refused;
   buffersCompleted_ = bufferStats.completed;
+  timings_.recordBytes = bufferStats.recordBytes;
+  timings_.records = records_.recordsParsed;
   pool.trim();
 
   uint64_t droppedNow = droppedAtStart_;
@@ -299,6 +376,7 @@ void OpenregSession::stop() {
     ownsWindow_ = false;
   }
   state_ = State::Stopped;
+  timings_.stopNs = nowNs() - stoppedNs_;
 
   if (droppedByRuntime_ > 0) {
     addError(std::to_string(droppedByRuntime_) +
@@ -320,7 +398,9 @@ const PreparedTrace& OpenregSession::prepared() {
       records_.clock[device].push_back(point);
     }
     directClockSamples_.clear();
+    const int64_t begin = nowNs();
     prepared_ = prepareTrace(records_);
+    timings_.prepareNs = nowNs() - begin;
     preparedDone_ = true;
     if (prepared_.stats.unmappedDeviceOps > 0) {
       addError(std::to_string(prepared_.stats.unmappedDeviceOps) +
@@ -381,13 +461,46 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
   auto linked = [&](uint64_t externalId) -> const libkineto::ITraceActivity* {
     return getLinkedActivity ? getLinkedActivity(static_cast<int32_t>(externalId)) : nullptr;
   };
-  EmitResult result = emitTrace(trace, options, [&](uint64_t userId) -> std::optional<std::string> {
+  // Kineto keeps a pointer to each activity (handleActivity) and takes this
+  // buffer over afterwards (getTraceBuffer), so each activity is built once,
+  // in place, and never copied (handleGenericActivity would copy it).
+  auto buffer = std::make_unique<libkineto::CpuTraceBuffer>();
+  SlabArena arena;
+  buffer->span = libkineto::TraceSpan(startTime, endTime, "openreg");
+  buffer->span.iteration = 0;
+  buffer->gpuOpCount = 0;
+  // Kernel names are interned by the runtime: one safe copy per name.
+  std::unordered_map<const char*, std::string> safeNames;
+  auto safeName = [&](std::string_view name) -> std::string {
+    auto it = safeNames.find(name.data());
+    if (it != safeNames.end() && it->second.size() == name.size()) return it->second;
+    std::string safe = kinetoSafe(name);
+    if (safeNames.size() < 4096) safeNames.emplace(name.data(), safe);
+    return safe;
+  };
+  // A launch and its device work ask for the same op; Kineto's lookup is a
+  // hash map, this direct-mapped cache halves the calls.
+  struct LinkedSlot {
+    uint64_t id = 0;
+    const libkineto::ITraceActivity* activity = nullptr;
+  };
+  std::vector<LinkedSlot> linkedCache(1024);
+  auto linkedOp = [&](uint64_t id) {
+    LinkedSlot& slot = linkedCache[id % linkedCache.size()];
+    if (slot.id != id) slot = {id, linked(id)};
+    return slot.activity;
+  };
+
+  const int64_t emitStart = nowNs();
+  EmitResult result;
+  auto rangeName = [&](uint64_t userId) -> std::optional<std::string> {
     const auto* range = linked(userId);
     return range != nullptr ? std::optional<std::string>(range->name()) : std::nullopt;
-  });
-
-  for (const TraceEvent& event : result.events) {
-    libkineto::GenericTraceActivity act(pluginSpan(), kinetoType(event.type), kinetoSafe(event.name));
+  };
+  emitTrace(trace, options, rangeName, result, [&](const TraceEvent& event) {
+    auto& act = *buffer->activities.emplace_back(
+        new (arena) OpenregActivity(buffer->span, kinetoType(event.type), eventArgsOf(event)));
+    act.activityName = safeName(event.name);
     act.startTime = event.start;
     act.endTime = event.end;
     if (event.type == TraceEventType::UserAnnotation) {
@@ -411,17 +524,17 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
       act.flow.start = event.flowStart ? 1 : 0;
     }
     if (event.linkedOp != 0) {
-      act.linked = linked(event.linkedOp);
+      act.linked = linkedOp(event.linkedOp);
     }
-    for (const auto& arg : event.args) {
-      if (arg.quoted) {
-        act.addMetadataQuoted(arg.key, arg.value);
-      } else {
-        act.addMetadata(arg.key, arg.value);
-      }
-    }
-    act.log(logger);
-  }
+    if (event.device != nullptr) ++buffer->gpuOpCount;
+    logger.handleActivity(act);
+  });
+  // Kineto draws this buffer's span as a row of its own ("openreg (0)"):
+  // the capture window, with the device activities counted.
+  buffer->span.opCount = buffer->gpuOpCount;
+  traceBuffer_ = std::move(buffer);
+  timings_.emitNs = nowNs() - emitStart;
+  timings_.activities = result.stats.emitted;
   rows_ = std::move(result.rows);
   emitStats_ = result.stats;
   if (std::getenv("OPENREG_PROFILER_DEBUG") != nullptr) {
@@ -433,10 +546,14 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
                  ", \"launched_inside_ended_outside\": %" PRIu64 ", \"before_requested_start\": %" PRIu64
                  ", \"flows\": %" PRIu64 ", \"causality_fixes\": %" PRIu64 ", \"max_causality_fix_ns\": %" PRId64
                  ", \"row_overlap_fixes\": %" PRIu64 ", \"annotation_overlaps_dropped\": %" PRIu64
-                 ", \"annotations_without_range\": %" PRIu64 ", \"process_ms\": %.3f}\n",
+                 ", \"annotations_without_range\": %" PRIu64 ", \"records\": %" PRIu64
+                 ", \"record_bytes\": %" PRIu64 ", \"stop_ms\": %.3f, \"flush_ms\": %.3f, \"prepare_ms\": %.3f"
+                 ", \"emit_ms\": %.3f, \"process_ms\": %.3f}\n",
                  startTime, endTime, st.emitted, st.notRequested, st.outOfWindow, st.launchedInWindowButOutside,
                  st.beforeRequestedStart, st.flows, st.causalityFixes, st.maxCausalityFixNs, st.rowOverlapFixes,
-                 st.annotationOverlapsDropped, st.annotationsWithoutRange, (nowNs() - processStart) / 1e6);
+                 st.annotationOverlapsDropped, st.annotationsWithoutRange, timings_.records, timings_.recordBytes,
+                 timings_.stopNs / 1e6, timings_.flushNs / 1e6, timings_.prepareNs / 1e6, timings_.emitNs / 1e6,
+                 (nowNs() - processStart) / 1e6);
   }
   emitted_ = true;
   emitStatsWarnings(emitStats_);
@@ -506,8 +623,8 @@ std::vector<libkineto::ResourceInfo> OpenregSession::getResourceInfos() {
 }
 
 std::unique_ptr<libkineto::CpuTraceBuffer> OpenregSession::getTraceBuffer() {
-  // Activities were handed to the logger as copies; nothing to keep alive.
-  return nullptr;
+  // The activities the logger points at: Kineto keeps them as long as the trace.
+  return std::move(traceBuffer_);
 }
 
 void OpenregSession::pushExternal(orActivityExternalCorrelationKind kind, uint64_t id) {

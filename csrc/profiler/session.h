@@ -37,6 +37,17 @@ struct SessionRequest {
   std::string describe() const;
 };
 
+// Where a session's stop and processTrace time went (debug line, benchmarks).
+struct SessionTimings {
+  int64_t stopNs = 0;       // stop(): close the window, flush, drain, unregister
+  int64_t flushNs = 0;      // of which orActivityFlushAll(FORCED)
+  int64_t prepareNs = 0;    // joins by correlation id, clock mapping
+  int64_t emitNs = 0;       // filters, flows, rows, and the Kineto activities built from them
+  uint64_t records = 0;     // records parsed
+  uint64_t recordBytes = 0; // bytes of those records in the activity buffers
+  uint64_t activities = 0;  // activities handed to the logger
+};
+
 class OpenregSession final : public libkineto::IActivityProfilerSession {
  public:
   OpenregSession(const ActivityApi& api, SessionRequest request);
@@ -61,6 +72,8 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
 
   std::string getDeviceProperties() override;
   std::unordered_map<std::string, std::string> getMetadata() override;
+
+  const SessionTimings& timings() const { return timings_; }
 
  private:
   struct DeviceDescription {
@@ -98,12 +111,14 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   uint64_t buffersRefused_ = 0;
   uint64_t buffersCompleted_ = 0;
   uint64_t flushTimeouts_ = 0;
+  SessionTimings timings_;
 
   bool preparedDone_ = false;
   PreparedTrace prepared_;
   bool emitted_ = false;
   EmitStats emitStats_;
   std::map<std::pair<int32_t, uint64_t>, uint64_t> rows_;
+  std::unique_ptr<libkineto::CpuTraceBuffer> traceBuffer_;  // what processTrace handed to the logger
 
   std::mutex errorsMutex_;
   std::vector<std::string> errors_;

@@ -1,9 +1,10 @@
 #include "trace_builder.h"
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 #include <climits>
+#include <cstdio>
+#include <iterator>
+#include <queue>
 #include <tuple>
 #include <unordered_map>
 
@@ -12,19 +13,127 @@
 namespace openreg::profiler {
 namespace {
 
-std::string number(uint64_t v) { return std::to_string(v); }
-std::string number(int64_t v) { return std::to_string(v); }
+// Correlation id (never 0) → 32-bit index. The joins look up millions of
+// ids: node-based maps cost an allocation and a cache miss each. Runtimes
+// hand ids out from a counter, so they usually fill a dense range: then a
+// plain array indexed by (id - lowest) is used, which a trace walks almost
+// in order. Otherwise, open addressing in one array.
+class CorrelationIndex {
+ public:
+  static constexpr uint32_t kMissing = UINT32_MAX;
 
-std::string dim3(const uint32_t (&d)[3]) {
-  return "[" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) + "]";
+  // All keys lie in [lowest, highest]; at most `expected` of them.
+  CorrelationIndex(uint64_t lowest, uint64_t highest, size_t expected) {
+    if (expected == 0) return;
+    const uint64_t span = highest - lowest + 1;
+    if (highest >= lowest && span <= 4 * static_cast<uint64_t>(expected) + 4096) {
+      lowest_ = lowest;
+      dense_.assign(span, kMissing);
+      return;
+    }
+    size_t capacity = 16;
+    while (capacity < expected * 2) capacity <<= 1;
+    slots_.resize(capacity);
+    mask_ = capacity - 1;
+  }
+
+  // Adds key → value; if key is already there, leaves it and returns false.
+  bool insert(uint64_t key, uint32_t value) {
+    if (!dense_.empty()) {
+      uint32_t& slot = dense_[key - lowest_];
+      if (slot != kMissing) return false;
+      slot = value;
+      return true;
+    }
+    for (size_t i = hash(key) & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i].key == key) return false;
+      if (slots_[i].key == 0) {
+        slots_[i] = {key, value};
+        return true;
+      }
+    }
+  }
+
+  uint32_t find(uint64_t key) const {
+    if (!dense_.empty()) {
+      return key >= lowest_ && key - lowest_ < dense_.size() ? dense_[key - lowest_] : kMissing;
+    }
+    if (key == 0 || slots_.empty()) return kMissing;
+    for (size_t i = hash(key) & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i].key == key) return slots_[i].value;
+      if (slots_[i].key == 0) return kMissing;
+    }
+  }
+
+ private:
+  struct Slot {
+    uint64_t key = 0;
+    uint32_t value = 0;
+  };
+  static size_t hash(uint64_t key) {
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdULL;
+    key ^= key >> 33;
+    return static_cast<size_t>(key);
+  }
+  std::vector<uint32_t> dense_;
+  uint64_t lowest_ = 0;
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+};
+
+// The lowest and highest non-zero correlation id of some records.
+template <typename Records, typename Corr>
+std::pair<uint64_t, uint64_t> correlationRange(const Records& records, Corr corr) {
+  uint64_t lowest = UINT64_MAX, highest = 0;
+  for (const auto& r : records) {
+    const uint64_t id = corr(r);
+    if (id == 0) continue;
+    lowest = std::min(lowest, id);
+    highest = std::max(highest, id);
+  }
+  return {lowest, highest};
 }
 
-// GB/s = bytes per ns. Fixed notation keeps it a valid JSON number.
-std::string bandwidth(uint64_t bytes, int64_t durationNs) {
-  char text[64];
-  double gbps = durationNs > 0 ? static_cast<double>(bytes) / static_cast<double>(durationNs) : 0.0;
-  std::snprintf(text, sizeof(text), "%.3f", gbps);
-  return text;
+template <typename Records, typename Corr>
+CorrelationIndex indexFor(const Records& records, Corr corr) {
+  auto [lowest, highest] = correlationRange(records, corr);
+  return CorrelationIndex(lowest, highest, lowest <= highest ? records.size() : 0);
+}
+
+// Sorts `items` stably by `before`. Records arrive as a few dozen sorted
+// runs (one per thread buffer), so the runs are merged in one pass through
+// a heap of their heads, O(n log runs), each item moved once; many short
+// runs fall back to a plain stable sort.
+template <typename T, typename Before>
+void sortRuns(std::vector<T>& items, Before before) {
+  std::vector<size_t> starts;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i == 0 || before(items[i], items[i - 1])) starts.push_back(i);
+  }
+  if (starts.size() <= 1) return;
+  if (starts.size() * 64 > items.size()) {
+    std::stable_sort(items.begin(), items.end(), before);
+    return;
+  }
+  starts.push_back(items.size());
+  using Head = std::pair<size_t, size_t>;  // (position, end of its run)
+  auto later = [&](const Head& a, const Head& b) {
+    if (before(items[b.first], items[a.first])) return true;
+    if (before(items[a.first], items[b.first])) return false;
+    return a.first > b.first;  // stable: earlier runs first
+  };
+  std::priority_queue<Head, std::vector<Head>, decltype(later)> heads(later);
+  for (size_t r = 0; r + 1 < starts.size(); ++r) heads.push({starts[r], starts[r + 1]});
+  std::vector<T> out;
+  out.reserve(items.size());
+  while (!heads.empty()) {
+    auto [i, end] = heads.top();
+    heads.pop();
+    out.push_back(std::move(items[i]));
+    if (i + 1 < end) heads.push({i + 1, end});
+  }
+  items = std::move(out);
 }
 
 const char* memoryKindName(uint8_t kind) {
@@ -66,47 +175,7 @@ TraceEventType eventType(DeviceOpKind kind) {
   return TraceEventType::Kernel;
 }
 
-void deviceArgs(const PreparedDeviceOp& p, int64_t start, int64_t end, std::vector<TraceArg>& args) {
-  const DeviceOp& op = p.op;
-  // device/stream/correlation: what HTA and viewers key device work on.
-  args.push_back({"device", number(static_cast<int64_t>(op.device))});
-  args.push_back({"stream", number(op.stream)});
-  args.push_back({"correlation", number(static_cast<int64_t>(p.traceId))});
-  switch (op.kind) {
-    case DeviceOpKind::Kernel:
-      args.push_back({"grid", dim3(op.grid)});
-      args.push_back({"block", dim3(op.block)});
-      args.push_back({"shared memory", number(static_cast<uint64_t>(op.sharedMemBytes))});
-      args.push_back({"stream priority", number(static_cast<int64_t>(op.streamPriority))});
-      break;
-    case DeviceOpKind::Memcpy:
-      args.push_back({"kind", memcpyKindName(op.copyKind), true});
-      args.push_back({"bytes", number(op.bytes)});
-      args.push_back({"memory bandwidth (GB/s)", bandwidth(op.bytes, end - start)});
-      args.push_back({"src kind", memoryKindName(op.srcKind), true});
-      args.push_back({"dst kind", memoryKindName(op.dstKind), true});
-      args.push_back({"src device", number(static_cast<int64_t>(op.srcDevice))});
-      args.push_back({"dst device", number(static_cast<int64_t>(op.dstDevice))});
-      args.push_back({"async", op.isAsync ? "true" : "false"});
-      break;
-    case DeviceOpKind::Memset:
-      args.push_back({"kind", "Memset", true});
-      args.push_back({"bytes", number(op.bytes)});
-      args.push_back({"memory bandwidth (GB/s)", bandwidth(op.bytes, end - start)});
-      args.push_back({"value", number(static_cast<uint64_t>(op.memsetValue))});
-      args.push_back({"element size", number(static_cast<uint64_t>(op.memsetElementSize))});
-      args.push_back({"async", op.isAsync ? "true" : "false"});
-      break;
-    case DeviceOpKind::StreamWait:
-      args.push_back({"event", number(op.eventId)});
-      break;
-  }
-  if (op.status != 0) {
-    args.push_back({"status", number(static_cast<int64_t>(op.status))});
-  }
-}
-
-std::string deviceOpName(const DeviceOp& op) {
+std::string_view deviceOpName(const DeviceOp& op) {
   switch (op.kind) {
     case DeviceOpKind::Kernel: return op.name != nullptr && op.name[0] != '\0' ? op.name : "unnamed kernel";
     case DeviceOpKind::Memcpy: return memcpyName(op.copyKind);
@@ -115,6 +184,28 @@ std::string deviceOpName(const DeviceOp& op) {
   }
   return "device op";
 }
+
+std::string_view dim3(const uint32_t (&d)[3], char (&text)[48]) {
+  const int n = std::snprintf(text, sizeof(text), "[%u, %u, %u]", d[0], d[1], d[2]);
+  return {text, static_cast<size_t>(n)};
+}
+
+// GB/s = bytes per ns. Fixed notation keeps it a valid JSON number.
+std::string_view bandwidth(uint64_t bytes, int64_t durationNs, char (&text)[48]) {
+  const double gbps = durationNs > 0 ? static_cast<double>(bytes) / static_cast<double>(durationNs) : 0.0;
+  const int n = std::snprintf(text, sizeof(text), "%.3f", gbps);
+  return {text, static_cast<size_t>(n)};
+}
+
+// Collects args as strings, for eventArgs().
+class StringArgs final : public ArgWriter {
+ public:
+  std::vector<TraceArg> args;
+  void integer(const char* key, int64_t value) override { args.push_back({key, std::to_string(value)}); }
+  void unsignedInteger(const char* key, uint64_t value) override { args.push_back({key, std::to_string(value)}); }
+  void text(const char* key, const char* value) override { args.push_back({key, value, true}); }
+  void json(const char* key, std::string_view value) override { args.push_back({key, std::string(value)}); }
+};
 
 } // namespace
 
@@ -129,7 +220,7 @@ const char* memcpyKindName(uint8_t copyKind) {
   }
 }
 
-std::string memcpyName(uint8_t copyKind) {
+const char* memcpyName(uint8_t copyKind) {
   switch (copyKind) {
     case OR_ACTIVITY_MEMCPY_HTOD: return "Memcpy HtoD (Host -> Device)";
     case OR_ACTIVITY_MEMCPY_DTOH: return "Memcpy DtoH (Device -> Host)";
@@ -140,11 +231,131 @@ std::string memcpyName(uint8_t copyKind) {
   }
 }
 
+EventArgs eventArgsOf(const TraceEvent& event) {
+  EventArgs a;
+  a.durationNs = event.end - event.start;
+  if (event.device != nullptr) {
+    const DeviceOp& op = *event.device->op;
+    a.source = EventArgs::Source::Device;
+    a.kind = op.kind;
+    a.device = op.device;
+    a.stream = op.stream;
+    a.correlation = event.device->traceId;
+    a.status = op.status;
+    std::copy(std::begin(op.grid), std::end(op.grid), a.grid);
+    std::copy(std::begin(op.block), std::end(op.block), a.block);
+    a.sharedMemBytes = op.sharedMemBytes;
+    a.streamPriority = op.streamPriority;
+    a.bytes = op.bytes;
+    a.copyKind = op.copyKind;
+    a.srcKind = op.srcKind;
+    a.dstKind = op.dstKind;
+    a.srcDevice = op.srcDevice;
+    a.dstDevice = op.dstDevice;
+    a.memsetValue = op.memsetValue;
+    a.memsetElementSize = op.memsetElementSize;
+    a.isAsync = op.isAsync;
+    a.eventId = op.eventId;
+  } else if (event.runtime != nullptr) {
+    const RuntimeCall& call = *event.runtime->call;
+    a.source = EventArgs::Source::Runtime;
+    a.device = call.device;
+    a.correlation = event.runtime->traceId;
+    a.status = call.status;
+    if (event.sync != nullptr) {
+      a.hasSync = true;
+      a.syncType = event.sync->syncType;
+      a.stream = event.sync->stream;
+      a.eventId = event.sync->eventId;
+    }
+  }
+  return a;
+}
+
+void writeArgs(const EventArgs& a, ArgWriter& out) {
+  char text[48];
+  if (a.source == EventArgs::Source::Device) {
+    out.integer("device", a.device);
+    out.unsignedInteger("stream", a.stream);
+    out.integer("correlation", a.correlation);
+    switch (a.kind) {
+      case DeviceOpKind::Kernel:
+        if (out.wants("grid")) out.json("grid", dim3(a.grid, text));
+        if (out.wants("block")) out.json("block", dim3(a.block, text));
+        out.unsignedInteger("shared memory", a.sharedMemBytes);
+        out.integer("stream priority", a.streamPriority);
+        break;
+      case DeviceOpKind::Memcpy:
+        out.text("kind", memcpyKindName(a.copyKind));
+        out.unsignedInteger("bytes", a.bytes);
+        if (out.wants("memory bandwidth (GB/s)")) {
+          out.json("memory bandwidth (GB/s)", bandwidth(a.bytes, a.durationNs, text));
+        }
+        out.text("src kind", memoryKindName(a.srcKind));
+        out.text("dst kind", memoryKindName(a.dstKind));
+        out.integer("src device", a.srcDevice);
+        out.integer("dst device", a.dstDevice);
+        out.json("async", a.isAsync ? "true" : "false");
+        break;
+      case DeviceOpKind::Memset:
+        out.text("kind", "Memset");
+        out.unsignedInteger("bytes", a.bytes);
+        if (out.wants("memory bandwidth (GB/s)")) {
+          out.json("memory bandwidth (GB/s)", bandwidth(a.bytes, a.durationNs, text));
+        }
+        out.unsignedInteger("value", a.memsetValue);
+        out.unsignedInteger("element size", a.memsetElementSize);
+        out.json("async", a.isAsync ? "true" : "false");
+        break;
+      case DeviceOpKind::StreamWait:
+        out.unsignedInteger("event", a.eventId);
+        break;
+    }
+    if (a.status != 0) out.integer("status", a.status);
+  } else if (a.source == EventArgs::Source::Runtime) {
+    // No "stream" arg: HTA would take a host row carrying one for device work.
+    out.integer("correlation", a.correlation);
+    out.integer("device", a.device);
+    if (a.hasSync) {
+      out.text("sync", syncTypeName(a.syncType));
+      if (a.stream != 0) out.unsignedInteger("sync stream", a.stream);
+      if (a.eventId != 0) out.unsignedInteger("sync event", a.eventId);
+    }
+    if (a.status != 0) out.integer("status", a.status);
+  }
+  // User-range spans have none, as for CUDA: HTA counts any event with a
+  // "stream" arg as a kernel and would count the span's time twice.
+}
+
+std::vector<TraceArg> eventArgs(const TraceEvent& event) {
+  StringArgs args;
+  writeArgs(eventArgsOf(event), args);
+  return std::move(args.args);
+}
+
 PreparedTrace prepareTrace(const RecordSet& records) {
   PreparedTrace out;
+
+  // External ids by correlation id; a later record for the same kind wins.
+  std::vector<ExternalIds> externalIds;
+  CorrelationIndex externalIndex = indexFor(records.external, [](const ExternalRecord& e) { return e.correlationId; });
+  for (const ExternalRecord& e : records.external) {
+    if (e.correlationId == 0) continue;
+    uint32_t slot = externalIndex.find(e.correlationId);
+    if (slot == CorrelationIndex::kMissing) {
+      slot = static_cast<uint32_t>(externalIds.size());
+      externalIndex.insert(e.correlationId, slot);
+      externalIds.emplace_back();
+    }
+    if (e.kind == OR_EXTERNAL_CORRELATION_KIND_OPERATOR) {
+      externalIds[slot].op = e.externalId;
+    } else if (e.kind == OR_EXTERNAL_CORRELATION_KIND_USER) {
+      externalIds[slot].user = e.externalId;
+    }
+  }
   auto externalOf = [&](uint64_t corr) {
-    auto it = records.external.find(corr);
-    return it != records.external.end() ? it->second : ExternalIds{};
+    const uint32_t slot = externalIndex.find(corr);
+    return slot != CorrelationIndex::kMissing ? externalIds[slot] : ExternalIds{};
   };
 
   std::unordered_map<int32_t, ClockMap> clocks;
@@ -155,102 +366,107 @@ PreparedTrace prepareTrace(const RecordSet& records) {
     clocks.emplace(device, std::move(map));
   }
 
-  // Runtime calls, in host order, one per correlation id.
-  std::vector<RuntimeCall> calls = records.runtimeCalls;
-  std::stable_sort(calls.begin(), calls.end(),
-                   [](const RuntimeCall& a, const RuntimeCall& b) { return a.start < b.start; });
-  std::unordered_map<uint64_t, size_t> runtimeByCorr;
-  for (const auto& call : calls) {
-    if (call.correlationId != 0) {
-      if (!runtimeByCorr.emplace(call.correlationId, out.runtime.size()).second) {
-        ++out.stats.duplicateRecords;
-        continue;
-      }
+  // Runtime calls, by host start (each thread's buffers arrive in order, so
+  // this is usually a merge of a few sorted runs), one per correlation id.
+  std::vector<const RuntimeCall*> calls;
+  calls.reserve(records.runtimeCalls.size());
+  for (const auto& call : records.runtimeCalls) calls.push_back(&call);
+  auto callBefore = [](const RuntimeCall* a, const RuntimeCall* b) { return a->start < b->start; };
+  sortRuns(calls, callBefore);
+  CorrelationIndex runtimeByCorr = indexFor(records.runtimeCalls, [](const RuntimeCall& c) { return c.correlationId; });
+  out.runtime.reserve(calls.size());
+  for (const RuntimeCall* call : calls) {
+    if (call->correlationId != 0 &&
+        !runtimeByCorr.insert(call->correlationId, static_cast<uint32_t>(out.runtime.size()))) {
+      ++out.stats.duplicateRecords;
+      continue;
     }
-    out.runtime.push_back({.call = call, .traceId = 0, .external = externalOf(call.correlationId)});
+    out.runtime.push_back({.call = call, .traceId = 0, .external = externalOf(call->correlationId)});
   }
 
-  std::unordered_map<uint64_t, size_t> syncByCorr;
+  CorrelationIndex syncByCorr = indexFor(records.hostSyncs, [](const HostSync& h) { return h.correlationId; });
   for (const auto& sync : records.hostSyncs) {
-    if (sync.correlationId != 0 && !syncByCorr.emplace(sync.correlationId, out.hostSyncs.size()).second) {
+    if (sync.correlationId != 0 &&
+        !syncByCorr.insert(sync.correlationId, static_cast<uint32_t>(out.hostSyncs.size()))) {
       ++out.stats.duplicateRecords;
       continue;
     }
     out.hostSyncs.push_back(sync);
   }
-  for (auto& rt : out.runtime) {
-    auto it = syncByCorr.find(rt.call.correlationId);
-    if (rt.call.correlationId != 0 && it != syncByCorr.end()) {
-      rt.syncIndex = static_cast<int64_t>(it->second);
+  if (!out.hostSyncs.empty()) {
+    for (auto& rt : out.runtime) {
+      const uint32_t slot = syncByCorr.find(rt.call->correlationId);
+      if (slot != CorrelationIndex::kMissing) rt.syncIndex = slot;
     }
   }
 
   // Device work: one record per correlation id, mapped to host time.
-  std::unordered_map<uint64_t, bool> seenDeviceCorr;
+  CorrelationIndex seenDeviceCorr = indexFor(records.deviceOps, [](const DeviceOp& d) { return d.correlationId; });
+  out.deviceOps.reserve(records.deviceOps.size());
+  const ClockMap* clock = nullptr;
+  int32_t clockDevice = INT32_MIN;
   for (const auto& op : records.deviceOps) {
-    if (op.correlationId != 0 && !seenDeviceCorr.emplace(op.correlationId, true).second) {
+    if (op.correlationId != 0 && !seenDeviceCorr.insert(op.correlationId, 0)) {
       ++out.stats.duplicateRecords;
       continue;
     }
-    auto clock = clocks.find(op.device);
+    if (op.device != clockDevice) {
+      auto it = clocks.find(op.device);
+      clock = it != clocks.end() ? &it->second : nullptr;
+      clockDevice = op.device;
+    }
     std::optional<int64_t> start, end;
-    if (clock != clocks.end()) {
-      start = clock->second.toHost(op.start);
-      end = clock->second.toHost(op.end);
+    if (clock != nullptr) {
+      start = clock->toHost(op.start);
+      end = clock->toHost(op.end);
     }
     if (!start || !end) {
       ++out.stats.unmappedDeviceOps;
       continue;
     }
     PreparedDeviceOp p;
-    p.op = op;
+    p.op = &op;
     p.start = *start;
     p.end = std::max(*start, *end);
     p.external = externalOf(op.correlationId);
-    auto rt = runtimeByCorr.find(op.correlationId);
-    if (op.correlationId != 0 && rt != runtimeByCorr.end()) {
-      p.runtimeIndex = static_cast<int64_t>(rt->second);
-    }
+    const uint32_t rt = runtimeByCorr.find(op.correlationId);
+    if (rt != CorrelationIndex::kMissing) p.runtimeIndex = rt;
     out.deviceOps.push_back(p);
   }
 
   // Per-trace ids in submission order: a launch and its device work share
-  // one; device work whose launch is unknown gets its own.
-  std::vector<std::tuple<int64_t, int, size_t>> order;  // (time, 0=runtime/1=device, index)
-  order.reserve(out.runtime.size() + out.deviceOps.size());
-  for (size_t i = 0; i < out.runtime.size(); ++i) {
-    order.emplace_back(static_cast<int64_t>(out.runtime[i].call.start), 0, i);
-  }
+  // one; device work whose launch is unknown gets its own (at its start).
+  std::vector<std::pair<int64_t, uint32_t>> unlaunched;  // (start, index)
   for (size_t i = 0; i < out.deviceOps.size(); ++i) {
-    if (out.deviceOps[i].runtimeIndex < 0) {
-      order.emplace_back(out.deviceOps[i].start, 1, i);
-    }
+    if (out.deviceOps[i].runtimeIndex < 0) unlaunched.emplace_back(out.deviceOps[i].start, static_cast<uint32_t>(i));
   }
-  std::sort(order.begin(), order.end());
+  std::sort(unlaunched.begin(), unlaunched.end());
   int64_t next = kFirstTraceId;
-  for (const auto& [time, kind, index] : order) {
-    // Past 2^30 submissions in one trace ids run out: 0 means "no id, no
-    // arrow" rather than a repeated one.
-    const int32_t id = next <= INT32_MAX ? static_cast<int32_t>(next++) : 0;
-    if (kind == 0) {
-      out.runtime[index].traceId = id;
-    } else {
-      out.deviceOps[index].traceId = id;
+  // Past 2^30 submissions in one trace ids run out: 0 means "no id, no
+  // arrow" rather than a repeated one.
+  auto nextId = [&] { return next <= INT32_MAX ? static_cast<int32_t>(next++) : 0; };
+  size_t u = 0;
+  for (auto& rt : out.runtime) {
+    // Runtime calls first at equal times, as launches precede their work.
+    for (; u < unlaunched.size() && unlaunched[u].first < static_cast<int64_t>(rt.call->start); ++u) {
+      out.deviceOps[unlaunched[u].second].traceId = nextId();
     }
+    rt.traceId = nextId();
   }
+  for (; u < unlaunched.size(); ++u) out.deviceOps[unlaunched[u].second].traceId = nextId();
   for (auto& p : out.deviceOps) {
-    if (p.runtimeIndex >= 0) {
-      p.traceId = out.runtime[static_cast<size_t>(p.runtimeIndex)].traceId;
-    }
+    if (p.runtimeIndex >= 0) p.traceId = out.runtime[static_cast<size_t>(p.runtimeIndex)].traceId;
   }
-  std::stable_sort(out.deviceOps.begin(), out.deviceOps.end(),
-                   [](const PreparedDeviceOp& a, const PreparedDeviceOp& b) { return a.start < b.start; });
+
+  auto deviceBefore = [](const PreparedDeviceOp& a, const PreparedDeviceOp& b) {
+    return a.start != b.start ? a.start < b.start : a.end < b.end;
+  };
+  sortRuns(out.deviceOps, deviceBefore);
   return out;
 }
 
-EmitResult emitTrace(const PreparedTrace& prepared, const EmitOptions& options,
-                     const UserRangeLookup& userRange) {
-  EmitResult result;
+void emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const UserRangeLookup& userRange,
+               EmitResult& result, const EventSink& sink) {
   EmitStats& stats = result.stats;
   auto inWindow = [&](int64_t start, int64_t end) {
     return start >= options.windowStart && end <= options.windowEnd;
@@ -260,7 +476,7 @@ EmitResult emitTrace(const PreparedTrace& prepared, const EmitOptions& options,
   std::vector<char> runtimeEmitted(prepared.runtime.size(), 0);
   std::vector<char> runtimeInWindow(prepared.runtime.size(), 0);
   for (size_t i = 0; i < prepared.runtime.size(); ++i) {
-    const auto& call = prepared.runtime[i].call;
+    const RuntimeCall& call = *prepared.runtime[i].call;
     const auto start = static_cast<int64_t>(call.start);
     const auto end = static_cast<int64_t>(std::max(call.start, call.end));
     runtimeInWindow[i] = inWindow(start, end);
@@ -275,20 +491,23 @@ EmitResult emitTrace(const PreparedTrace& prepared, const EmitOptions& options,
     }
   }
 
-  // Device work inside the window, with its final host times.
+  // Device work inside the window, with its final host times, one list per
+  // stream row. Prepared work is sorted by start, so each row is too.
   struct Chosen {
     const PreparedDeviceOp* op;
     int64_t start;
     int64_t end;
     bool emit;
   };
-  std::vector<Chosen> chosen;
-  chosen.reserve(prepared.deviceOps.size());
+  std::map<std::pair<int32_t, uint64_t>, std::vector<Chosen>> rowWork;
+  std::vector<Chosen>* row = nullptr;
+  std::pair<int32_t, uint64_t> rowKey{INT32_MIN, 0};
   for (const auto& p : prepared.deviceOps) {
-    const bool wanted = requested(options, p.op.kind);
+    const DeviceOp& op = *p.op;
+    const bool wanted = requested(options, op.kind);
     // Annotations are spans over kernels, copies and memsets, so those are
     // kept for the spans even when they are not emitted themselves.
-    const bool neededForSpans = options.userAnnotations && p.op.kind != DeviceOpKind::StreamWait;
+    const bool neededForSpans = options.userAnnotations && op.kind != DeviceOpKind::StreamWait;
     if (!wanted && !neededForSpans) {
       ++stats.notRequested;
       continue;
@@ -314,7 +533,7 @@ EmitResult emitTrace(const PreparedTrace& prepared, const EmitOptions& options,
     // earlier is clock error within the samples' uncertainty. Moving only the
     // start keeps the row free of new overlaps.
     if (p.runtimeIndex >= 0) {
-      const auto launch = static_cast<int64_t>(prepared.runtime[static_cast<size_t>(p.runtimeIndex)].call.start);
+      const auto launch = static_cast<int64_t>(prepared.runtime[static_cast<size_t>(p.runtimeIndex)].call->start);
       if (c.start < launch) {
         ++stats.causalityFixes;
         stats.maxCausalityFixNs = std::max(stats.maxCausalityFixNs, launch - c.start);
@@ -322,93 +541,83 @@ EmitResult emitTrace(const PreparedTrace& prepared, const EmitOptions& options,
         c.end = std::max(c.end, c.start);
       }
     }
-    chosen.push_back(c);
+    if (row == nullptr || rowKey.first != op.device || rowKey.second != op.stream) {
+      rowKey = {op.device, op.stream};
+      row = &rowWork[rowKey];
+    }
+    row->push_back(c);
   }
+
+  // What is emitted, as compact keys in runs that are each in emission
+  // order (by start, enclosing events first); the runs are merged at the end
+  // and each event is built only as it is handed to the sink.
+  struct Key {
+    int64_t start;
+    int64_t end;
+    uint32_t source;  // a row's number, then kRuntime, then kAnnotation
+    uint32_t index;
+  };
+  auto keyBefore = [](const Key& a, const Key& b) { return a.start != b.start ? a.start < b.start : a.end > b.end; };
+  std::vector<Key> keys;
+  keys.reserve(prepared.runtime.size() + prepared.deviceOps.size());
+  std::vector<size_t> runStarts;
+  auto closeRun = [&](size_t begin) {
+    if (!std::is_sorted(keys.begin() + static_cast<std::ptrdiff_t>(begin), keys.end(), keyBefore)) {
+      std::stable_sort(keys.begin() + static_cast<std::ptrdiff_t>(begin), keys.end(), keyBefore);
+    }
+    if (keys.size() > begin) runStarts.push_back(begin);
+  };
 
   // A stream runs one thing at a time: rounding in the clock map must not
   // make neighbours overlap on its row.
-  std::sort(chosen.begin(), chosen.end(), [](const Chosen& a, const Chosen& b) {
-    return std::tie(a.op->op.device, a.op->op.stream, a.start, a.end) <
-        std::tie(b.op->op.device, b.op->op.stream, b.start, b.end);
-  });
-  for (size_t i = 1; i < chosen.size(); ++i) {
-    Chosen& prev = chosen[i - 1];
-    Chosen& cur = chosen[i];
-    if (prev.op->op.device == cur.op->op.device && prev.op->op.stream == cur.op->op.stream &&
-        cur.start < prev.end) {
-      ++stats.rowOverlapFixes;
-      cur.start = prev.end;
-      cur.end = std::max(cur.end, cur.start);
-    }
-  }
-
+  std::vector<const std::vector<Chosen>*> rows;
   std::vector<char> runtimeHasFlow(prepared.runtime.size(), 0);
-  for (const auto& c : chosen) {
-    if (!c.emit) {
-      continue;
+  for (auto& [key, work] : rowWork) {
+    auto byTime = [](const Chosen& a, const Chosen& b) { return std::tie(a.start, a.end) < std::tie(b.start, b.end); };
+    if (!std::is_sorted(work.begin(), work.end(), byTime)) {
+      std::stable_sort(work.begin(), work.end(), byTime);  // causality fixes can reorder
     }
-    const PreparedDeviceOp& p = *c.op;
-    TraceEvent e;
-    e.type = eventType(p.op.kind);
-    e.name = deviceOpName(p.op);
-    e.start = c.start;
-    e.end = c.end;
-    e.pid = p.op.device;
-    e.tid = static_cast<int64_t>(p.op.stream);
-    e.id = p.traceId;
-    // Stream waits are not device work of the op: linking them would credit
-    // waiting time to it in key_averages().
-    if (p.op.kind != DeviceOpKind::StreamWait) {
-      e.linkedOp = p.external.op;
+    for (size_t i = 1; i < work.size(); ++i) {
+      if (work[i].start < work[i - 1].end) {
+        ++stats.rowOverlapFixes;
+        work[i].start = work[i - 1].end;
+        work[i].end = std::max(work[i].end, work[i].start);
+      }
     }
-    if (p.traceId != 0 && p.runtimeIndex >= 0 && runtimeEmitted[static_cast<size_t>(p.runtimeIndex)]) {
-      e.flowId = static_cast<uint32_t>(p.traceId);
-      e.flowStart = false;
-      runtimeHasFlow[static_cast<size_t>(p.runtimeIndex)] = 1;
-      ++stats.flows;
+    const auto source = static_cast<uint32_t>(rows.size());
+    rows.push_back(&work);
+    const size_t begin = keys.size();
+    for (size_t i = 0; i < work.size(); ++i) {
+      const Chosen& c = work[i];
+      if (!c.emit) continue;
+      const PreparedDeviceOp& p = *c.op;
+      if (p.traceId != 0 && p.runtimeIndex >= 0 && runtimeEmitted[static_cast<size_t>(p.runtimeIndex)]) {
+        runtimeHasFlow[static_cast<size_t>(p.runtimeIndex)] = 1;
+        ++stats.flows;
+      }
+      keys.push_back({c.start, c.end, source, static_cast<uint32_t>(i)});
     }
-    deviceArgs(p, c.start, c.end, e.args);
-    ++result.rows[{p.op.device, p.op.stream}];
-    result.events.push_back(std::move(e));
+    if (keys.size() > begin) result.rows[key] += keys.size() - begin;
+    closeRun(begin);
   }
+  const auto kRuntime = static_cast<uint32_t>(rows.size());
+  const uint32_t kAnnotation = kRuntime + 1;
 
-  for (size_t i = 0; i < prepared.runtime.size(); ++i) {
-    if (!runtimeEmitted[i]) {
-      continue;
+  {
+    const size_t begin = keys.size();
+    for (size_t i = 0; i < prepared.runtime.size(); ++i) {
+      if (!runtimeEmitted[i]) continue;
+      const RuntimeCall& call = *prepared.runtime[i].call;
+      keys.push_back({static_cast<int64_t>(call.start), static_cast<int64_t>(std::max(call.start, call.end)),
+                      kRuntime, static_cast<uint32_t>(i)});
     }
-    const PreparedRuntime& rt = prepared.runtime[i];
-    TraceEvent e;
-    e.type = TraceEventType::Runtime;
-    e.name = rt.call.name != nullptr && rt.call.name[0] != '\0' ? rt.call.name : "openreg runtime call";
-    e.start = static_cast<int64_t>(rt.call.start);
-    e.end = static_cast<int64_t>(std::max(rt.call.start, rt.call.end));
-    e.pid = rt.call.processId;
-    e.tid = rt.call.threadId;
-    e.threadId = static_cast<int32_t>(rt.call.threadId);
-    e.id = rt.traceId;
-    e.linkedOp = rt.external.op;
-    if (runtimeHasFlow[i]) {
-      e.flowId = static_cast<uint32_t>(rt.traceId);
-      e.flowStart = true;
-    }
-    // No "stream" arg: HTA would take a host row carrying one for device work.
-    e.args.push_back({"correlation", number(static_cast<int64_t>(rt.traceId))});
-    e.args.push_back({"device", number(static_cast<int64_t>(rt.call.device))});
-    if (rt.syncIndex >= 0) {
-      const HostSync& sync = prepared.hostSyncs[static_cast<size_t>(rt.syncIndex)];
-      e.args.push_back({"sync", syncTypeName(sync.syncType), true});
-      if (sync.stream != 0) e.args.push_back({"sync stream", number(sync.stream)});
-      if (sync.eventId != 0) e.args.push_back({"sync event", number(sync.eventId)});
-    }
-    if (rt.call.status != 0) {
-      e.args.push_back({"status", number(static_cast<int64_t>(rt.call.status))});
-    }
-    result.events.push_back(std::move(e));
+    closeRun(begin);
   }
 
   // record_function ranges on the stream rows they cover: the innermost
   // range of each piece of work (the top of the user stack at submission),
   // spanning that range's work on one row, as Kineto does for CUDA.
+  std::vector<TraceEvent> annotations;
   if (options.userAnnotations) {
     struct Span {
       int32_t device;
@@ -418,16 +627,18 @@ EmitResult emitTrace(const PreparedTrace& prepared, const EmitOptions& options,
       int64_t end;
     };
     std::map<std::tuple<int32_t, uint64_t, uint64_t>, Span> spans;
-    for (const auto& c : chosen) {
-      const PreparedDeviceOp& p = *c.op;
-      if (p.external.user == 0 || p.op.kind == DeviceOpKind::StreamWait) {
-        continue;
-      }
-      auto key = std::make_tuple(p.op.device, p.op.stream, p.external.user);
-      auto [it, inserted] = spans.emplace(key, Span{p.op.device, p.op.stream, p.external.user, c.start, c.end});
-      if (!inserted) {
-        it->second.start = std::min(it->second.start, c.start);
-        it->second.end = std::max(it->second.end, c.end);
+    for (const auto& [key, work] : rowWork) {
+      for (const auto& c : work) {
+        const PreparedDeviceOp& p = *c.op;
+        if (p.external.user == 0 || p.op->kind == DeviceOpKind::StreamWait) {
+          continue;
+        }
+        auto [it, inserted] = spans.emplace(std::make_tuple(key.first, key.second, p.external.user),
+                                            Span{key.first, key.second, p.external.user, c.start, c.end});
+        if (!inserted) {
+          it->second.start = std::min(it->second.start, c.start);
+          it->second.end = std::max(it->second.end, c.end);
+        }
       }
     }
     std::vector<Span> ordered;
@@ -462,25 +673,86 @@ EmitResult emitTrace(const PreparedTrace& prepared, const EmitOptions& options,
       open.push_back(&s);
       TraceEvent e;
       e.type = TraceEventType::UserAnnotation;
-      e.name = *name;
+      e.name = result.rangeNames.emplace_back(std::move(*name));
       e.start = s.start;
       e.end = s.end;
       e.pid = s.device;
       e.tid = static_cast<int64_t>(s.stream);
-      // No device/stream/correlation args, as for CUDA: HTA counts any
-      // event with a "stream" arg as a kernel and would count this span's
-      // time twice.
       e.userRange = s.user;
       ++result.rows[{s.device, s.stream}];
-      result.events.push_back(std::move(e));
+      annotations.push_back(e);
     }
+    const size_t begin = keys.size();
+    for (size_t i = 0; i < annotations.size(); ++i) {
+      keys.push_back({annotations[i].start, annotations[i].end, kAnnotation, static_cast<uint32_t>(i)});
+    }
+    closeRun(begin);
   }
 
-  std::stable_sort(result.events.begin(), result.events.end(), [](const TraceEvent& a, const TraceEvent& b) {
-    // Enclosing events first at equal starts, so viewers nest them.
-    return a.start != b.start ? a.start < b.start : a.end > b.end;
-  });
-  stats.emitted = result.events.size();
+  auto build = [&](const Key& k) -> TraceEvent {
+    if (k.source == kAnnotation) return annotations[k.index];
+    TraceEvent e;
+    e.start = k.start;
+    e.end = k.end;
+    if (k.source == kRuntime) {
+      const PreparedRuntime& rt = prepared.runtime[k.index];
+      const RuntimeCall& call = *rt.call;
+      e.type = TraceEventType::Runtime;
+      e.name = call.name != nullptr && call.name[0] != '\0' ? call.name : "openreg runtime call";
+      e.pid = call.processId;
+      e.tid = call.threadId;
+      e.threadId = static_cast<int32_t>(call.threadId);
+      e.id = rt.traceId;
+      e.linkedOp = rt.external.op;
+      e.runtime = &rt;
+      if (rt.syncIndex >= 0) e.sync = &prepared.hostSyncs[static_cast<size_t>(rt.syncIndex)];
+      if (runtimeHasFlow[k.index]) {
+        e.flowId = static_cast<uint32_t>(rt.traceId);
+        e.flowStart = true;
+      }
+      return e;
+    }
+    const PreparedDeviceOp& p = *(*rows[k.source])[k.index].op;
+    e.type = eventType(p.op->kind);
+    e.name = deviceOpName(*p.op);
+    e.pid = p.op->device;
+    e.tid = static_cast<int64_t>(p.op->stream);
+    e.id = p.traceId;
+    e.device = &p;
+    // Stream waits are not device work of the op: linking them would credit
+    // waiting time to it in key_averages().
+    if (p.op->kind != DeviceOpKind::StreamWait) {
+      e.linkedOp = p.external.op;
+    }
+    if (p.traceId != 0 && p.runtimeIndex >= 0 && runtimeEmitted[static_cast<size_t>(p.runtimeIndex)]) {
+      e.flowId = static_cast<uint32_t>(p.traceId);
+    }
+    return e;
+  };
+
+  // Merge the runs, stable across them: device rows, launches, spans.
+  runStarts.push_back(keys.size());
+  using Head = std::pair<size_t, size_t>;  // (position in keys, end of its run)
+  auto later = [&](const Head& a, const Head& b) {
+    if (keyBefore(keys[b.first], keys[a.first])) return true;
+    if (keyBefore(keys[a.first], keys[b.first])) return false;
+    return a.first > b.first;
+  };
+  std::priority_queue<Head, std::vector<Head>, decltype(later)> heads(later);
+  for (size_t r = 0; r + 1 < runStarts.size(); ++r) heads.push({runStarts[r], runStarts[r + 1]});
+  while (!heads.empty()) {
+    auto [i, end] = heads.top();
+    heads.pop();
+    sink(build(keys[i]));
+    ++stats.emitted;
+    if (i + 1 < end) heads.push({i + 1, end});
+  }
+}
+
+EmitResult emitTrace(const PreparedTrace& prepared, const EmitOptions& options,
+                     const UserRangeLookup& userRange) {
+  EmitResult result;
+  emitTrace(prepared, options, userRange, result, [&](const TraceEvent& e) { result.events.push_back(e); });
   return result;
 }
 

@@ -7,13 +7,20 @@
 //              submission a per-trace id;
 //   emit():    keep what was requested and lies in the window, add flows and
 //              user-range spans, and make each stream row a clean timeline.
+//
+// Both run over millions of records at the end of a trace, so neither copies
+// a record nor builds a string per event: prepared entries point into the
+// RecordSet, events point into the PreparedTrace, and an event's args are
+// written on demand (writeArgs) straight into the consumer's format.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "clock_map.h"
@@ -27,7 +34,7 @@ namespace openreg::profiler {
 constexpr int32_t kFirstTraceId = 1 << 30;
 
 struct PreparedDeviceOp {
-  DeviceOp op;
+  const DeviceOp* op = nullptr;  // in the RecordSet prepareTrace read
   int64_t start = 0;  // host epoch ns
   int64_t end = 0;
   int32_t traceId = 0;
@@ -36,7 +43,7 @@ struct PreparedDeviceOp {
 };
 
 struct PreparedRuntime {
-  RuntimeCall call;
+  const RuntimeCall* call = nullptr;  // in the RecordSet prepareTrace read
   int32_t traceId = 0;
   ExternalIds external;
   int64_t syncIndex = -1;  // into PreparedTrace::hostSyncs, for sync calls
@@ -49,14 +56,17 @@ struct PrepareStats {
   uint64_t clockSamples = 0;
 };
 
+// Valid while the RecordSet it was prepared from is alive and unchanged.
 struct PreparedTrace {
-  std::vector<PreparedDeviceOp> deviceOps;
-  std::vector<PreparedRuntime> runtime;
+  std::vector<PreparedDeviceOp> deviceOps;  // by host start
+  std::vector<PreparedRuntime> runtime;     // by host start
   std::vector<HostSync> hostSyncs;
   PrepareStats stats;
 };
 
 PreparedTrace prepareTrace(const RecordSet& records);
+// The prepared trace points into the records: they must outlive it.
+PreparedTrace prepareTrace(RecordSet&& records) = delete;
 
 // What the session was asked to collect (Kineto's activity types).
 struct EmitOptions {
@@ -73,15 +83,11 @@ struct EmitOptions {
 
 enum class TraceEventType { Kernel, Memcpy, Memset, StreamWait, UserAnnotation, Runtime };
 
-struct TraceArg {
-  std::string key;
-  std::string value;
-  bool quoted = false;  // else value is raw JSON
-};
-
+// Valid while the PreparedTrace (and the EmitResult, for range names) it came
+// from is alive.
 struct TraceEvent {
   TraceEventType type = TraceEventType::Kernel;
-  std::string name;
+  std::string_view name;  // a literal, a runtime-owned name, or EmitResult::rangeNames
   int64_t start = 0;  // host epoch ns
   int64_t end = 0;
   int64_t pid = 0;    // device index, or the host process id
@@ -92,8 +98,68 @@ struct TraceEvent {
   bool flowStart = false;
   uint64_t linkedOp = 0;  // external op id to link through Kineto, 0 = none
   uint64_t userRange = 0; // user annotations: the record_function's id
-  std::vector<TraceArg> args;
+  // Where the args come from: device work, or a host runtime call (with the
+  // host sync it made, if any). Both null for user-range spans.
+  const PreparedDeviceOp* device = nullptr;
+  const PreparedRuntime* runtime = nullptr;
+  const HostSync* sync = nullptr;
 };
+
+// What an event's args are made of, self-contained (no pointers), so a
+// Kineto activity can keep it after the records are gone and format its args
+// only if they are asked for.
+struct EventArgs {
+  enum class Source : uint8_t { None, Device, Runtime };
+  Source source = Source::None;  // None: user-range spans, which have no args
+  DeviceOpKind kind = DeviceOpKind::Kernel;
+  uint8_t copyKind = 0;
+  uint8_t srcKind = 0;
+  uint8_t dstKind = 0;
+  bool isAsync = false;
+  bool hasSync = false;  // runtime calls that synchronised
+  int32_t device = 0;    // where the work ran, or the device a call addressed
+  int32_t correlation = 0;
+  int32_t status = 0;
+  int32_t streamPriority = 0;
+  int32_t srcDevice = -1;
+  int32_t dstDevice = -1;
+  uint32_t grid[3] = {0, 0, 0};
+  uint32_t block[3] = {0, 0, 0};
+  uint32_t sharedMemBytes = 0;
+  uint32_t memsetValue = 0;
+  uint32_t memsetElementSize = 0;
+  uint32_t syncType = 0;
+  uint64_t stream = 0;   // where the work ran, or the stream a call synchronised
+  uint64_t bytes = 0;
+  uint64_t eventId = 0;  // the event a stream waited for, or a call synchronised
+  int64_t durationNs = 0;
+};
+
+EventArgs eventArgsOf(const TraceEvent& event);
+
+// Receives an event's args in a fixed order. Keys are literals.
+class ArgWriter {
+ public:
+  virtual ~ArgWriter() = default;
+  // False skips formatting that key's value (lookups of one key).
+  virtual bool wants(const char* /*key*/) { return true; }
+  virtual void integer(const char* key, int64_t value) = 0;
+  virtual void unsignedInteger(const char* key, uint64_t value) = 0;
+  virtual void text(const char* key, const char* value) = 0;      // a JSON string (plain text)
+  virtual void json(const char* key, std::string_view value) = 0;  // a JSON value as written
+};
+
+// device/stream/correlation (HTA keys device work on them) and what each
+// kind of work adds; launches get correlation/device and their sync.
+void writeArgs(const EventArgs& args, ArgWriter& out);
+
+// The same args as strings, for tests and debugging.
+struct TraceArg {
+  std::string key;
+  std::string value;
+  bool quoted = false;  // else value is raw JSON
+};
+std::vector<TraceArg> eventArgs(const TraceEvent& event);
 
 struct EmitStats {
   uint64_t emitted = 0;
@@ -113,17 +179,29 @@ struct EmitStats {
 using UserRangeLookup = std::function<std::optional<std::string>(uint64_t userId)>;
 
 struct EmitResult {
-  std::vector<TraceEvent> events;  // sorted by start
+  std::vector<TraceEvent> events;  // by start, enclosing events first at equal starts
   EmitStats stats;
   // (device, stream) of every stream row that holds an event.
   std::map<std::pair<int32_t, uint64_t>, uint64_t> rows;
+  std::deque<std::string> rangeNames;  // what user-range spans' names point at
 };
 
 EmitResult emitTrace(const PreparedTrace& prepared, const EmitOptions& options,
                      const UserRangeLookup& userRange);
 
+// The same, handing each event to `sink` in order instead of keeping it: a
+// trace of millions of events is never held twice. Fills result's stats,
+// rows and range names; leaves result.events alone.
+using EventSink = std::function<void(const TraceEvent&)>;
+void emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const UserRangeLookup& userRange,
+               EmitResult& result, const EventSink& sink);
+void emitTrace(PreparedTrace&& prepared, const EmitOptions& options, const UserRangeLookup& userRange,
+               EmitResult& result, const EventSink& sink) = delete;
+// Events point into the prepared trace: it must outlive them.
+EmitResult emitTrace(PreparedTrace&& prepared, const EmitOptions& options, const UserRangeLookup& userRange) = delete;
+
 // "Memcpy HtoD (Host -> Device)" and friends, named as CUDA names them.
-std::string memcpyName(uint8_t copyKind);
+const char* memcpyName(uint8_t copyKind);
 const char* memcpyKindName(uint8_t copyKind);
 
 } // namespace openreg::profiler

@@ -97,8 +97,12 @@ TEST(RecordParser, CopiesEveryKnownKind) {
   EXPECT_EQ(out.deviceOps[2].kind, DeviceOpKind::StreamWait);
   ASSERT_EQ(out.hostSyncs.size(), 1u);
   ASSERT_EQ(out.runtimeCalls.size(), 1u);
-  EXPECT_EQ(out.external.at(7).op, 99u);
-  EXPECT_EQ(out.external.at(7).user, 5u);
+  ASSERT_EQ(out.external.size(), 2u);
+  EXPECT_EQ(out.external[0].correlationId, 7u);
+  EXPECT_EQ(out.external[0].externalId, 99u);
+  EXPECT_EQ(out.external[0].kind, static_cast<uint32_t>(OR_EXTERNAL_CORRELATION_KIND_OPERATOR));
+  EXPECT_EQ(out.external[1].externalId, 5u);
+  EXPECT_EQ(out.external[1].kind, static_cast<uint32_t>(OR_EXTERNAL_CORRELATION_KIND_USER));
   EXPECT_EQ(out.clock.at(1).front().device, 200u);
 }
 
@@ -128,15 +132,16 @@ TEST(RecordParser, CountsTruncatedRecordsAndMalformedBuffers) {
   EXPECT_TRUE(out.deviceOps.empty());
 }
 
-TEST(RecordParser, AppendMergesExternalIds) {
+TEST(RecordParser, AppendKeepsExternalRecordsInOrder) {
   RecordSet a, b;
-  a.external[1].op = 10;
-  b.external[1].user = 20;
+  a.external.push_back({1, 10, OR_EXTERNAL_CORRELATION_KIND_OPERATOR});
+  b.external.push_back({1, 20, OR_EXTERNAL_CORRELATION_KIND_USER});
   b.deviceOps.push_back(DeviceOp{});
   b.recordsParsed = 3;
   a.append(std::move(b));
-  EXPECT_EQ(a.external[1].op, 10u);
-  EXPECT_EQ(a.external[1].user, 20u);
+  ASSERT_EQ(a.external.size(), 2u);
+  EXPECT_EQ(a.external[0].externalId, 10u);
+  EXPECT_EQ(a.external[1].externalId, 20u);
   EXPECT_EQ(a.deviceOps.size(), 1u);
   EXPECT_EQ(a.recordsParsed, 3u);
 }

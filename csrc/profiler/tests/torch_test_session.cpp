@@ -6,7 +6,10 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <set>
+#include <thread>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,15 +41,23 @@ struct Replay {
 
 class RecordingLogger : public libkineto::ActivityLogger {
  public:
-  std::vector<libkineto::GenericTraceActivity> activities;
+  // Owned by the session's trace buffer (Kineto keeps the pointers too).
+  std::vector<const libkineto::GenericTraceActivity*> activities;
   std::vector<int64_t> devices;
 
   void handleDeviceInfo(const libkineto::DeviceInfo& info, int64_t) override { devices.push_back(info.id); }
   void handleResourceInfo(const libkineto::ResourceInfo&, int64_t) override {}
   void handleOverheadInfo(const OverheadInfo&, int64_t) override {}
   void handleTraceSpan(const libkineto::TraceSpan&) override {}
-  void handleActivity(const libkineto::ITraceActivity&) override { FAIL() << "plugin records are copied"; }
-  void handleGenericActivity(const libkineto::GenericTraceActivity& a) override { activities.push_back(a); }
+  // Handed over by reference (Kineto keeps the pointer), never to be copied.
+  void handleActivity(const libkineto::ITraceActivity& a) override {
+    const auto* generic = dynamic_cast<const libkineto::GenericTraceActivity*>(&a);
+    ASSERT_NE(generic, nullptr);
+    activities.push_back(generic);
+  }
+  void handleGenericActivity(const libkineto::GenericTraceActivity&) override {
+    FAIL() << "handleGenericActivity makes Kineto copy the activity";
+  }
   void handleTraceStart(const std::unordered_map<std::string, std::string>&, const std::string&) override {}
   void finalizeMemoryTrace(const std::string&, const libkineto::Config&) override {}
   void finalizeTrace(const libkineto::Config&, std::unique_ptr<libkineto::ActivityBuffers> buffers, int64_t,
@@ -56,8 +67,8 @@ class RecordingLogger : public libkineto::ActivityLogger {
 
   std::vector<const libkineto::GenericTraceActivity*> ofType(ActivityType type) const {
     std::vector<const libkineto::GenericTraceActivity*> out;
-    for (const auto& a : activities)
-      if (a.type() == type) out.push_back(&a);
+    for (const auto* a : activities)
+      if (a->type() == type) out.push_back(a);
     return out;
   }
 };
@@ -137,7 +148,18 @@ TEST_F(SessionTest, LinksThroughTruncatedOpIdsAndFlows) {
   EXPECT_FALSE(kernels[0]->flow.start);
   EXPECT_NE(kernels[0]->flow.id, copies[0]->flow.id);
   EXPECT_EQ(kernels[0]->resource, 1);
-  EXPECT_NE(kernels[0]->getMetadataValue("correlation"), "");
+  // Args are formatted when asked for: as a value, and as the JSON args.
+  EXPECT_EQ(kernels[0]->getMetadataValue("correlation"), std::to_string(kernels[0]->id));
+  EXPECT_EQ(kernels[0]->getMetadataValue("stream"), "1");
+  EXPECT_EQ(kernels[0]->getMetadataValue("grid"), "[4, 1, 1]");  // what the replay library writes
+  EXPECT_EQ(copies[0]->getMetadataValue("kind"), "HtoD");
+  EXPECT_EQ(kernels[0]->getMetadataValue("no such key"), "");
+  const std::string json = kernels[0]->metadataJson();
+  EXPECT_EQ(json.rfind("\"device\": 0, \"stream\": 1, \"correlation\": ", 0), 0u) << json;
+  EXPECT_NE(copies[0]->metadataJson().find("\"kind\": \"HtoD\""), std::string::npos);
+  const_cast<libkineto::GenericTraceActivity*>(kernels[0])->addMetadata("added", 7);
+  EXPECT_NE(kernels[0]->metadataJson().find(", \"added\": 7"), std::string::npos);
+  EXPECT_EQ(kernels[0]->getMetadataValue("added"), "7");
   EXPECT_EQ(kernels[0]->traceSpan()->name, "openreg");
 
   auto info = session.getDeviceInfo();
@@ -146,8 +168,18 @@ TEST_F(SessionTest, LinksThroughTruncatedOpIdsAndFlows) {
   auto rows = session.getResourceInfos();
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].name, "Stream 1 (default)");
-  EXPECT_EQ(session.getTraceBuffer(), nullptr);
   EXPECT_EQ(session.getMetadata().at("openreg_dropped_records"), "0");
+  // The buffer Kineto takes over owns exactly what the logger points at.
+  auto buffer = session.getTraceBuffer();
+  ASSERT_NE(buffer, nullptr);
+  ASSERT_EQ(buffer->activities.size(), logger.activities.size());
+  for (size_t i = 0; i < logger.activities.size(); ++i) {
+    EXPECT_EQ(buffer->activities[i].get(), logger.activities[i]);
+  }
+  EXPECT_EQ(buffer->span.startTime, begin);
+  EXPECT_EQ(buffer->span.endTime, end);
+  EXPECT_EQ(buffer->gpuOpCount, 2);
+  EXPECT_EQ(session.getTraceBuffer(), nullptr) << "handed over once";
 }
 
 TEST_F(SessionTest, StopBeforeStartAndStartTwiceAreHarmless) {
@@ -180,6 +212,56 @@ TEST_F(SessionTest, ASecondSessionStaysInertWhileTheFirstCollects) {
   first.stop();
   EXPECT_EQ(replay.isTracing(), 0);
   EXPECT_EQ(second.getMetadata().count("openreg_profiler_error"), 1u);
+}
+
+// What torch cannot do (two threads profiling at once crash it, see the
+// README), the plugin must survive: sessions on two threads starting,
+// stopping and converting at the same time. One of them owns the window at
+// a time; the other stays inert; no record appears twice; the device is
+// left as found.
+TEST_F(SessionTest, SessionsOnTwoThreadsAtOnce) {
+  constexpr int kRounds = 40;
+  constexpr int kKernelsPerRound = 3;
+  std::atomic<int> owned{0}, inert{0};
+  std::atomic<uint64_t> kernelsSeen{0};
+  std::atomic<int> failures{0};
+  auto worker = [&] {
+    Replay mine;
+    for (int round = 0; round < kRounds; ++round) {
+      OpenregSession session(*api, everything());
+      const int64_t begin = now();
+      session.pushCorrelationId(1);
+      session.start();
+      for (int k = 0; k < kKernelsPerRound; ++k) mine.submit(1, 0, 1, "k", 0, 1'000, 0);
+      mine.synchronize();
+      session.popCorrelationId();
+      session.stop();
+      RecordingLogger logger;
+      session.processTrace(logger, [](int32_t) { return nullptr; }, begin, now());
+      const auto kernels = logger.ofType(ActivityType::CONCURRENT_KERNEL);
+      std::set<int64_t> ids;
+      for (const auto* k : kernels) ids.insert(k->id);
+      if (ids.size() != kernels.size()) ++failures;  // a record twice
+      if (session.errors().empty()) {
+        ++owned;
+        if (kernels.size() < kKernelsPerRound) ++failures;  // its own work is in its window
+      } else {
+        ++inert;
+        if (!kernels.empty()) ++failures;
+      }
+      kernelsSeen += kernels.size();
+      session.getTraceBuffer();
+    }
+  };
+  std::thread a(worker), b(worker);
+  a.join();
+  b.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(owned + inert, 2 * kRounds);
+  EXPECT_GE(owned.load(), 1);
+  EXPECT_LE(kernelsSeen.load(), uint64_t{2 * kRounds * kKernelsPerRound}) << "no kernel counted twice";
+  EXPECT_EQ(replay.isTracing(), 0);
+  EXPECT_EQ(replay.registered(), 0);
 }
 
 TEST_F(SessionTest, DestroyingARunningSessionClosesTheWindow) {

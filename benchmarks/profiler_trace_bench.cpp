@@ -1,0 +1,268 @@
+// What ending a trace costs in the Kineto plugin, on the real runtime.
+//
+// For 10 k, 100 k and 1 M kernels (each launched inside its own "op", as
+// torch pushes one correlation id per operator), a plugin session runs as
+// Kineto drives it: start, launches, device synchronize (profile.__exit__
+// does that first), stop, getMetadata, processTrace into a logger that keeps
+// what it is handed the way Kineto's MemoryTraceLogger does. Prints per size
+// the median over rounds of:
+//   stop      closing the window, the forced flush and the drain
+//   prepare   joins by correlation id and clock mapping (getMetadata)
+//   emit      window/type filter, flows, row clean-up, and the Kineto
+//             activities built from them and handed to the logger
+// and the conversion rate (device records per second through prepare and
+// emit) against the goals: stop under 20 ms, 2 M records/s or more.
+//
+// --rss N: peak RSS of a child launching N kernels unprofiled and of one
+// profiling them (kept until the logger is destroyed), and bytes per record
+// in the activity buffers.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <libkineto.h>
+#include <output_base.h>
+
+#include "openreg/runtime.h"
+#include "session.h"
+
+using namespace openreg::profiler;
+using libkineto::ActivityType;
+
+namespace {
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int emptyKernel(void*, char*, size_t) { return 0; }
+
+// Keeps activities as Kineto 2.13's MemoryTraceLogger does: a copy of each
+// GenericTraceActivity handed to handleGenericActivity, a pointer to what
+// handleActivity gets (its owner keeps it alive).
+class MemoryLikeLogger : public libkineto::ActivityLogger {
+ public:
+  std::vector<const libkineto::ITraceActivity*> activities;
+  std::vector<std::unique_ptr<const libkineto::ITraceActivity>> copies;
+
+  void handleDeviceInfo(const libkineto::DeviceInfo&, int64_t) override {}
+  void handleResourceInfo(const libkineto::ResourceInfo&, int64_t) override {}
+  void handleOverheadInfo(const OverheadInfo&, int64_t) override {}
+  void handleTraceSpan(const libkineto::TraceSpan&) override {}
+  void handleActivity(const libkineto::ITraceActivity& a) override { activities.push_back(&a); }
+  void handleGenericActivity(const libkineto::GenericTraceActivity& a) override {
+    copies.push_back(std::make_unique<libkineto::GenericTraceActivity>(a));
+    activities.push_back(copies.back().get());
+  }
+  void handleTraceStart(const std::unordered_map<std::string, std::string>&, const std::string&) override {}
+  void finalizeMemoryTrace(const std::string&, const libkineto::Config&) override {}
+  void finalizeTrace(const libkineto::Config&, std::unique_ptr<libkineto::ActivityBuffers> buffers, int64_t,
+                     std::unordered_map<std::string, std::vector<std::string>>&) override {
+    (void)buffers.release();  // never called here; the type is incomplete
+  }
+};
+
+SessionRequest everything() {
+  return SessionRequest::fromActivityTypes({ActivityType::CPU_OP, ActivityType::CONCURRENT_KERNEL,
+                                            ActivityType::GPU_MEMCPY, ActivityType::GPU_MEMSET,
+                                            ActivityType::GPU_USER_ANNOTATION, ActivityType::PRIVATEUSE1_RUNTIME});
+}
+
+void check(orError_t rc, const char* what) {
+  if (rc != orSuccess) {
+    std::fprintf(stderr, "%s failed: %s\n", what, orGetLastErrorMessage());
+    std::exit(1);
+  }
+}
+
+// The host ops the kernels are linked to, looked up by id as Kineto does.
+struct HostOps {
+  libkineto::TraceSpan span{0, 0, "bench"};
+  std::vector<libkineto::GenericTraceActivity> ops;
+  std::unordered_map<int32_t, const libkineto::ITraceActivity*> byId;
+
+  explicit HostOps(size_t count) {
+    ops.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      ops.emplace_back(span, ActivityType::CPU_OP, "aten::bench_op");
+      ops.back().id = static_cast<int32_t>(i + 1);
+    }
+    for (auto& op : ops) byId.emplace(op.id, &op);
+  }
+};
+
+struct Round {
+  SessionTimings timings;
+  int64_t launchNs = 0;
+  uint64_t deviceActivities = 0;
+  uint64_t dropped = 0;
+};
+
+// One trace of `kernels` launches; the logger (and the session's activities)
+// stay alive in `keep` when given, as they do in torch until the trace is gone.
+Round traceOnce(const ActivityApi& api, size_t kernels, const HostOps& ops, bool profiled,
+                std::unique_ptr<MemoryLikeLogger>* keep = nullptr,
+                std::unique_ptr<OpenregSession>* keepSession = nullptr) {
+  Round round;
+  auto session = std::make_unique<OpenregSession>(api, everything());
+  const int64_t windowStart = nowNs();
+  if (profiled) session->start();
+  const int64_t launchStart = nowNs();
+  for (size_t i = 0; i < kernels; ++i) {
+    const uint64_t op = i % ops.ops.size() + 1;
+    if (profiled) session->pushCorrelationId(op);
+    check(orLaunchKernel(nullptr, "bench_kernel", emptyKernel, nullptr), "orLaunchKernel");
+    if (profiled) session->popCorrelationId();
+  }
+  check(orDeviceSynchronize(), "orDeviceSynchronize");
+  round.launchNs = nowNs() - launchStart;
+  if (!profiled) return round;
+  session->stop();
+  const int64_t windowEnd = nowNs();
+  auto metadata = session->getMetadata();
+  round.dropped = std::strtoull(metadata["openreg_dropped_records"].c_str(), nullptr, 10);
+  auto logger = std::make_unique<MemoryLikeLogger>();
+  session->processTrace(
+      *logger,
+      [&](int32_t id) -> const libkineto::ITraceActivity* {
+        auto it = ops.byId.find(id);
+        return it != ops.byId.end() ? it->second : nullptr;
+      },
+      windowStart, windowEnd);
+  round.timings = session->timings();
+  for (const auto* a : logger->activities) {
+    if (a->type() == ActivityType::CONCURRENT_KERNEL) ++round.deviceActivities;
+  }
+  if (keep != nullptr) *keep = std::move(logger);
+  if (keepSession != nullptr) *keepSession = std::move(session);
+  return round;
+}
+
+int64_t median(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+long peakRssKb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+int rssChild(const ActivityApi& api, size_t kernels, bool profiled) {
+  HostOps ops(1000);
+  std::unique_ptr<MemoryLikeLogger> logger;
+  std::unique_ptr<OpenregSession> session;
+  const long before = peakRssKb();
+  Round round = traceOnce(api, kernels, ops, profiled, &logger, &session);
+  std::printf("%ld %ld %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", before, peakRssKb(), round.timings.records,
+              round.timings.recordBytes, round.deviceActivities);
+  return 0;
+}
+
+struct ChildRss {
+  long startKb = 0, peakKb = 0;
+  uint64_t records = 0, recordBytes = 0, deviceActivities = 0;
+};
+
+ChildRss runRssChild(const char* self, size_t kernels, bool profiled) {
+  std::string command = std::string(self) + " --rss-child " + std::to_string(kernels) + " " +
+      (profiled ? "profiled" : "unprofiled");
+  ChildRss out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr ||
+      std::fscanf(pipe, "%ld %ld %" SCNu64 " %" SCNu64 " %" SCNu64, &out.startKb, &out.peakKb, &out.records,
+                  &out.recordBytes, &out.deviceActivities) != 5) {
+    std::fprintf(stderr, "child failed: %s\n", command.c_str());
+    std::exit(1);
+  }
+  pclose(pipe);
+  return out;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  const ActivityApi api(OPENREG_RUNTIME_SONAME);
+  if (!api.available()) {
+    std::fprintf(stderr, "activity API unavailable: %s\n", api.error().c_str());
+    return 1;
+  }
+  if (argc == 4 && std::strcmp(argv[1], "--rss-child") == 0) {
+    return rssChild(api, std::strtoull(argv[2], nullptr, 10), std::strcmp(argv[3], "profiled") == 0);
+  }
+  if (argc == 3 && std::strcmp(argv[1], "--rss") == 0) {
+    const size_t kernels = std::strtoull(argv[2], nullptr, 10);
+    const ChildRss plain = runRssChild(argv[0], kernels, false);
+    const ChildRss traced = runRssChild(argv[0], kernels, true);
+    std::printf("peak RSS for %zu kernels: unprofiled %.1f MB, profiled %.1f MB (x%.2f, +%.0f bytes per kernel)\n",
+                kernels, plain.peakKb / 1024.0, traced.peakKb / 1024.0,
+                static_cast<double>(traced.peakKb) / static_cast<double>(plain.peakKb),
+                (traced.peakKb - plain.peakKb) * 1024.0 / static_cast<double>(kernels));
+    std::printf("activity buffers: %" PRIu64 " records in %" PRIu64 " bytes: %.1f bytes per record, %.1f per kernel\n",
+                traced.records, traced.recordBytes,
+                static_cast<double>(traced.recordBytes) / static_cast<double>(traced.records),
+                static_cast<double>(traced.recordBytes) / static_cast<double>(kernels));
+    std::printf("device activities in the trace: %" PRIu64 " of %zu kernels\n", traced.deviceActivities, kernels);
+    return traced.deviceActivities == kernels ? 0 : 1;
+  }
+
+  std::vector<size_t> sizes = {10'000, 100'000, 1'000'000};
+  int rounds = 5;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
+      rounds = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
+      sizes.clear();
+      for (char* item = std::strtok(argv[++i], ","); item != nullptr; item = std::strtok(nullptr, ",")) {
+        sizes.push_back(std::strtoull(item, nullptr, 10));
+      }
+    } else {
+      std::fprintf(stderr, "usage: %s [--rounds R] [--sizes N,N,...] | --rss N\n", argv[0]);
+      return 2;
+    }
+  }
+
+  HostOps ops(1000);
+  traceOnce(api, 1000, ops, true);  // warm-up: threads, buffers, first-touch
+  std::printf("%9s %6s %9s %9s %11s %9s %11s %9s\n", "kernels", "rounds", "stop ms", "flush ms", "prepare ms",
+              "emit ms", "M dev rec/s", "records");
+  bool ok = true;
+  for (size_t kernels : sizes) {
+    std::vector<int64_t> stop, flush, prepare, emit, total;
+    uint64_t records = 0;
+    for (int r = 0; r < rounds; ++r) {
+      Round round = traceOnce(api, kernels, ops, true);
+      const SessionTimings& t = round.timings;
+      if (round.deviceActivities != kernels || round.dropped != 0) {
+        std::fprintf(stderr, "%zu kernels: %" PRIu64 " in the trace, %" PRIu64 " dropped\n", kernels,
+                     round.deviceActivities, round.dropped);
+        ok = false;
+      }
+      stop.push_back(t.stopNs);
+      flush.push_back(t.flushNs);
+      prepare.push_back(t.prepareNs);
+      emit.push_back(t.emitNs);
+      total.push_back(t.prepareNs + t.emitNs);
+      records = t.records;
+    }
+    std::printf("%9zu %6d %9.3f %9.3f %11.3f %9.3f %11.2f %9" PRIu64 "\n", kernels, rounds, median(stop) / 1e6,
+                median(flush) / 1e6, median(prepare) / 1e6, median(emit) / 1e6,
+                static_cast<double>(kernels) / (median(total) / 1e9) / 1e6, records);
+  }
+  std::printf("goals: stop < 20 ms; conversion (prepare + emit) >= 2 M device records/s\n");
+  return ok ? 0 : 1;
+}
