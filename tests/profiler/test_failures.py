@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 
 from conftest import PLUGIN_LIB_DIR
+import trace_invariants as ti
 from trace_invariants import Trace
 
 PROFILE_ONCE = """
@@ -89,36 +90,38 @@ write_result(dict(tracing=replay.orReplayIsTracing(), registered=replay.orReplay
     assert case.result == {"tracing": 0, "registered": 0}
 
 
-def test_profilers_on_two_threads(run_case, tmp_path):
+def test_profilers_on_two_threads_one_after_the_other(run_case, tmp_path):
+    """Each thread's trace gets exactly its own device work: no correlation
+    state leaks from one thread's session into the next. (Two threads
+    profiling at the same time crash torch 2.13 itself, CPU-only and without
+    openreg, about one run in three: csrc/profiler/README.md. The plugin's
+    side of that, two sessions at once, is tested in C++:
+    torch_test_session.cpp.)"""
     body = """
 import threading
 from torch.profiler import profile, ProfilerActivity
 x = torch.ones(4)
 results = {}
-barrier = threading.Barrier(2)
-def worker(name):
+def worker(name, kernels):
     try:
-        barrier.wait()
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
-            torch.ops.replaytest.kernels(x, 2, 0, 1, 5_000)
+            torch.ops.replaytest.kernels(x, kernels, 0, 1, 5_000)
         prof.export_chrome_trace(f"{name}.json")
         results[name] = "ok"
     except Exception as e:
         results[name] = f"{type(e).__name__}: {e}"
-threads = [threading.Thread(target=worker, args=(n,)) for n in ("a", "b")]
-for t in threads: t.start()
-for t in threads: t.join(120)
-alive = [t.name for t in threads if t.is_alive()]
-with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
-    torch.ops.replaytest.kernels(x, 3, 0, 1, 5_000)
-prof.export_chrome_trace("after.json")
-write_result(dict(results=results, alive=alive))
+for name, kernels in (("a", 2), ("b", 3)):
+    t = threading.Thread(target=worker, args=(name, kernels))
+    t.start()
+    t.join(120)
+write_result(dict(results=results))
 """
     case = run_case(body).check()
-    assert case.result["alive"] == []
-    # Either thread may win; the other gets an error or a trace, never a crash or hang.
-    assert len(case.result["results"]) == 2
-    assert len(Trace.load(tmp_path / "after.json").kernels()) == 3
+    assert case.result["results"] == {"a": "ok", "b": "ok"}
+    for name, kernels in (("a", 2), ("b", 3)):
+        trace = Trace.load(tmp_path / f"{name}.json")
+        assert len(trace.kernels()) == kernels
+        assert not ti.check_all(trace)
 
 
 def test_legacy_path_without_device_guard(run_case):
