@@ -110,7 +110,6 @@ class DeviceCache {
 
     block->allocated = true;
     block->requested = requested;
-    active_.insert(block);
     const StatTypes types = statTypesFor(small);
     forEachStat(types, [&](size_t i) {
       stats_.allocation[i].increase(1);
@@ -125,7 +124,7 @@ class DeviceCache {
 
   void free(Block* block) {
     std::unique_lock<std::mutex> lock(mutex_);
-    TORCH_INTERNAL_ASSERT(active_.erase(block) == 1, "openreg allocator: freeing an unknown block");
+    TORCH_INTERNAL_ASSERT(block->allocated, "openreg allocator: freeing a block that is not allocated");
     block->allocated = false;
     forEachStat(statTypesFor(block->small), [&](size_t i) {
       stats_.allocation[i].decrease(1);
@@ -142,7 +141,7 @@ class DeviceCache {
 
   void recordStream(Block* block, orStream_t stream) {
     std::unique_lock<std::mutex> lock(mutex_);
-    TORCH_CHECK(active_.count(block) == 1, "openreg: record_stream on memory that is not allocated");
+    TORCH_CHECK(block->allocated, "openreg: record_stream on memory that is not allocated");
     if (stream != block->stream) block->streamUses.insert(stream);
   }
 
@@ -421,7 +420,6 @@ class DeviceCache {
   std::mutex mutex_;
   FreePool small_;
   FreePool large_;
-  std::unordered_set<Block*> active_;  // allocated blocks
   std::unordered_map<orStream_t, std::deque<std::pair<orEvent_t, Block*>>> pendingEvents_;
   std::vector<orEvent_t> eventCache_;
   DeviceStats stats_;

@@ -1,5 +1,7 @@
 #include "backend/Launch.h"
 
+#include <cstring>
+
 #include <ATen/Functions.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/record_function.h>
@@ -19,13 +21,17 @@ int64_t TensorDesc::numel() const {
   return n;
 }
 
-TensorDesc describeTensor(const at::Tensor& tensor) {
+void describeTensorInto(const at::Tensor& tensor, TensorDesc& desc) {
   TORCH_INTERNAL_ASSERT(tensor.defined());
-  TensorDesc desc;
   desc.data = tensor.data_ptr();
   desc.dtype = tensor.scalar_type();
   desc.sizes.assign(tensor.sizes().begin(), tensor.sizes().end());
   desc.strides.assign(tensor.strides().begin(), tensor.strides().end());
+}
+
+TensorDesc describeTensor(const at::Tensor& tensor) {
+  TensorDesc desc;
+  describeTensorInto(tensor, desc);
   return desc;
 }
 
@@ -102,17 +108,53 @@ LaunchShape gemmShape(int64_t m, int64_t n, int64_t batch) {
   return shape;
 }
 
-struct KernelScope::State {
-  at::DisableRecordFunctionGuard noRecordFunction;
-  at::AutoDispatchBelowADInplaceOrView belowAutograd;
-  c10::AutoGradMode noGrad{false};
-};
+namespace detail {
 
-KernelScope::KernelScope() : state_(new State()) {}
-
-KernelScope::~KernelScope() {
-  delete state_;
+namespace {
+void copyMessage(const char* text, char* message, size_t capacity) {
+  std::strncpy(message, text, capacity - 1);
+  message[capacity - 1] = '\0';
 }
+}  // namespace
+
+int runKernelBody(void (*run)(void*), void* body, char* message, size_t capacity) noexcept {
+  try {
+    at::DisableRecordFunctionGuard noRecordFunction;
+    at::AutoDispatchBelowADInplaceOrView belowAutograd;
+    c10::AutoGradMode noGrad(false);
+    run(body);
+    return 0;
+  } catch (const c10::Error& e) {
+    copyMessage(e.what_without_backtrace(), message, capacity);
+  } catch (const std::exception& e) {
+    copyMessage(e.what(), message, capacity);
+  } catch (...) {
+    copyMessage("unknown C++ exception", message, capacity);
+  }
+  return 1;
+}
+
+void launchOwnedBody(orStream_t stream, const char* name, const LaunchShape& shape, orKernelFunc invoke,
+                     void* body, void (*destroy)(void*)) {
+  orLaunchConfig config{};
+  config.structSize = sizeof(config);
+  config.name = name;
+  config.func = invoke;
+  config.userData = body;
+  config.userDataDestroy = destroy;
+  config.grid = shape.grid;
+  config.block = shape.block;
+  config.sharedMemBytes = shape.sharedMemBytes;
+  const orError_t err = orLaunchKernelEx(&config, stream);
+  if (C10_UNLIKELY(err != orSuccess)) {
+    // The runtime took no ownership. Destroyed while the exception unwinds:
+    // the error's message must be read first, right after the call.
+    std::unique_ptr<void, void (*)(void*)> owned(body, destroy);
+    throwRuntimeError(err, "orLaunchKernelEx", __FILE__, __LINE__);
+  }
+}
+
+}  // namespace detail
 
 orStream_t streamFor(const at::Tensor& tensor) {
   return currentNativeStream(tensor.device().index());

@@ -9,8 +9,10 @@
 // ATen's CPU implementation can compute on it.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include <ATen/core/Tensor.h>
@@ -24,8 +26,10 @@ namespace openreg::backend {
 struct TensorDesc {
   void* data = nullptr;
   c10::ScalarType dtype = c10::ScalarType::Undefined;
-  c10::SmallVector<int64_t, 6> sizes;
-  c10::SmallVector<int64_t, 6> strides;
+  // Four dimensions inline keep a typical kernel's state in one small heap
+  // block (see CpuOpKernel); more spill to the heap.
+  c10::SmallVector<int64_t, 4> sizes;
+  c10::SmallVector<int64_t, 4> strides;
 
   // Non-owning CPU tensor over the same memory. Only inside a kernel body.
   at::Tensor view() const;
@@ -34,6 +38,8 @@ struct TensorDesc {
 
 // Describes a defined device tensor for a kernel body.
 TensorDesc describeTensor(const at::Tensor& tensor);
+// The same, in place (kernel state is built where it stays).
+void describeTensorInto(const at::Tensor& tensor, TensorDesc& desc);
 
 // "f32", "bf16", "i64", "b8", ...
 const char* dtypeSuffix(c10::ScalarType dtype);
@@ -46,35 +52,44 @@ LaunchShape rowwiseShape(int64_t rows, int64_t rowLength);
 LaunchShape reductionShape(int64_t outputs, int64_t inputsPerOutput);
 LaunchShape gemmShape(int64_t m, int64_t n, int64_t batch);
 
-// Puts the executor thread in the state kernel bodies expect: no profiler
-// records (RecordFunction off), no autograd, no Python.
-class KernelScope {
- public:
-  KernelScope();
-  ~KernelScope();
-  KernelScope(const KernelScope&) = delete;
-  KernelScope& operator=(const KernelScope&) = delete;
+namespace detail {
+// Runs `run(body)` on an executor thread in the state kernel bodies expect:
+// no profiler records (RecordFunction off), no autograd, no Python. An
+// exception becomes the kernel's failure message (without the C++ backtrace,
+// which is noise there); returns nonzero then.
+int runKernelBody(void (*run)(void*), void* body, char* message, size_t capacity) noexcept;
 
- private:
-  struct State;
-  State* state_;
-};
+template <class Body>
+int invokeKernelBody(void* body, char* message, size_t capacity) {
+  return runKernelBody([](void* b) { (*static_cast<Body*>(b))(); }, body, message, capacity);
+}
 
-// Queues `body` (a callable taking no arguments) on `stream` as kernel `name`
-// and returns at once. An exception thrown by the body becomes the kernel's
-// failure, reported (with the kernel's name) at the next synchronization.
+template <class Body>
+void destroyKernelBody(void* body) {
+  delete static_cast<Body*>(body);
+}
+
+// Queues the kernel; the runtime owns `body` from here on (destroyed here if
+// the launch fails, before the error is thrown).
+void launchOwnedBody(orStream_t stream, const char* name, const LaunchShape& shape, orKernelFunc invoke,
+                     void* body, void (*destroy)(void*));
+}  // namespace detail
+
+// Queues `body` (a callable taking no arguments, built on the heap by the
+// caller so that its state is never moved or copied again) on `stream` as
+// kernel `name` and returns at once. An exception thrown by the body becomes
+// the kernel's failure, reported (with the kernel's name) at the next
+// synchronization.
+template <class Body>
+void launchKernelObject(orStream_t stream, const char* name, const LaunchShape& shape, std::unique_ptr<Body> body) {
+  detail::launchOwnedBody(stream, name, shape, &detail::invokeKernelBody<Body>, body.release(),
+                          &detail::destroyKernelBody<Body>);
+}
+
+// The same for a lambda or other callable, moved to the heap once.
 template <class F>
 void launchKernel(orStream_t stream, const std::string& name, const LaunchShape& shape, F&& body) {
-  auto wrapped = [body = std::forward<F>(body)]() mutable {
-    KernelScope scope;
-    try {
-      body();
-    } catch (const c10::Error& e) {
-      // The C++ backtrace is noise in a kernel failure message.
-      throw std::runtime_error(e.what_without_backtrace());
-    }
-  };
-  OPENREG_CHECK(openreg::launch(stream, name.c_str(), std::move(wrapped), shape));
+  launchKernelObject(stream, name.c_str(), shape, std::make_unique<std::decay_t<F>>(std::forward<F>(body)));
 }
 
 // The calling thread's current stream on the device of `tensor`.

@@ -27,6 +27,8 @@ struct Pool {
 struct DeviceStreams {
   std::once_flag defaultCreated;
   orStream_t defaultHandle = nullptr;
+  // defaultHandle once created: read without call_once on the launch path.
+  std::atomic<orStream_t> defaultReady{nullptr};
   c10::StreamId defaultId = 1;
   std::shared_mutex mutex;
   std::unordered_map<c10::StreamId, orStream_t> byId;
@@ -54,6 +56,7 @@ DeviceStreams& initializedDevice(c10::DeviceIndex device) {
     d.defaultId = runtimeStreamId(d.defaultHandle);
     std::unique_lock lock(d.mutex);
     d.byId[d.defaultId] = d.defaultHandle;
+    d.defaultReady.store(d.defaultHandle, std::memory_order_release);
   });
   return d;
 }
@@ -134,9 +137,14 @@ c10::Stream currentStream(c10::DeviceIndex device) {
 orStream_t currentNativeStream(c10::DeviceIndex device) {
   checkNotForkedChild();
   device = resolve(device);
+  // Every launch and allocation comes here: a device that already has its
+  // default stream was validated then.
+  if (C10_LIKELY(device >= 0 && device < kMaxDevices)) {
+    const CurrentStream& current = tls_current[device];
+    if (current.id != 0) return current.handle;
+    if (orStream_t ready = allDevices()[device].defaultReady.load(std::memory_order_acquire)) return ready;
+  }
   checkDeviceIndex(device);
-  const CurrentStream& current = tls_current[device];
-  if (current.id != 0) return current.handle;
   return initializedDevice(device).defaultHandle;
 }
 

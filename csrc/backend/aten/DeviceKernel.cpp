@@ -1,6 +1,8 @@
 #include "backend/aten/DeviceKernel.h"
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -16,30 +18,58 @@
 
 namespace openreg::backend {
 
+using detail::ArgRef;
+
 namespace {
 
 constexpr c10::DispatchKeySet kOpenRegKeys{c10::DispatchKey::PrivateUse1};
 
+// A Tensor?[] holding at least one tensor (a list without tensors needs no
+// descriptors and passes to the kernel as it is). Avoids IValue::type(), which
+// allocates.
+bool isOptionalTensorListWithTensors(const c10::IValue& value) {
+  if (!value.isList() || value.isTensorList()) return false;
+  const auto elements = value.toListRef();
+  return std::any_of(elements.begin(), elements.end(), [](const c10::IValue& e) { return e.isTensor(); });
+}
+
 // Calls f(tensor) for every defined tensor in `args`, list elements included.
 template <class F>
-void forEachTensor(c10::ArrayRef<c10::IValue> args, F&& f) {
-  for (const c10::IValue& value : args) {
-    if (value.isTensor()) {
-      const at::Tensor& t = value.toTensor();
-      if (t.defined()) f(t);
-    } else if (value.isList()) {
-      for (const c10::IValue& element : value.toListRef()) {
-        if (element.isTensor() && element.toTensor().defined()) f(element.toTensor());
+void forEachTensor(c10::ArrayRef<ArgRef> args, F&& f) {
+  for (const ArgRef& arg : args) {
+    switch (arg.kind) {
+      case ArgRef::Kind::kTensor: {
+        const auto& t = *static_cast<const at::Tensor*>(arg.ref);
+        if (t.defined()) f(t);
+        break;
       }
+      case ArgRef::Kind::kTensorListRef:
+        for (const at::Tensor& t : *static_cast<const at::ITensorListRef*>(arg.ref)) {
+          if (t.defined()) f(t);
+        }
+        break;
+      case ArgRef::Kind::kValue:
+        if (arg.value.isList()) {
+          for (const c10::IValue& element : arg.value.toListRef()) {
+            if (element.isTensor() && element.toTensor().defined()) f(element.toTensor());
+          }
+        }
+        break;
     }
   }
 }
 
-bool isOptionalTensorList(const c10::IValue& value) {
-  if (!value.isList()) return false;
-  const auto elementType = value.type()->containedType(0);
-  return elementType->kind() == c10::TypeKind::OptionalType &&
-         elementType->containedType(0)->kind() == c10::TypeKind::TensorType;
+// Boxed arguments as references: tensors are not copied.
+c10::SmallVector<ArgRef, 8> argRefs(c10::ArrayRef<c10::IValue> args) {
+  c10::SmallVector<ArgRef, 8> refs;
+  for (const c10::IValue& value : args) {
+    if (value.isTensor()) {
+      refs.push_back(detail::argRef(value.toTensor()));
+    } else {
+      refs.push_back(ArgRef{ArgRef::Kind::kValue, nullptr, value});
+    }
+  }
+  return refs;
 }
 
 // The arguments as a kernel body needs them: device tensors become
@@ -56,17 +86,47 @@ struct PackedArg {
 };
 
 struct PackedCall {
-  c10::SmallVector<PackedArg, 6> args;
-  c10::SmallVector<std::optional<TensorDesc>, 4> tensors;
+  c10::SmallVector<PackedArg, 5> args;
+  c10::SmallVector<std::optional<TensorDesc>, 3> tensors;
+
+  explicit PackedCall(c10::ArrayRef<ArgRef> refs) {
+    for (const ArgRef& ref : refs) {
+      switch (ref.kind) {
+        case ArgRef::Kind::kTensor:
+          addTensor(*static_cast<const at::Tensor*>(ref.ref));
+          break;
+        case ArgRef::Kind::kTensorListRef: {
+          PackedArg& arg = startList(PackedArg::Kind::kTensorList);
+          for (const at::Tensor& t : *static_cast<const at::ITensorListRef*>(ref.ref)) addListElement(t);
+          arg.count = static_cast<uint32_t>(tensors.size()) - arg.first;
+          break;
+        }
+        case ArgRef::Kind::kValue:
+          if (ref.value.isTensorList() || isOptionalTensorListWithTensors(ref.value)) {
+            PackedArg& arg = startList(ref.value.isTensorList() ? PackedArg::Kind::kTensorList
+                                                                : PackedArg::Kind::kOptionalTensorList);
+            for (const c10::IValue& element : ref.value.toListRef()) {
+              addListElement(element.isTensor() ? element.toTensor() : at::Tensor());
+            }
+            arg.count = static_cast<uint32_t>(tensors.size()) - arg.first;
+          } else {
+            PackedArg arg;
+            arg.value = ref.value;
+            args.push_back(std::move(arg));
+          }
+          break;
+      }
+    }
+  }
 
   void addTensor(const at::Tensor& tensor) {
-    PackedArg arg;
+    PackedArg& arg = args.emplace_back();
     if (!tensor.defined()) {
       arg.value = c10::IValue(tensor);
     } else if (tensor.device().is_privateuseone()) {
       arg.kind = PackedArg::Kind::kTensor;
       arg.first = static_cast<uint32_t>(tensors.size());
-      tensors.emplace_back(describeTensor(tensor));
+      describeTensorInto(tensor, tensors.emplace_back().emplace());
     } else {
       // commonDevice() admitted only 0-dim CPU tensors. Read directly: a
       // dispatched item() would add aten::item to every profile.
@@ -75,37 +135,20 @@ struct PackedCall {
       arg.scalarType = tensor.scalar_type();
       arg.wrappedNumber = tensor.unsafeGetTensorImpl()->is_wrapped_number();
     }
-    args.push_back(std::move(arg));
   }
 
-  void addList(const c10::IValue& list, PackedArg::Kind kind) {
-    PackedArg arg;
+  PackedArg& startList(PackedArg::Kind kind) {
+    PackedArg& arg = args.emplace_back();
     arg.kind = kind;
     arg.first = static_cast<uint32_t>(tensors.size());
-    for (const c10::IValue& element : list.toListRef()) {
-      if (element.isTensor() && element.toTensor().defined()) {
-        tensors.emplace_back(describeTensor(element.toTensor()));
-      } else {
-        tensors.emplace_back(std::nullopt);
-      }
-    }
-    arg.count = static_cast<uint32_t>(tensors.size()) - arg.first;
-    args.push_back(std::move(arg));
+    return arg;
   }
 
-  explicit PackedCall(c10::ArrayRef<c10::IValue> values) {
-    for (const c10::IValue& value : values) {
-      if (value.isTensor()) {
-        addTensor(value.toTensor());
-      } else if (value.isTensorList()) {
-        addList(value, PackedArg::Kind::kTensorList);
-      } else if (isOptionalTensorList(value)) {
-        addList(value, PackedArg::Kind::kOptionalTensorList);
-      } else {
-        PackedArg arg;
-        arg.value = value;
-        args.push_back(std::move(arg));
-      }
+  void addListElement(const at::Tensor& t) {
+    if (t.defined()) {
+      describeTensorInto(t, tensors.emplace_back().emplace());
+    } else {
+      tensors.emplace_back(std::nullopt);
     }
   }
 
@@ -150,14 +193,158 @@ struct PackedCall {
   }
 };
 
+// A kernel that runs an operator's CPU implementation on device memory. Built
+// on the heap once and handed to the runtime: its state is never moved. Kept
+// small enough for malloc's per-thread cache in the common case.
+struct CpuOpKernel {
+  CpuOpKernel(const c10::OperatorHandle& op, c10::ArrayRef<ArgRef> args) : op(op), packed(args) {}
+
+  void operator()() const {
+    torch::jit::Stack stack = packed.unpack();
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+    if (outputs.empty()) return;
+    // Positional: an undefined result keeps its slot.
+    std::vector<at::Tensor> results;
+    for (const c10::IValue& value : stack) {
+      if (value.isTensor()) {
+        results.push_back(value.toTensor());
+      } else if (value.isTensorList()) {
+        for (const at::Tensor& t : value.toTensorList().vec()) results.push_back(t);
+      } else if (value.isNone()) {
+        results.emplace_back();
+      }
+    }
+    TORCH_CHECK(results.size() >= outputs.size(), "kernel produced ", results.size(), " results, expected ",
+                outputs.size());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (outputs[i] && results[i].defined()) outputs[i]->view().copy_(results[i]);
+    }
+  }
+
+  // The op's returned tensors are copied into these (none: it writes into
+  // its out= arguments).
+  void copyResultsInto(c10::ArrayRef<at::Tensor> tensors) {
+    for (const at::Tensor& out : tensors) {
+      outputs.emplace_back(out.defined() ? std::optional<TensorDesc>(describeTensor(out)) : std::nullopt);
+    }
+  }
+
+  const c10::OperatorHandle op;
+  PackedCall packed;
+  // Only for ops that compute functionally (rare): no inline storage.
+  c10::SmallVector<std::optional<TensorDesc>, 0> outputs;
+};
+
+static_assert(sizeof(CpuOpKernel) <= 1024, "CpuOpKernel outgrew malloc's per-thread cache");
+
 [[noreturn]] void failDifferentDevices(const c10::Device& a, const c10::Device& b, const c10::OperatorHandle& op) {
   TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a.str(),
               " and ", b.str(), "! (when checking arguments for ", op.schema().operator_name(), ")");
 }
 
+char operandLayout(const at::Tensor& t) {
+  if (t.dim() < 2) return 'n';
+  if (t.stride(-1) == 1) return 'n';
+  if (t.stride(-2) == 1) return 't';
+  return 'n';
+}
+
+// The tensor a kernel is named after: the first device operand, not a CPU
+// scalar (or, for factories, the out= tensor, which is an argument too).
+const at::Tensor& namingTensor(c10::ArrayRef<ArgRef> args) {
+  const at::Tensor* first = nullptr;
+  const at::Tensor* firstDevice = nullptr;
+  forEachTensor(args, [&](const at::Tensor& t) {
+    if (first == nullptr) first = &t;
+    if (firstDevice == nullptr && t.is_privateuseone()) firstDevice = &t;
+  });
+  TORCH_INTERNAL_ASSERT(first != nullptr);
+  return firstDevice != nullptr ? *firstDevice : *first;
+}
+
+const at::Tensor& tensorArg(c10::ArrayRef<ArgRef> args, int index) {
+  TORCH_INTERNAL_ASSERT(args[index].kind == ArgRef::Kind::kTensor);
+  return *static_cast<const at::Tensor*>(args[index].ref);
+}
+
+// Kernel names by dtype (and gemm operand layouts), built once per kernel
+// and dtype: launches then pass a stable string without building one.
+class KernelNames {
+ public:
+  KernelNames(std::string base, bool withLayouts)
+      : base_(std::move(base)), names_(kDtypes * (withLayouts ? kLayouts : 1)) {}
+  KernelNames(const KernelNames&) = delete;
+  KernelNames& operator=(const KernelNames&) = delete;
+
+  // layout: 0-3 for nn, nt, tn, tt (gemm kernels only).
+  const char* get(c10::ScalarType dtype, int layout = 0) const {
+    const size_t slot = static_cast<size_t>(dtype) + kDtypes * static_cast<size_t>(layout);
+    TORCH_INTERNAL_ASSERT(slot < names_.size());
+    if (const std::string* name = names_[slot].load(std::memory_order_acquire)) return name->c_str();
+    std::string text = kernelName(base_, dtype);
+    if (names_.size() > kDtypes) {
+      text += '_';
+      text += (layout & 2) ? 't' : 'n';
+      text += (layout & 1) ? 't' : 'n';
+    }
+    auto* fresh = new std::string(std::move(text));
+    const std::string* expected = nullptr;
+    if (!names_[slot].compare_exchange_strong(expected, fresh, std::memory_order_acq_rel)) {
+      delete fresh;  // another thread named it first
+      return expected->c_str();
+    }
+    return fresh->c_str();
+  }
+
+ private:
+  static constexpr size_t kDtypes = static_cast<size_t>(c10::ScalarType::NumOptions);
+  static constexpr size_t kLayouts = 4;
+  const std::string base_;
+  // Never freed: kernels are registered for the life of the process.
+  mutable std::vector<std::atomic<const std::string*>> names_;
+};
+
+struct LaunchPlan {
+  const char* name;
+  LaunchShape shape;
+};
+
+int layoutIndex(const at::Tensor& lhs, const at::Tensor& rhs) {
+  return (operandLayout(lhs) == 't' ? 2 : 0) + (operandLayout(rhs) == 't' ? 1 : 0);
+}
+
+// `output` is the op's first output (or its first input if it has none).
+LaunchPlan planLaunch(const KernelSpec& spec, const KernelNames& names, c10::ArrayRef<ArgRef> args,
+                      const at::Tensor& output) {
+  const at::Tensor& named = spec.dtypeArg >= 0 ? tensorArg(args, spec.dtypeArg) : namingTensor(args);
+  switch (spec.style) {
+    case KernelStyle::kElementwise:
+      return {names.get(named.scalar_type()), elementwiseShape(output.numel())};
+    case KernelStyle::kReduction: {
+      const int64_t outputsCount = std::max<int64_t>(1, output.numel());
+      return {names.get(named.scalar_type()),
+              reductionShape(outputsCount, std::max<int64_t>(1, named.numel() / outputsCount))};
+    }
+    case KernelStyle::kRowwise: {
+      const int64_t dim =
+          spec.dimArg >= 0 ? c10::maybe_wrap_dim(args[spec.dimArg].value.toInt(), named.dim()) : -1;
+      const int64_t rowLength = named.dim() == 0 ? 1 : named.size(dim < 0 ? named.dim() - 1 : dim);
+      return {names.get(named.scalar_type()),
+              rowwiseShape(rowLength == 0 ? 0 : named.numel() / rowLength, rowLength)};
+    }
+    case KernelStyle::kGemm: {
+      const at::Tensor& lhs = tensorArg(args, spec.lhs);
+      const at::Tensor& rhs = tensorArg(args, spec.rhs);
+      const int64_t batch = lhs.dim() == 3 ? lhs.size(0) : 1;
+      return {names.get(lhs.scalar_type(), layoutIndex(lhs, rhs)), gemmShape(lhs.size(-2), rhs.size(-1), batch)};
+    }
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown kernel style");
+}
+
 }  // namespace
 
-c10::Device commonDevice(c10::ArrayRef<c10::IValue> args, const c10::OperatorHandle& op) {
+c10::Device detail::commonDevice(c10::ArrayRef<ArgRef> args, const c10::OperatorHandle& op) {
   std::optional<c10::Device> device;
   forEachTensor(args, [&](const at::Tensor& t) {
     const c10::Device d = t.device();
@@ -179,6 +366,14 @@ c10::Device commonDevice(c10::ArrayRef<c10::IValue> args, const c10::OperatorHan
   return *device;
 }
 
+c10::Device commonDevice(c10::ArrayRef<c10::IValue> args, const c10::OperatorHandle& op) {
+  return detail::commonDevice(argRefs(args), op);
+}
+
+at::Tensor detail::metaTwin(const at::Tensor& t) {
+  return at::detail::empty_strided_meta(t.sizes(), t.strides(), t.scalar_type());
+}
+
 c10::OperatorHandle findOp(const char* name, const char* overload) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
 }
@@ -193,174 +388,87 @@ at::Tensor emptyDevice(c10::IntArrayRef sizes, c10::ScalarType dtype) {
 }
 
 void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device,
+                 const char* kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs) {
+  auto call = std::make_unique<CpuOpKernel>(op, argRefs(args));
+  call->copyResultsInto(outputs);
+  launchKernelObject(currentNativeStream(device), kernel, shape, std::move(call));
+}
+
+void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device,
                  const std::string& kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs) {
-  PackedCall packed(args);
-  c10::SmallVector<std::optional<TensorDesc>, 3> outputDescs;
-  for (const at::Tensor& out : outputs) {
-    outputDescs.emplace_back(out.defined() ? std::optional<TensorDesc>(describeTensor(out)) : std::nullopt);
+  launchCpuOp(op, args, device, kernel.c_str(), shape, outputs);
+}
+
+struct detail::StructuredLauncher::State {
+  State(const c10::OperatorHandle& outOp, KernelSpec kernelSpec)
+      : spec(std::move(kernelSpec)),
+        bodyOp(spec.functionalOverload != nullptr ? findOp(outOp.schema().name().c_str(), spec.functionalOverload)
+                                                  : outOp),
+        bodyInputs(bodyOp.schema().arguments().size()),
+        names(spec.base, spec.style == KernelStyle::kGemm) {}
+
+  const KernelSpec spec;
+  // The .out overload, or the functional one (spec.functionalOverload).
+  const c10::OperatorHandle bodyOp;
+  const size_t bodyInputs;
+  const KernelNames names;
+};
+
+detail::StructuredLauncher::StructuredLauncher(const c10::OperatorHandle& outOp, KernelSpec spec)
+    : state_(std::make_unique<State>(outOp, std::move(spec))) {}
+
+detail::StructuredLauncher::~StructuredLauncher() = default;
+
+const KernelSpec& detail::StructuredLauncher::spec() const {
+  return state_->spec;
+}
+
+void detail::StructuredLauncher::launch(c10::Device device, c10::ArrayRef<ArgRef> args,
+                                        c10::ArrayRef<at::Tensor> outputs, const at::Tensor* result) const {
+  const State& s = *state_;
+  const at::Tensor& firstResult = result != nullptr ? *result : outputs.empty() ? namingTensor(args) : outputs.front();
+  const LaunchPlan plan = planLaunch(s.spec, s.names, args, firstResult);
+  std::unique_ptr<CpuOpKernel> call;
+  if (s.spec.functionalOverload != nullptr) {
+    // The body computes functionally and copies into the outputs.
+    call = std::make_unique<CpuOpKernel>(s.bodyOp, args.slice(0, s.bodyInputs));
+    call->copyResultsInto(outputs);
+  } else {
+    // The .out overload's arguments: the inputs, then the outputs.
+    call = std::make_unique<CpuOpKernel>(s.bodyOp, args);
+    for (const at::Tensor& out : outputs) call->packed.addTensor(out);
   }
-  launchKernel(currentNativeStream(device), kernel, shape,
-               [op, packed = std::move(packed), outputDescs = std::move(outputDescs)]() {
-                 torch::jit::Stack stack = packed.unpack();
-                 op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
-                 if (outputDescs.empty()) return;
-                 // Positional: an undefined result keeps its slot.
-                 std::vector<at::Tensor> results;
-                 for (const c10::IValue& value : stack) {
-                   if (value.isTensor()) {
-                     results.push_back(value.toTensor());
-                   } else if (value.isTensorList()) {
-                     for (const at::Tensor& t : value.toTensorList().vec()) results.push_back(t);
-                   } else if (value.isNone()) {
-                     results.emplace_back();
-                   }
-                 }
-                 TORCH_CHECK(results.size() >= outputDescs.size(), "kernel produced ", results.size(),
-                             " results, expected ", outputDescs.size());
-                 for (size_t i = 0; i < outputDescs.size(); ++i) {
-                   if (outputDescs[i] && results[i].defined()) outputDescs[i]->view().copy_(results[i]);
-                 }
-               });
+  launchKernelObject(currentNativeStream(device.index()), plan.name, plan.shape, std::move(call));
 }
 
 namespace {
 
-char operandLayout(const at::Tensor& t) {
-  if (t.dim() < 2) return 'n';
-  if (t.stride(-1) == 1) return 'n';
-  if (t.stride(-2) == 1) return 't';
-  return 'n';
-}
-
-// The tensor a kernel is named after: the first device operand, not a CPU
-// scalar (or, for factories, the out= tensor, which is an argument too).
-const at::Tensor& namingTensor(c10::ArrayRef<c10::IValue> args) {
-  const at::Tensor* first = nullptr;
-  const at::Tensor* firstDevice = nullptr;
-  forEachTensor(args, [&](const at::Tensor& t) {
-    if (first == nullptr) first = &t;
-    if (firstDevice == nullptr && t.is_privateuseone()) firstDevice = &t;
-  });
-  TORCH_INTERNAL_ASSERT(first != nullptr);
-  return firstDevice != nullptr ? *firstDevice : *first;
-}
-
-struct LaunchPlan {
-  std::string name;
-  LaunchShape shape;
-};
-
-// `output` is the op's first output (or its first input if it has none).
-LaunchPlan planLaunch(const KernelSpec& spec, c10::ArrayRef<c10::IValue> args, const at::Tensor& output) {
-  const at::Tensor& named = spec.dtypeArg >= 0 ? args[spec.dtypeArg].toTensor() : namingTensor(args);
-  LaunchPlan plan;
-  switch (spec.style) {
-    case KernelStyle::kElementwise:
-      plan.name = kernelName(spec.base, named.scalar_type());
-      plan.shape = elementwiseShape(output.numel());
-      break;
-    case KernelStyle::kReduction: {
-      plan.name = kernelName(spec.base, named.scalar_type());
-      const int64_t outputsCount = std::max<int64_t>(1, output.numel());
-      plan.shape = reductionShape(outputsCount, std::max<int64_t>(1, named.numel() / outputsCount));
-      break;
-    }
-    case KernelStyle::kRowwise: {
-      plan.name = kernelName(spec.base, named.scalar_type());
-      const int64_t dim = spec.dimArg >= 0 ? c10::maybe_wrap_dim(args[spec.dimArg].toInt(), named.dim()) : -1;
-      const int64_t rowLength = named.dim() == 0 ? 1 : named.size(dim < 0 ? named.dim() - 1 : dim);
-      plan.shape = rowwiseShape(rowLength == 0 ? 0 : named.numel() / rowLength, rowLength);
-      break;
-    }
-    case KernelStyle::kGemm: {
-      const at::Tensor& lhs = args[spec.lhs].toTensor();
-      const at::Tensor& rhs = args[spec.rhs].toTensor();
-      plan.name = kernelName(spec.base, lhs.scalar_type());
-      plan.name += '_';
-      plan.name += operandLayout(lhs);
-      plan.name += operandLayout(rhs);
-      const int64_t batch = lhs.dim() == 3 ? lhs.size(0) : 1;
-      plan.shape = gemmShape(lhs.size(-2), rhs.size(-1), batch);
-      break;
-    }
-  }
-  return plan;
-}
-
-const at::Tensor* firstTensor(c10::ArrayRef<c10::IValue> values) {
-  const at::Tensor* found = nullptr;
-  forEachTensor(values, [&](const at::Tensor& t) {
-    if (found == nullptr) found = &t;
-  });
-  return found;
-}
-
-// Which overload of a structured family a kernel serves.
-enum class StructuredForm {
-  kOut,         // add.out: meta resizes the given out= tensors
-  kFunctional,  // add.Tensor: meta sizes the outputs, which are allocated here
-  kInplace,     // add_.Tensor: meta checks self, which is the output
-};
-
-class StructuredKernel final : public c10::OperatorKernel {
+// The boxed kernel of registerMetaKernel: an out= overload alone.
+class OutOnlyKernel final : public c10::OperatorKernel {
  public:
-  // `outOp` is the family's .out overload, the one the kernel body runs on
-  // the CPU (or its functional overload, with spec.functionalOverload).
-  StructuredKernel(StructuredForm form, const c10::OperatorHandle& servedOp, const c10::OperatorHandle& outOp,
-                   c10::KernelFunction meta, KernelSpec spec)
-      : form_(form),
-        numArgs_(servedOp.schema().arguments().size()),
-        meta_(std::move(meta)),
-        spec_(std::move(spec)),
-        bodyOp_(spec_.functionalOverload != nullptr ? findOp(outOp.schema().name().c_str(), spec_.functionalOverload)
-                                                   : outOp),
-        bodyInputs_(bodyOp_.schema().arguments().size()) {}
+  OutOnlyKernel(const c10::OperatorHandle& op, c10::KernelFunction meta, KernelSpec spec)
+      : numArgs_(op.schema().arguments().size()), meta_(std::move(meta)), launcher_(op, std::move(spec)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
     c10::ArrayRef<c10::IValue> args = torch::jit::last(*stack, numArgs_);
-    const c10::Device device = commonDevice(args, op);
+    const auto refs = argRefs(args);
+    const c10::Device device = detail::commonDevice(refs, op);
     c10::DeviceGuard guard(device);
-
     torch::jit::Stack results(args.begin(), args.end());
-    if (form_ == StructuredForm::kFunctional && spec_.functionalMetaOnTwins) {
-      for (c10::IValue& value : results) {
-        if (value.isTensor() && value.toTensor().is_privateuseone()) {
-          const at::Tensor& t = value.toTensor();
-          value = at::Tensor(at::detail::empty_strided_meta(t.sizes(), t.strides(), t.scalar_type()));
-        }
-      }
-    }
-    if (spec_.metaOnTwins) {
+    if (launcher_.spec().metaOnTwins) {
       runMetaOnTwins(op, keys, results);
     } else {
-      meta_.callBoxed(op, keys, &results);  // validates; leaves the returns
+      meta_.callBoxed(op, keys, &results);  // validates, resizes out=, leaves the returns
     }
-    if (form_ == StructuredForm::kFunctional) {
-      for (c10::IValue& result : results) {
-        if (result.isTensor()) result = emptyDeviceLike(result.toTensor());  // meta tensor -> device memory
+    // Resizing may have moved out='s data: described after meta.
+    const at::Tensor* result = nullptr;
+    for (const c10::IValue& r : results) {
+      if (r.isTensor()) {
+        result = &r.toTensor();
+        break;
       }
     }
-
-    const at::Tensor* output = firstTensor(results);
-    const LaunchPlan plan = planLaunch(spec_, args, output != nullptr ? *output : namingTensor(args));
-
-    if (spec_.functionalOverload != nullptr) {
-      // The body computes functionally and copies into the outputs.
-      c10::SmallVector<at::Tensor, 2> outputs;
-      for (const c10::IValue& r : results) outputs.push_back(r.toTensor());
-      launchCpuOp(bodyOp_, args.slice(0, bodyInputs_), device.index(), plan.name, plan.shape, outputs);
-    } else if (form_ == StructuredForm::kOut) {
-      launchCpuOp(bodyOp_, args, device.index(), plan.name, plan.shape);
-    } else {
-      // The .out overload's arguments: the inputs, then the outputs.
-      c10::SmallVector<c10::IValue, 8> outArgs(args.begin(), args.end());
-      if (form_ == StructuredForm::kInplace) {
-        outArgs.push_back(args[0]);
-      } else {
-        outArgs.append(results.begin(), results.end());
-      }
-      launchCpuOp(bodyOp_, outArgs, device.index(), plan.name, plan.shape);
-    }
+    launcher_.launch(device, refs, {}, result);
     torch::jit::drop(*stack, numArgs_);
     for (c10::IValue& r : results) stack->push_back(std::move(r));
   }
@@ -371,7 +479,7 @@ class StructuredKernel final : public c10::OperatorKernel {
     for (c10::IValue& value : results) {
       if (value.isTensor() && value.toTensor().is_privateuseone()) {
         const at::Tensor& device = value.toTensor();
-        at::Tensor twin = at::empty_strided(device.sizes(), device.strides(), device.options().device(c10::kMeta));
+        at::Tensor twin = detail::metaTwin(device);
         twins.emplace_back(device, twin);
         value = twin;
       }
@@ -389,23 +497,15 @@ class StructuredKernel final : public c10::OperatorKernel {
     }
   }
 
-  const StructuredForm form_;
   const size_t numArgs_;
   const c10::KernelFunction meta_;
-  const KernelSpec spec_;
-  const c10::OperatorHandle bodyOp_;
-  const size_t bodyInputs_;
+  const detail::StructuredLauncher launcher_;
 };
 
-void registerForm(torch::Library& m, StructuredForm form, const c10::OperatorHandle& servedOp,
-                  const c10::OperatorHandle& outOp, c10::KernelFunction meta, const KernelSpec& spec) {
-  const c10::OperatorName& name = servedOp.operator_name();
-  const std::string schema = name.overload_name.empty() ? name.name.substr(name.name.find("::") + 2)
-                                                        : name.name.substr(name.name.find("::") + 2) + "." +
-                                                              name.overload_name;
-  recordOpPath("aten::" + schema, OpPath::kDevice, spec.base);
-  m.impl(schema.c_str(), torch::CppFunction::makeFromBoxedFunctor(
-                             std::make_unique<StructuredKernel>(form, servedOp, outOp, std::move(meta), spec)));
+std::string schemaName(const c10::OperatorName& name) {
+  std::string schema = name.name.substr(name.name.find("::") + 2);
+  if (!name.overload_name.empty()) schema += "." + name.overload_name;
+  return schema;
 }
 
 // Operators whose PrivateUse1 kernel is, unless registered, ATen's default
@@ -430,16 +530,21 @@ const std::unordered_map<std::string, std::vector<c10::OperatorHandle>>& default
   return *byName;
 }
 
-struct StructuredOverloads {
-  std::optional<c10::OperatorHandle> functional;
-  std::optional<c10::OperatorHandle> inplace;
-};
+}  // namespace
+
+c10::OperatorHandle detail::findSchema(const char* schema) {
+  const std::string text(schema);
+  const size_t dot = text.find('.');
+  const std::string name = "aten::" + text.substr(0, dot);
+  return findOp(name.c_str(), dot == std::string::npos ? "" : text.c_str() + dot + 1);
+}
 
 // The functional and in-place siblings of an out= overload, as torchgen
 // groups them: the same arguments without the outputs, the same name (plus
 // "_" in place).
-StructuredOverloads findStructuredOverloads(const c10::OperatorHandle& outOp) {
-  const c10::FunctionSchema& out = outOp.schema();
+detail::StructuredFamily detail::findStructuredFamily(const char* outSchema, bool expectInplace) {
+  StructuredFamily family{findSchema(outSchema), std::nullopt, std::nullopt};
+  const c10::FunctionSchema& out = family.out.schema();
   const auto& outArgs = out.arguments();
   const size_t outputs =
       std::count_if(outArgs.begin(), outArgs.end(), [](const c10::Argument& a) { return a.is_out(); });
@@ -452,12 +557,11 @@ StructuredOverloads findStructuredOverloads(const c10::OperatorHandle& outOp) {
     }
     return true;
   };
-  StructuredOverloads found;
   const auto& candidates = defaultStructuredKernels();
   if (auto it = candidates.find(out.name()); it != candidates.end()) {
     for (const c10::OperatorHandle& handle : it->second) {
       const c10::FunctionSchema& s = handle.schema();
-      if (!s.is_mutable() && s.returns().size() == outputs && sameInputs(s)) found.functional = handle;
+      if (!s.is_mutable() && s.returns().size() == outputs && sameInputs(s)) family.functional = handle;
     }
   }
   if (auto it = candidates.find(out.name() + "_"); it != candidates.end()) {
@@ -465,51 +569,33 @@ StructuredOverloads findStructuredOverloads(const c10::OperatorHandle& outOp) {
       const c10::FunctionSchema& s = handle.schema();
       const c10::AliasInfo* selfAlias = s.arguments().empty() ? nullptr : s.arguments()[0].alias_info();
       if (selfAlias != nullptr && selfAlias->isWrite() && s.returns().size() == 1 && sameInputs(s)) {
-        found.inplace = handle;
+        family.inplace = handle;
       }
     }
   }
-  return found;
+  // A mismatch means the schema matching no longer fits this torch version:
+  // the overload keeps ATen's default kernel (correct, but seen twice by
+  // profilers), and tests/backend/test_profiled_ops.py fails.
+  if (!family.functional.has_value()) TORCH_WARN("openreg: no functional overload found for aten::", outSchema);
+  if (family.inplace.has_value() != expectInplace) {
+    TORCH_WARN("openreg: aten::", outSchema, family.inplace ? " has" : " has no", " in-place overload, ",
+               "but its registration says otherwise");
+  }
+  return family;
 }
 
-c10::OperatorHandle findSchema(const char* schema) {
-  const std::string text(schema);
-  const size_t dot = text.find('.');
-  const std::string name = "aten::" + text.substr(0, dot);
-  return findOp(name.c_str(), dot == std::string::npos ? "" : text.c_str() + dot + 1);
+void detail::registerFamilyKernel(torch::Library& m, const c10::OperatorHandle& op, torch::CppFunction kernel,
+                                  const KernelSpec& spec) {
+  const std::string schema = schemaName(op.operator_name());
+  recordOpPath("aten::" + schema, OpPath::kDevice, spec.base);
+  m.impl(schema.c_str(), std::move(kernel));
 }
-
-}  // namespace
 
 void registerMetaKernel(torch::Library& m, const char* schema, c10::KernelFunction meta, KernelSpec spec) {
-  const c10::OperatorHandle op = findSchema(schema);
-  registerForm(m, StructuredForm::kOut, op, op, std::move(meta), spec);
-}
-
-void registerStructured(torch::Library& m, const char* outSchema, StructuredMeta meta, KernelSpec spec) {
-  const c10::OperatorHandle outOp = findSchema(outSchema);
-  registerForm(m, StructuredForm::kOut, outOp, outOp, std::move(meta.out), spec);
-  // A mismatch below means the schema matching no longer fits this torch
-  // version; the overload keeps ATen's default kernel (correct, but seen
-  // twice by profilers), and tests/backend/test_profiled_ops.py fails.
-  const StructuredOverloads overloads = findStructuredOverloads(outOp);
-  if (overloads.functional.has_value()) {
-    registerForm(m, StructuredForm::kFunctional, *overloads.functional, outOp, std::move(meta.functional), spec);
-  } else {
-    TORCH_WARN("openreg: no functional overload found for aten::", outSchema);
-  }
-  if (overloads.inplace.has_value() != meta.inplace.has_value()) {
-    TORCH_WARN("openreg: aten::", outSchema, overloads.inplace ? " has" : " has no", " in-place overload, ",
-               "but its registration says otherwise");
-  } else if (overloads.inplace.has_value()) {
-    registerForm(m, StructuredForm::kInplace, *overloads.inplace, outOp, std::move(*meta.inplace), spec);
-  }
-}
-
-void registerStructuredFunctional(torch::Library& m, const char* functionalSchema, const char* outSchema,
-                                  c10::KernelFunction meta, KernelSpec spec) {
-  registerForm(m, StructuredForm::kFunctional, findSchema(functionalSchema), findSchema(outSchema), std::move(meta),
-               spec);
+  const c10::OperatorHandle op = detail::findSchema(schema);
+  detail::registerFamilyKernel(
+      m, op, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<OutOnlyKernel>(op, std::move(meta), spec)),
+      spec);
 }
 
 }  // namespace openreg::backend

@@ -14,11 +14,17 @@
 // by one registration line (OPENREG_STRUCTURED). Every overload gets its own
 // PrivateUse1 kernel, as CUDA's do: ATen's default functional kernel would
 // call the .out overload through the dispatcher, so profilers would see the
-// op twice, nested in itself. Non-structured ops compute their output shapes
-// explicitly and reuse launchCpuOp for step 3.
+// op twice, nested in itself. The kernels are unboxed and take the caller's
+// tensors by reference, as CUDA's do: a boxed kernel's argument copies make
+// a Python-owned tensor's C++ reference count go from 1 to 2 and back, and
+// since torch 2.13 each such transition takes the GIL.
+// Non-structured ops compute their output shapes explicitly and reuse
+// launchCpuOp for step 3.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -51,6 +57,8 @@ at::Tensor emptyDevice(c10::IntArrayRef sizes, c10::ScalarType dtype);
 // into out= arguments; otherwise its returned tensors are copied into
 // `outputs` in order (undefined entries are skipped).
 void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device,
+                 const char* kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs = {});
+void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device,
                  const std::string& kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs = {});
 
 // How a kernel's name and launch shape derive from its arguments.
@@ -82,29 +90,198 @@ struct KernelSpec {
   bool functionalMetaOnTwins = false;
 };
 
-// Registers the out= overload `schema` (e.g. "arange.start_out") alone;
-// `meta` is its meta function. For ops without functional siblings of their
-// own (their functional overloads are composite).
+// Registers the out= overload `schema` (e.g. "arange.start_out") alone, as a
+// boxed kernel; `meta` is its meta function. For ops whose functional
+// overloads are composite.
 void registerMetaKernel(torch::Library& m, const char* schema, c10::KernelFunction meta, KernelSpec spec);
 
-// The C++ meta functions (ATen/MetaFunctions.h) of one structured family,
-// callable boxed.
-struct StructuredMeta {
-  c10::KernelFunction out;                      // at::meta::<op>_outf
-  c10::KernelFunction functional;               // at::meta::<op>
-  std::optional<c10::KernelFunction> inplace;   // at::meta::<op>_
+namespace detail {
+
+// One argument of a kernel call, by reference: device checks and packing read
+// tensors through it without taking new references.
+struct ArgRef {
+  enum class Kind : uint8_t {
+    kTensor,         // `ref` is an at::Tensor
+    kTensorListRef,  // `ref` is an at::ITensorListRef
+    kValue,          // `value` (tensor lists as IValue lists; never a tensor)
+  };
+  Kind kind = Kind::kValue;
+  const void* ref = nullptr;
+  c10::IValue value;
 };
 
-// Registers a structured family: `outSchema` (e.g. "add.out") and its
-// functional and in-place overloads ("add.Tensor", "add_.Tensor"), found by
-// schema among the operators that use ATen's default structured kernels.
-void registerStructured(torch::Library& m, const char* outSchema, StructuredMeta meta, KernelSpec spec);
+inline ArgRef argRef(const at::Tensor& t) {
+  return {ArgRef::Kind::kTensor, &t, {}};
+}
+inline ArgRef argRef(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? argRef(*t) : ArgRef{};
+}
+inline ArgRef argRef(const at::ITensorListRef& list) {
+  return {ArgRef::Kind::kTensorListRef, &list, {}};
+}
+template <class T>
+ArgRef argRef(const T& value) {
+  return {ArgRef::Kind::kValue, nullptr, c10::IValue(value)};
+}
 
-// Registers `functionalSchema` as the functional overload of the family of
-// `outSchema` (which must be registered too), for the few families whose
-// functional overload the schema search above skips.
-void registerStructuredFunctional(torch::Library& m, const char* functionalSchema, const char* outSchema,
-                                  c10::KernelFunction meta, KernelSpec spec);
+c10::Device commonDevice(c10::ArrayRef<ArgRef> args, const c10::OperatorHandle& op);
+at::Tensor metaTwin(const at::Tensor& t);
+
+// What a family's kernels share: the kernel's naming and shape rules and the
+// operator its body runs on the CPU.
+class StructuredLauncher {
+ public:
+  StructuredLauncher(const c10::OperatorHandle& outOp, KernelSpec spec);
+  ~StructuredLauncher();
+  StructuredLauncher(const StructuredLauncher&) = delete;
+  StructuredLauncher& operator=(const StructuredLauncher&) = delete;
+
+  const KernelSpec& spec() const;
+  // After meta: launches the kernel for `args` on `device`, with `outputs`
+  // appended as the .out overload's out= arguments (none for the .out
+  // overload itself, whose arguments include them). `result`, the op's first
+  // result, sizes the launch (default: the first output).
+  void launch(c10::Device device, c10::ArrayRef<ArgRef> args, c10::ArrayRef<at::Tensor> outputs,
+              const at::Tensor* result = nullptr) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+struct StructuredFamily {
+  c10::OperatorHandle out;
+  std::optional<c10::OperatorHandle> functional;
+  std::optional<c10::OperatorHandle> inplace;
+};
+// The out= overload `outSchema` and its functional and in-place overloads,
+// found by schema among the operators that use ATen's default structured
+// kernels. Warns when what is found disagrees with `expectInplace`.
+StructuredFamily findStructuredFamily(const char* outSchema, bool expectInplace);
+// "add.out" -> aten::add.out
+c10::OperatorHandle findSchema(const char* schema);
+
+// Registers `kernel` for `op` and lists it in the operator path table.
+void registerFamilyKernel(torch::Library& m, const c10::OperatorHandle& op, torch::CppFunction kernel,
+                          const KernelSpec& spec);
+
+template <class R>
+struct OutputList;
+template <>
+struct OutputList<at::Tensor> {
+  static std::array<at::Tensor, 1> of(const at::Tensor& t) { return {t}; }
+  static void allocateLikeMeta(at::Tensor& t) { t = emptyDeviceLike(t); }
+};
+template <class... T>
+struct OutputList<std::tuple<T...>> {
+  static std::array<at::Tensor, sizeof...(T)> of(const std::tuple<T...>& t) {
+    return std::apply([](const auto&... o) { return std::array<at::Tensor, sizeof...(T)>{o...}; }, t);
+  }
+  static void allocateLikeMeta(std::tuple<T...>& t) {
+    std::apply([](auto&... o) { ((o = emptyDeviceLike(o)), ...); }, t);
+  }
+};
+
+// Meta-device stand-ins for device tensors (KernelSpec::functionalMetaOnTwins).
+template <class T>
+struct TwinOf {
+  const T& operator()(const T& value) { return value; }
+};
+template <>
+struct TwinOf<at::Tensor> {
+  at::Tensor twin;
+  const at::Tensor& operator()(const at::Tensor& value) {
+    if (!value.defined() || !value.is_privateuseone()) return value;
+    twin = metaTwin(value);
+    return twin;
+  }
+};
+
+template <class Fn>
+class FunctionalKernel;
+template <class R, class... A>
+class FunctionalKernel<R (*)(A...)> {
+ public:
+  FunctionalKernel(R (*meta)(A...), std::shared_ptr<const StructuredLauncher> launcher, c10::OperatorHandle op)
+      : meta_(meta), launcher_(std::move(launcher)), op_(std::move(op)) {}
+
+  R operator()(A... args) const {
+    const std::array<ArgRef, sizeof...(A)> refs{argRef(args)...};
+    const c10::Device device = commonDevice(refs, op_);
+    c10::DeviceGuard guard(device);
+    R result = launcher_->spec().functionalMetaOnTwins ? metaOnTwins(args...) : meta_(args...);
+    OutputList<R>::allocateLikeMeta(result);  // meta tensors -> device memory
+    launcher_->launch(device, refs, OutputList<R>::of(result));
+    return result;
+  }
+
+ private:
+  R metaOnTwins(A... args) const {
+    std::tuple<TwinOf<std::decay_t<A>>...> twins;
+    return std::apply([&](auto&... twin) { return meta_(twin(args)...); }, twins);
+  }
+
+  R (*meta_)(A...);
+  std::shared_ptr<const StructuredLauncher> launcher_;
+  c10::OperatorHandle op_;
+};
+
+template <class Fn>
+class InplaceKernel;
+template <class... A>
+class InplaceKernel<at::Tensor& (*)(at::Tensor&, A...)> {
+ public:
+  InplaceKernel(at::Tensor& (*meta)(at::Tensor&, A...), std::shared_ptr<const StructuredLauncher> launcher,
+                c10::OperatorHandle op)
+      : meta_(meta), launcher_(std::move(launcher)), op_(std::move(op)) {}
+
+  at::Tensor& operator()(at::Tensor& self, A... args) const {
+    const std::array<ArgRef, sizeof...(A) + 1> refs{argRef(self), argRef(args)...};
+    const c10::Device device = commonDevice(refs, op_);
+    c10::DeviceGuard guard(device);
+    meta_(self, args...);  // checks that self can hold the result
+    launcher_->launch(device, refs, c10::ArrayRef<at::Tensor>(self));  // no copy of self
+    return self;
+  }
+
+ private:
+  at::Tensor& (*meta_)(at::Tensor&, A...);
+  std::shared_ptr<const StructuredLauncher> launcher_;
+  c10::OperatorHandle op_;
+};
+
+inline const at::Tensor& firstOf(const at::Tensor& t) {
+  return t;
+}
+template <class... T>
+const at::Tensor& firstOf(const std::tuple<T...>& t) {
+  return std::get<0>(t);
+}
+
+template <class Fn>
+class OutKernel;
+template <class R, class... A>
+class OutKernel<R (*)(A...)> {
+ public:
+  OutKernel(R (*meta)(A...), std::shared_ptr<const StructuredLauncher> launcher, c10::OperatorHandle op)
+      : meta_(meta), launcher_(std::move(launcher)), op_(std::move(op)) {}
+
+  R operator()(A... args) const {
+    const std::array<ArgRef, sizeof...(A)> refs{argRef(args)...};
+    const c10::Device device = commonDevice(refs, op_);
+    c10::DeviceGuard guard(device);
+    R result = meta_(args...);  // resizes the out= tensors, which are arguments too
+    launcher_->launch(device, refs, {}, &firstOf(result));
+    return result;
+  }
+
+ private:
+  R (*meta_)(A...);
+  std::shared_ptr<const StructuredLauncher> launcher_;
+  c10::OperatorHandle op_;
+};
+
+}  // namespace detail
 
 // The functional and in-place meta signatures that belong to an out= meta
 // signature: outputs dropped from the end; in-place, `self` is mutable.
@@ -142,40 +319,64 @@ template <class R, class... A>
 struct StructuredSignatures<R (*)(A...)> {
   static constexpr size_t inputs = sizeof...(A) - detail::OutReturn<R>::count;
   static_assert(inputs > 0, "a structured family with a functional overload takes inputs");
+  using Out = R (*)(A...);
   using Functional = typename detail::FunctionOf<typename detail::OutReturn<R>::Functional, std::tuple<A...>,
                                                  std::make_index_sequence<inputs>>::type;
   using Inplace = typename detail::InplaceOf<std::tuple<A...>, std::make_index_sequence<inputs - 1>>::type;
 };
 
-// The parameter types pick the right overload of an overloaded at::meta name.
+// Registers a structured family: `outSchema` (e.g. "add.out") and its
+// functional and in-place overloads ("add.Tensor", "add_.Tensor"), with the
+// family's C++ meta functions (ATen/MetaFunctions.h). The parameter types
+// pick the right overload of an overloaded at::meta name. Without `inplace`,
+// an in-place overload keeps ATen's default kernel (tests flag that).
 template <class OutFn>
-StructuredMeta structuredMeta(OutFn out, typename StructuredSignatures<OutFn>::Functional functional) {
-  return {c10::KernelFunction::makeFromUnboxedRuntimeFunction(out),
-          c10::KernelFunction::makeFromUnboxedRuntimeFunction(functional), std::nullopt};
+void registerStructured(torch::Library& m, const char* outSchema, OutFn out,
+                        typename StructuredSignatures<OutFn>::Functional functional,
+                        typename StructuredSignatures<OutFn>::Inplace inplace, KernelSpec spec) {
+  const detail::StructuredFamily family = detail::findStructuredFamily(outSchema, inplace != nullptr);
+  auto launcher = std::make_shared<const detail::StructuredLauncher>(family.out, spec);
+  detail::registerFamilyKernel(m, family.out, torch::CppFunction(detail::OutKernel<OutFn>(out, launcher, family.out)),
+                               spec);
+  if (family.functional.has_value()) {
+    using Functional = typename StructuredSignatures<OutFn>::Functional;
+    detail::registerFamilyKernel(
+        m, *family.functional,
+        torch::CppFunction(detail::FunctionalKernel<Functional>(functional, launcher, *family.functional)), spec);
+  }
+  if (family.inplace.has_value() && inplace != nullptr) {
+    using Inplace = typename StructuredSignatures<OutFn>::Inplace;
+    detail::registerFamilyKernel(
+        m, *family.inplace, torch::CppFunction(detail::InplaceKernel<Inplace>(inplace, launcher, *family.inplace)),
+        spec);
+  }
 }
 
-template <class OutFn>
-StructuredMeta structuredMeta(OutFn out, typename StructuredSignatures<OutFn>::Functional functional,
-                              typename StructuredSignatures<OutFn>::Inplace inplace) {
-  return {c10::KernelFunction::makeFromUnboxedRuntimeFunction(out),
-          c10::KernelFunction::makeFromUnboxedRuntimeFunction(functional),
-          c10::KernelFunction::makeFromUnboxedRuntimeFunction(inplace)};
+// Registers `functionalSchema` as the functional overload of the family of
+// `outSchema` (registered separately), for the few families whose functional
+// overload the schema search skips (it also has a composite kernel).
+template <class Fn>
+void registerStructuredFunctional(torch::Library& m, const char* functionalSchema, const char* outSchema, Fn meta,
+                                  KernelSpec spec) {
+  const c10::OperatorHandle out = detail::findSchema(outSchema);
+  const c10::OperatorHandle functional = detail::findSchema(functionalSchema);
+  auto launcher = std::make_shared<const detail::StructuredLauncher>(out, spec);
+  detail::registerFamilyKernel(m, functional,
+                               torch::CppFunction(detail::FunctionalKernel<Fn>(meta, launcher, functional)), spec);
 }
 
 }  // namespace openreg::backend
 
-// The meta functions of family `name`; WITH_INPLACE where ATen has `name_`.
-#define OPENREG_STRUCTURED_META_NO_INPLACE(name, OutSig) \
-  ::openreg::backend::structuredMeta<OutSig>(&at::meta::name##_outf, &at::meta::name)
-#define OPENREG_STRUCTURED_META_WITH_INPLACE(name, OutSig) \
-  ::openreg::backend::structuredMeta<OutSig>(&at::meta::name##_outf, &at::meta::name, &at::meta::name##_)
-
 // OPENREG_STRUCTURED(m, "add.out", add, WITH_INPLACE, <KernelSpec fields>):
-// the family of at::meta::add_outf; the _SIG form names the out= signature
-// of an overloaded family (pow, eq, ...).
-#define OPENREG_STRUCTURED_SIG(m, schema, name, OutSig, inplace, ...)                               \
-  ::openreg::backend::registerStructured(m, schema, OPENREG_STRUCTURED_META_##inplace(name, OutSig), \
-                                         ::openreg::backend::KernelSpec{__VA_ARGS__})
+// the family of at::meta::add_outf, at::meta::add and (WITH_INPLACE)
+// at::meta::add_; the _SIG form names the out= signature of an overloaded
+// family (pow, eq, ...).
+#define OPENREG_STRUCTURED_INPLACE_META_WITH_INPLACE(name) &at::meta::name##_
+#define OPENREG_STRUCTURED_INPLACE_META_NO_INPLACE(name) nullptr
+#define OPENREG_STRUCTURED_SIG(m, schema, name, OutSig, inplace, ...)                                   \
+  ::openreg::backend::registerStructured<OutSig>(m, schema, &at::meta::name##_outf, &at::meta::name,    \
+                                                 OPENREG_STRUCTURED_INPLACE_META_##inplace(name),       \
+                                                 ::openreg::backend::KernelSpec{__VA_ARGS__})
 #define OPENREG_STRUCTURED(m, schema, name, inplace, ...) \
   OPENREG_STRUCTURED_SIG(m, schema, name, decltype(&at::meta::name##_outf), inplace, __VA_ARGS__)
 

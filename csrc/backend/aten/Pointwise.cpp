@@ -170,8 +170,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // win over the structured default on openreg and decompose into five
   // kernels (and a host read); it gets the single device kernel, as on CPU.
   OPENREG_META_KERNEL(m, "silu_backward.grad_input", &at::meta::silu_backward_outf, "silu_bwd");
-  registerStructuredFunctional(m, "silu_backward", "silu_backward.grad_input",
-                               c10::KernelFunction::makeFromUnboxedRuntimeFunction(&at::meta::silu_backward),
+  registerStructuredFunctional(m, "silu_backward", "silu_backward.grad_input", &at::meta::silu_backward,
                                KernelSpec{"silu_bwd"});
   OPENREG_STRUCTURED(m, "mish.out", mish, WITH_INPLACE, "mish_fwd");
   OPENREG_STRUCTURED(m, "softplus.out", softplus, NO_INPLACE, "softplus_fwd");
