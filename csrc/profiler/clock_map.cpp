@@ -12,6 +12,15 @@ constexpr uint64_t kUncertaintyOutlierFactor = 8;
 // not make ordinary ones outliers.
 constexpr uint64_t kUncertaintyFloorNs = 1000;
 
+// Garbage samples or timestamps can map far outside int64: keep the
+// nearest representable time (an overflow would be undefined, and would
+// reorder events).
+int64_t saturate(__int128 value) {
+  if (value > INT64_MAX) return INT64_MAX;
+  if (value < INT64_MIN) return INT64_MIN;
+  return static_cast<int64_t>(value);
+}
+
 int64_t interpolate(const ClockPoint& a, const ClockPoint& b, uint64_t deviceTs) {
   // Samples are milliseconds apart, so the product of the deltas usually
   // fits 64 bits: then the same rounding in 64-bit arithmetic, which is
@@ -24,16 +33,26 @@ int64_t interpolate(const ClockPoint& a, const ClockPoint& b, uint64_t deviceTs)
       deviceSpan64 < kSmall) {
     const int64_t num = dd64 * hostSpan64;
     const int64_t q = (num >= 0 ? num + deviceSpan64 / 2 : num - deviceSpan64 / 2) / deviceSpan64;
-    return static_cast<int64_t>(a.host) + q;
+    return saturate(static_cast<__int128>(a.host) + q);
   }
   // 128-bit arithmetic: device deltas times host deltas overflow 64 bits.
-  __int128 dd = static_cast<__int128>(deviceTs) - static_cast<__int128>(a.device);
-  __int128 hostSpan = static_cast<__int128>(b.host) - static_cast<__int128>(a.host);
-  __int128 deviceSpan = static_cast<__int128>(b.device) - static_cast<__int128>(a.device);
-  __int128 num = dd * hostSpan;
+  const __int128 dd = static_cast<__int128>(deviceTs) - static_cast<__int128>(a.device);
+  const __int128 hostSpan = static_cast<__int128>(b.host) - static_cast<__int128>(a.host);
+  const __int128 deviceSpan = static_cast<__int128>(b.device) - static_cast<__int128>(a.device);
+  constexpr __int128 kLimit = static_cast<__int128>(1) << 63;
+  if (dd <= -kLimit || dd >= kLimit || hostSpan >= kLimit) {
+    // Only nonsense clocks get here (spans of centuries): the product would
+    // not fit even 128 bits.
+    const long double mapped = static_cast<long double>(a.host) +
+        static_cast<long double>(dd) * static_cast<long double>(hostSpan) / static_cast<long double>(deviceSpan);
+    if (mapped >= 9.2e18L) return INT64_MAX;
+    if (mapped <= -9.2e18L) return INT64_MIN;
+    return static_cast<int64_t>(mapped);
+  }
+  const __int128 num = dd * hostSpan;
   // Round to nearest, symmetric for negative offsets (extrapolation before a).
-  __int128 q = (num >= 0 ? num + deviceSpan / 2 : num - deviceSpan / 2) / deviceSpan;
-  return static_cast<int64_t>(static_cast<__int128>(a.host) + q);
+  const __int128 q = (num >= 0 ? num + deviceSpan / 2 : num - deviceSpan / 2) / deviceSpan;
+  return saturate(static_cast<__int128>(a.host) + q);
 }
 
 } // namespace
@@ -80,8 +99,7 @@ std::optional<int64_t> ClockMap::toHost(uint64_t deviceTs) const {
   if (points_.size() == 1) {
     // One sample: offset only, nominal rate.
     const auto& p = points_.front();
-    return static_cast<int64_t>(p.host) +
-        (static_cast<int64_t>(deviceTs) - static_cast<int64_t>(p.device));
+    return saturate(static_cast<__int128>(p.host) + static_cast<__int128>(deviceTs) - static_cast<__int128>(p.device));
   }
   auto upper = std::upper_bound(points_.begin(), points_.end(), deviceTs,
                                 [](uint64_t ts, const ClockPoint& p) { return ts < p.device; });

@@ -507,7 +507,7 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
       // Kineto widens these by 1 ns each side when writing JSON; undo it so
       // the span does not poke out of the work it covers. Its id is the
       // range's own, which Kineto writes as "External id", as for CUDA.
-      if (act.endTime - act.startTime >= 2) {
+      if (static_cast<uint64_t>(act.endTime) - static_cast<uint64_t>(act.startTime) >= 2) {  // end >= start
         act.startTime += 1;
         act.endTime -= 1;
       }

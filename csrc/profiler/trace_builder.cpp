@@ -13,6 +13,18 @@
 namespace openreg::profiler {
 namespace {
 
+// Host timestamps are epoch ns; a runtime's value past INT64_MAX is garbage,
+// kept as the latest representable time so that order and ends hold.
+int64_t hostNs(uint64_t ns) { return ns > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(ns); }
+int64_t callStart(const RuntimeCall& call) { return hostNs(call.start); }
+int64_t callEnd(const RuntimeCall& call) { return std::max(callStart(call), hostNs(call.end)); }
+
+// to - from for to >= from, without overflow (saturated).
+int64_t elapsed(int64_t from, int64_t to) {
+  const uint64_t difference = static_cast<uint64_t>(to) - static_cast<uint64_t>(from);
+  return difference > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(difference);
+}
+
 // Correlation id (never 0) → 32-bit index. The joins look up millions of
 // ids: node-based maps cost an allocation and a cache miss each. Runtimes
 // hand ids out from a counter, so they usually fill a dense range: then a
@@ -233,7 +245,7 @@ const char* memcpyName(uint8_t copyKind) {
 
 EventArgs eventArgsOf(const TraceEvent& event) {
   EventArgs a;
-  a.durationNs = event.end - event.start;
+  a.durationNs = elapsed(event.start, event.end);
   if (event.device != nullptr) {
     const DeviceOp& op = *event.device->op;
     a.source = EventArgs::Source::Device;
@@ -448,7 +460,7 @@ PreparedTrace prepareTrace(const RecordSet& records) {
   size_t u = 0;
   for (auto& rt : out.runtime) {
     // Runtime calls first at equal times, as launches precede their work.
-    for (; u < unlaunched.size() && unlaunched[u].first < static_cast<int64_t>(rt.call->start); ++u) {
+    for (; u < unlaunched.size() && unlaunched[u].first < callStart(*rt.call); ++u) {
       out.deviceOps[unlaunched[u].second].traceId = nextId();
     }
     rt.traceId = nextId();
@@ -477,8 +489,8 @@ void emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const 
   std::vector<char> runtimeInWindow(prepared.runtime.size(), 0);
   for (size_t i = 0; i < prepared.runtime.size(); ++i) {
     const RuntimeCall& call = *prepared.runtime[i].call;
-    const auto start = static_cast<int64_t>(call.start);
-    const auto end = static_cast<int64_t>(std::max(call.start, call.end));
+    const int64_t start = callStart(call);
+    const int64_t end = callEnd(call);
     runtimeInWindow[i] = inWindow(start, end);
     if (!options.runtime) {
       ++stats.notRequested;
@@ -533,10 +545,10 @@ void emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const 
     // earlier is clock error within the samples' uncertainty. Moving only the
     // start keeps the row free of new overlaps.
     if (p.runtimeIndex >= 0) {
-      const auto launch = static_cast<int64_t>(prepared.runtime[static_cast<size_t>(p.runtimeIndex)].call->start);
+      const int64_t launch = callStart(*prepared.runtime[static_cast<size_t>(p.runtimeIndex)].call);
       if (c.start < launch) {
         ++stats.causalityFixes;
-        stats.maxCausalityFixNs = std::max(stats.maxCausalityFixNs, launch - c.start);
+        stats.maxCausalityFixNs = std::max(stats.maxCausalityFixNs, elapsed(c.start, launch));
         c.start = launch;
         c.end = std::max(c.end, c.start);
       }
@@ -608,7 +620,7 @@ void emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const 
     for (size_t i = 0; i < prepared.runtime.size(); ++i) {
       if (!runtimeEmitted[i]) continue;
       const RuntimeCall& call = *prepared.runtime[i].call;
-      keys.push_back({static_cast<int64_t>(call.start), static_cast<int64_t>(std::max(call.start, call.end)),
+      keys.push_back({callStart(call), callEnd(call),
                       kRuntime, static_cast<uint32_t>(i)});
     }
     closeRun(begin);
@@ -649,8 +661,9 @@ void emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const 
     // Per row, outer spans first; a span that crosses another's end (ranges
     // on two threads interleaving on one stream) cannot nest and is dropped.
     std::sort(ordered.begin(), ordered.end(), [](const Span& a, const Span& b) {
-      return std::make_tuple(a.device, a.stream, a.start, -a.end) <
-          std::make_tuple(b.device, b.stream, b.start, -b.end);
+      // (end compared reversed, not negated: -INT64_MIN overflows)
+      return std::make_tuple(a.device, a.stream, a.start, b.end) <
+          std::make_tuple(b.device, b.stream, b.start, a.end);
     });
     std::vector<const Span*> open;
     for (size_t i = 0; i < ordered.size(); ++i) {
