@@ -9,6 +9,15 @@ once per process:
 - ``Tensor.openreg()``, ``Tensor.is_openreg``, ``Module.openreg()`` and the
   storage methods ``torch.load`` needs;
 - the profiler plugin, when its library is present.
+
+When torch or the compiled backend cannot be loaded (not built, a broken or
+mismatched library), the import still succeeds, with a ``RuntimeWarning``
+naming the cause, and registers nothing: ``backend_error`` holds the cause
+(``None`` when the device is registered). The trace tools
+(``torch_openreg.trace``, ``python -m torch_openreg summary/check/timeline``)
+need neither torch nor the backend; and through autoload, a broken install
+would otherwise make every ``import torch`` in the environment fail, as a
+missing GPU driver does not.
 """
 
 # Read by _autoload: torch calls it while this module is still importing.
@@ -17,15 +26,10 @@ _importing = True
 import atexit
 import warnings
 
-import torch
+__all__ = ["backend_error"]
 
-from torch_openreg._lib import load_extension
-
-_C = load_extension()
-
-from torch_openreg import openreg  # noqa: E402  (the device module; needs _C)
-
-__all__ = ["openreg"]
+# Why the device is unavailable; None once it is registered.
+backend_error: BaseException | None = None
 
 
 def _register() -> None:
@@ -59,8 +63,28 @@ def _synchronize_at_exit() -> None:
             warnings.warn(f"openreg: device {index} at exit: {error}", RuntimeWarning, stacklevel=1)
 
 
-_register()
-_load_profiler()
-atexit.register(_synchronize_at_exit)
+try:
+    import torch
+
+    from torch_openreg._lib import load_extension
+
+    _C = load_extension()
+
+    from torch_openreg import openreg  # the device module; needs _C
+except (ImportError, OSError, RuntimeError) as error:
+    # ImportError: not built, or a library that fails to load; RuntimeError:
+    # torch's own import failed (its autoload of a broken backend).
+    backend_error = error
+    warnings.warn(
+        f"openreg: the device is unavailable ({type(error).__name__}: {error}); only the trace tools work. "
+        "Build the backend with `pip install --no-build-isolation -e .`",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+else:
+    __all__.append("openreg")
+    _register()
+    _load_profiler()
+    atexit.register(_synchronize_at_exit)
 
 _importing = False

@@ -38,6 +38,8 @@ def _schema_names() -> list[str]:
 
 def classify() -> dict[str, tuple[str, str]]:
     """Maps "aten::op.overload" to (path, kernel) for every aten operator."""
+    if torch_openreg.backend_error is not None:
+        raise RuntimeError(f"openreg: the device backend is unavailable: {torch_openreg.backend_error}")
     registered = {op: (path, kernel) for op, path, kernel in torch_openreg._C._op_paths()}
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     table: dict[str, tuple[str, str]] = {}
