@@ -18,8 +18,6 @@
 
 namespace openreg::backend {
 
-using detail::ArgRef;
-
 namespace {
 
 constexpr c10::DispatchKeySet kOpenRegKeys{c10::DispatchKey::PrivateUse1};
@@ -64,7 +62,7 @@ c10::SmallVector<ArgRef, 8> argRefs(c10::ArrayRef<c10::IValue> args) {
   c10::SmallVector<ArgRef, 8> refs;
   for (const c10::IValue& value : args) {
     if (value.isTensor()) {
-      refs.push_back(detail::argRef(value.toTensor()));
+      refs.push_back(argRef(value.toTensor()));
     } else {
       refs.push_back(ArgRef{ArgRef::Kind::kValue, nullptr, value});
     }
@@ -344,7 +342,7 @@ LaunchPlan planLaunch(const KernelSpec& spec, const KernelNames& names, c10::Arr
 
 }  // namespace
 
-c10::Device detail::commonDevice(c10::ArrayRef<ArgRef> args, const c10::OperatorHandle& op) {
+c10::Device commonDevice(c10::ArrayRef<ArgRef> args, const c10::OperatorHandle& op) {
   std::optional<c10::Device> device;
   forEachTensor(args, [&](const at::Tensor& t) {
     const c10::Device d = t.device();
@@ -367,7 +365,7 @@ c10::Device detail::commonDevice(c10::ArrayRef<ArgRef> args, const c10::Operator
 }
 
 c10::Device commonDevice(c10::ArrayRef<c10::IValue> args, const c10::OperatorHandle& op) {
-  return detail::commonDevice(argRefs(args), op);
+  return commonDevice(argRefs(args), op);
 }
 
 at::Tensor detail::metaTwin(const at::Tensor& t) {
@@ -387,11 +385,21 @@ at::Tensor emptyDevice(c10::IntArrayRef sizes, c10::ScalarType dtype) {
   return at::detail::empty_generic(sizes, deviceAllocator(), kOpenRegKeys, dtype, std::nullopt);
 }
 
-void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device,
+void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<ArgRef> args, c10::DeviceIndex device,
                  const char* kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs) {
-  auto call = std::make_unique<CpuOpKernel>(op, argRefs(args));
+  auto call = std::make_unique<CpuOpKernel>(op, args);
   call->copyResultsInto(outputs);
   launchKernelObject(currentNativeStream(device), kernel, shape, std::move(call));
+}
+
+void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<ArgRef> args, c10::DeviceIndex device,
+                 const std::string& kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs) {
+  launchCpuOp(op, args, device, kernel.c_str(), shape, outputs);
+}
+
+void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device,
+                 const char* kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs) {
+  launchCpuOp(op, argRefs(args), device, kernel, shape, outputs);
 }
 
 void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device,
@@ -452,7 +460,7 @@ class OutOnlyKernel final : public c10::OperatorKernel {
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
     c10::ArrayRef<c10::IValue> args = torch::jit::last(*stack, numArgs_);
     const auto refs = argRefs(args);
-    const c10::Device device = detail::commonDevice(refs, op);
+    const c10::Device device = commonDevice(refs, op);
     c10::DeviceGuard guard(device);
     torch::jit::Stack results(args.begin(), args.end());
     if (launcher_.spec().metaOnTwins) {

@@ -95,10 +95,8 @@ struct KernelSpec {
 // overloads are composite.
 void registerMetaKernel(torch::Library& m, const char* schema, c10::KernelFunction meta, KernelSpec spec);
 
-namespace detail {
-
 // One argument of a kernel call, by reference: device checks and packing read
-// tensors through it without taking new references.
+// tensors through it without taking new references (see the GIL note above).
 struct ArgRef {
   enum class Kind : uint8_t {
     kTensor,         // `ref` is an at::Tensor
@@ -119,12 +117,34 @@ inline ArgRef argRef(const std::optional<at::Tensor>& t) {
 inline ArgRef argRef(const at::ITensorListRef& list) {
   return {ArgRef::Kind::kTensorListRef, &list, {}};
 }
+inline ArgRef argRef(const c10::IValue& value) {
+  return value.isTensor() ? argRef(value.toTensor()) : ArgRef{ArgRef::Kind::kValue, nullptr, value};
+}
 template <class T>
 ArgRef argRef(const T& value) {
   return {ArgRef::Kind::kValue, nullptr, c10::IValue(value)};
 }
 
+// refArgs(self, dim, index, out): a kernel's arguments for commonDevice and
+// launchCpuOp. Tensors must outlive the call: they are referenced.
+template <class... T>
+std::array<ArgRef, sizeof...(T)> refArgs(T&&... args) {
+  static_assert(((std::is_lvalue_reference_v<T> ||
+                  !(std::is_same_v<std::decay_t<T>, at::Tensor> || std::is_same_v<std::decay_t<T>, c10::IValue> ||
+                    std::is_same_v<std::decay_t<T>, std::optional<at::Tensor>>)) &&
+                 ...),
+                "a temporary tensor would dangle: name it first");
+  return {argRef(args)...};
+}
+
 c10::Device commonDevice(c10::ArrayRef<ArgRef> args, const c10::OperatorHandle& op);
+void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<ArgRef> args, c10::DeviceIndex device,
+                 const char* kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs = {});
+void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<ArgRef> args, c10::DeviceIndex device,
+                 const std::string& kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs = {});
+
+namespace detail {
+
 at::Tensor metaTwin(const at::Tensor& t);
 
 // What a family's kernels share: the kernel's naming and shape rules and the

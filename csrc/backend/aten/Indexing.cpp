@@ -32,7 +32,7 @@ c10::List<std::optional<at::Tensor>> indicesOnDevice(const c10::List<std::option
 // `indices` already on the device; `out` sized by index's meta function.
 void launchIndex(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, const at::Tensor& out) {
   static const c10::OperatorHandle op = findOp("aten::index", "Tensor_out");
-  std::vector<c10::IValue> args{self, indices, out};
+  const auto args = refArgs(self, indices, out);
   commonDevice(args, op);
   launchCpuOp(op, args, self.device().index(), kernelName("index_gather", self.scalar_type()),
               elementwiseShape(out.numel()));
@@ -64,7 +64,7 @@ at::Tensor& indexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Ten
   const auto moved = indicesOnDevice(indices, self.device());
   TORCH_CHECK(self.scalar_type() == values.scalar_type(), "Index put requires the source and destination dtypes ",
               "match, got ", self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
-  std::vector<c10::IValue> args{self, moved, values, accumulate, unsafe};
+  const auto args = refArgs(self, moved, values, accumulate, unsafe);
   commonDevice(args, op);
   launchCpuOp(op, args, self.device().index(),
               kernelName(accumulate ? "index_put_accumulate" : "index_put", self.scalar_type()),
@@ -86,11 +86,10 @@ c10::DimVector indexSelectShape(const at::Tensor& self, int64_t dim, const at::T
 
 at::Tensor& indexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
   static const c10::OperatorHandle op = findOp("aten::index_select", "out");
-  std::vector<c10::IValue> args{self, dim, index, out};
+  const auto args = refArgs(self, dim, index, out);
   const c10::Device device = commonDevice(args, op);
   c10::DeviceGuard guard(device);
   at::native::resize_output(out, indexSelectShape(self, dim, index));
-  args.back() = out;
   launchCpuOp(op, args, device.index(), kernelName("index_select", self.scalar_type()),
               elementwiseShape(out.numel()));
   return out;
@@ -112,7 +111,7 @@ void checkMask(const at::Tensor& self, const at::Tensor& mask) {
 at::Tensor& maskedFillScalar(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {
   static const c10::OperatorHandle op = findOp("aten::masked_fill_", "Scalar");
   checkMask(self, mask);
-  std::vector<c10::IValue> args{self, mask, value};
+  const auto args = refArgs(self, mask, value);
   const c10::Device device = commonDevice(args, op);
   c10::DeviceGuard guard(device);
   launchCpuOp(op, args, device.index(), kernelName("masked_fill", self.scalar_type()),
@@ -125,7 +124,7 @@ at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at:
   checkMask(self, mask);
   TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
               value.dim(), " dimension(s).");
-  std::vector<c10::IValue> args{self, mask, value};
+  const auto args = refArgs(self, mask, value);
   const c10::Device device = commonDevice(args, op);
   c10::DeviceGuard guard(device);
   launchCpuOp(op, args, device.index(), kernelName("masked_fill", self.scalar_type()),
@@ -136,7 +135,7 @@ at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at:
 template <const char* Overload>
 at::Tensor& indexFill(at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::IValue& value) {
   static const c10::OperatorHandle op = findOp("aten::index_fill_", Overload);
-  std::vector<c10::IValue> args{self, dim, index, value};
+  const auto args = refArgs(self, dim, index, value);
   const c10::Device device = commonDevice(args, op);
   c10::DeviceGuard guard(device);
   launchCpuOp(op, args, device.index(), kernelName("index_fill", self.scalar_type()),
@@ -158,7 +157,7 @@ at::Tensor& indexFillTensor(at::Tensor& self, int64_t dim, const at::Tensor& ind
 at::Tensor embeddingDenseBackward(const at::Tensor& grad_output, const at::Tensor& indices, int64_t num_weights,
                                   int64_t padding_idx, bool scale_grad_by_freq) {
   static const c10::OperatorHandle op = findOp("aten::embedding_dense_backward", "");
-  std::vector<c10::IValue> args{grad_output, indices, num_weights, padding_idx, scale_grad_by_freq};
+  const auto args = refArgs(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
   const c10::Device device = commonDevice(args, op);
   c10::DeviceGuard guard(device);
   at::Tensor out = at::empty({num_weights, grad_output.size(-1)}, grad_output.options());
@@ -172,7 +171,7 @@ at::Tensor embeddingDenseBackward(const at::Tensor& grad_output, const at::Tenso
 at::Tensor& nonzeroOut(const at::Tensor& self, at::Tensor& out) {
   static const c10::OperatorHandle op = findOp("aten::nonzero", "out");
   TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: expected out to have dtype Long, got ", out.scalar_type());
-  std::vector<c10::IValue> args{self, out};
+  const auto args = refArgs(self, out);
   const c10::Device device = commonDevice(args, op);
   c10::DeviceGuard guard(device);
   at::Tensor count = at::empty({}, self.options().dtype(at::kLong));
@@ -182,7 +181,6 @@ at::Tensor& nonzeroOut(const at::Tensor& self, at::Tensor& out) {
                });
   const int64_t found = count.item<int64_t>();
   at::native::resize_output(out, {found, self.dim()});
-  args.back() = out;
   launchCpuOp(op, args, device.index(), kernelName("nonzero", self.scalar_type()), elementwiseShape(self.numel()));
   return out;
 }
@@ -222,7 +220,7 @@ at::Tensor& maskedScatter(at::Tensor& self, const at::Tensor& mask, const at::Te
               "dtypes but got ", self.scalar_type(), " and ", source.scalar_type());
   TORCH_CHECK(at::infer_size(self.sizes(), mask.sizes()) == self.sizes(), "masked_scatter_: the mask of shape ",
               mask.sizes(), " cannot be broadcast to the destination of shape ", self.sizes());
-  std::vector<c10::IValue> args{self, mask, source};
+  const auto args = refArgs(self, mask, source);
   const c10::Device device = commonDevice(args, op);
   c10::DeviceGuard guard(device);
   launchCpuOp(op, args, device.index(), kernelName("masked_scatter", self.scalar_type()),
@@ -235,7 +233,7 @@ at::Tensor isnan(const at::Tensor& self) {
 }
 
 // Gathers with the input's shape, computed by the CPU op and copied out.
-at::Tensor sameShapeGather(const char* name, const char* kernel, std::vector<c10::IValue> args,
+at::Tensor sameShapeGather(const char* name, const char* kernel, c10::ArrayRef<ArgRef> args,
                            const at::Tensor& self) {
   const c10::OperatorHandle op = findOp(name, "");
   const c10::Device device = commonDevice(args, op);
@@ -247,11 +245,11 @@ at::Tensor sameShapeGather(const char* name, const char* kernel, std::vector<c10
 }
 
 at::Tensor flip(const at::Tensor& self, c10::IntArrayRef dims) {
-  return sameShapeGather("aten::flip", "flip", {self, dims.vec()}, self);
+  return sameShapeGather("aten::flip", "flip", refArgs(self, dims), self);
 }
 
 at::Tensor roll(const at::Tensor& self, c10::IntArrayRef shifts, c10::IntArrayRef dims) {
-  return sameShapeGather("aten::roll", "roll", {self, shifts.vec(), dims.vec()}, self);
+  return sameShapeGather("aten::roll", "roll", refArgs(self, shifts, dims), self);
 }
 
 KernelSpec indexed(const char* base, int dtypeArg = 0) {

@@ -38,7 +38,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeLayerNorm(const at::Tensor&
   const at::Tensor weight = weight_opt.value_or(at::Tensor());
   const at::Tensor bias = bias_opt.value_or(at::Tensor());
   const auto [rows, rowLength] = at::native::_check_layer_norm_inputs(input, normalized_shape, weight, bias);
-  std::vector<c10::IValue> args{input, normalized_shape.vec(), weight_opt, bias_opt, eps};
+  const auto args = refArgs(input, normalized_shape, weight_opt, bias_opt, eps);
   const c10::Device device = commonDevice(args, op);
   c10::DeviceGuard guard(device);
   at::Tensor out = at::empty_like(input, at::MemoryFormat::Contiguous);
@@ -58,8 +58,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeLayerNormBackward(
   const at::Tensor weight = weight_opt.value_or(at::Tensor());
   const at::Tensor bias = bias_opt.value_or(at::Tensor());
   const auto [rows, rowLength] = at::native::_check_layer_norm_inputs(input, normalized_shape, weight, bias);
-  std::vector<c10::IValue> args{grad_out, input,    normalized_shape.vec(), mean, rstd, weight_opt, bias_opt,
-                                c10::List<bool>({output_mask[0], output_mask[1], output_mask[2]})};
+  const auto args = refArgs(grad_out, input, normalized_shape, mean, rstd, weight_opt, bias_opt,
+                            c10::List<bool>({output_mask[0], output_mask[1], output_mask[2]}));
   const c10::Device device = commonDevice(args, op);
   c10::DeviceGuard guard(device);
   at::Tensor gradInput = output_mask[0] ? at::empty_like(input, at::MemoryFormat::Contiguous) : at::Tensor();
@@ -73,7 +73,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeLayerNormBackward(
 at::Tensor nativeDropoutBackward(const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
   static const c10::OperatorHandle op = findOp("aten::native_dropout_backward", "");
   TORCH_CHECK(mask.scalar_type() == at::kBool, "Mask should be Bool Scalar Type", mask.scalar_type());
-  std::vector<c10::IValue> args{grad_output, mask, scale};
+  const auto args = refArgs(grad_output, mask, scale);
   const c10::Device device = commonDevice(args, op);
   c10::DeviceGuard guard(device);
   at::Tensor out = at::empty_like(grad_output, at::MemoryFormat::Contiguous);
@@ -85,7 +85,7 @@ at::Tensor nativeDropoutBackward(const at::Tensor& grad_output, const at::Tensor
 at::Tensor mseLossBackward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
                            int64_t reduction) {
   static const c10::OperatorHandle op = findOp("aten::mse_loss_backward", "");
-  std::vector<c10::IValue> args{grad_output, self, target, reduction};
+  const auto args = refArgs(grad_output, self, target, reduction);
   const c10::Device device = commonDevice(args, op);
   c10::DeviceGuard guard(device);
   at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);

@@ -86,12 +86,11 @@ at::Tensor whereSelf(const at::Tensor& condition, const at::Tensor& self, const 
   static const c10::OperatorHandle whereOut = findOp("aten::where", "self_out");
   const auto resultType = at::result_type(self, other);
   const auto shape = whereShape(condition, self, other);
-  std::vector<c10::IValue> args{condition, self, other};
-  const c10::Device device = commonDevice(args, whereOut);
+  const c10::Device device = commonDevice(refArgs(condition, self, other), whereOut);
   c10::DeviceGuard guard(device);
   at::Tensor out = emptyDevice(shape, resultType);
-  args.emplace_back(out);
-  launchCpuOp(whereOut, args, device.index(), kernelName("where", resultType), elementwiseShape(out.numel()));
+  launchCpuOp(whereOut, refArgs(condition, self, other, out), device.index(), kernelName("where", resultType),
+              elementwiseShape(out.numel()));
   return out;
 }
 
@@ -100,9 +99,8 @@ at::Tensor& reluOut(const at::Tensor& self, at::Tensor& out) {
   static const c10::OperatorHandle clampMin = findOp("aten::clamp_min", "out");
   TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   c10::DeviceGuard guard(self.device());
-  std::vector<c10::IValue> args{self, c10::Scalar(0), out};
-  launchCpuOp(clampMin, args, self.device().index(), kernelName("elementwise_relu", self.scalar_type()),
-              elementwiseShape(self.numel()));
+  launchCpuOp(clampMin, refArgs(self, c10::Scalar(0), out), self.device().index(),
+              kernelName("elementwise_relu", self.scalar_type()), elementwiseShape(self.numel()));
   return out;
 }
 

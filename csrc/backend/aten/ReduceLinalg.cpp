@@ -63,7 +63,7 @@ c10::ScalarType realType(c10::ScalarType type) {
   return c10::toRealValueType(type);
 }
 
-void launchReduction(const char* schemaName, const char* overload, std::vector<c10::IValue> args,
+void launchReduction(const char* schemaName, const char* overload, c10::ArrayRef<ArgRef> args,
                      const at::Tensor& self, c10::ArrayRef<at::Tensor> outputs, const char* base, bool functional) {
   const c10::OperatorHandle op = findOp(schemaName, overload);
   const int64_t outputsCount = std::max<int64_t>(1, outputs[0].numel());
@@ -77,7 +77,7 @@ at::Tensor& varCorrectionOut(const at::Tensor& self, at::OptionalIntArrayRef dim
   c10::DeviceGuard guard(self.device());
   at::native::resize_output(out, reducedShape(self, dim, keepdim));
   launchReduction("aten::var", "correction_out",
-                  {self, dim.has_value() ? c10::IValue(dim->vec()) : c10::IValue(), correction, keepdim, out}, self,
+                  refArgs(self, dim, correction, keepdim, out), self,
                   {out}, "reduce_var", false);
   return out;
 }
@@ -93,7 +93,7 @@ at::Tensor& stdCorrectionOut(const at::Tensor& self, at::OptionalIntArrayRef dim
   c10::DeviceGuard guard(self.device());
   at::native::resize_output(out, reducedShape(self, dim, keepdim));
   launchReduction("aten::std", "correction_out",
-                  {self, dim.has_value() ? c10::IValue(dim->vec()) : c10::IValue(), correction, keepdim, out}, self,
+                  refArgs(self, dim, correction, keepdim, out), self,
                   {out}, "reduce_std", false);
   return out;
 }
@@ -111,7 +111,7 @@ std::tuple<at::Tensor, at::Tensor> varMeanCorrection(const at::Tensor& self, at:
   at::Tensor var = at::empty(shape, self.options().dtype(realType(self.scalar_type())));
   at::Tensor mean = at::empty(shape, self.options());
   launchReduction("aten::var_mean", "correction",
-                  {self, dim.has_value() ? c10::IValue(dim->vec()) : c10::IValue(), correction, keepdim}, self,
+                  refArgs(self, dim, correction, keepdim), self,
                   {var, mean}, "reduce_var_mean", true);
   return {var, mean};
 }
@@ -123,7 +123,7 @@ std::tuple<at::Tensor, at::Tensor> stdMeanCorrection(const at::Tensor& self, at:
   at::Tensor std = at::empty(shape, self.options().dtype(realType(self.scalar_type())));
   at::Tensor mean = at::empty(shape, self.options());
   launchReduction("aten::std_mean", "correction",
-                  {self, dim.has_value() ? c10::IValue(dim->vec()) : c10::IValue(), correction, keepdim}, self,
+                  refArgs(self, dim, correction, keepdim), self,
                   {std, mean}, "reduce_std_mean", true);
   return {std, mean};
 }
@@ -134,7 +134,7 @@ at::Tensor reduceAll(const at::Tensor& self, const char* name, const char* base)
               "Specify the reduction dim with the 'dim' argument.");
   c10::DeviceGuard guard(self.device());
   at::Tensor out = at::empty({}, self.options());
-  launchReduction((std::string("aten::") + name).c_str(), "", {self}, self, {out}, base, true);
+  launchReduction((std::string("aten::") + name).c_str(), "", refArgs(self), self, {out}, base, true);
   return out;
 }
 
@@ -158,7 +158,7 @@ at::Tensor dotLike(const at::Tensor& self, const at::Tensor& other, const char* 
               "two devices, ", self.device(), " and ", other.device(), "!");
   c10::DeviceGuard guard(self.device());
   at::Tensor out = at::empty({}, self.options());
-  launchReduction((std::string("aten::") + name).c_str(), "", {self, other}, self, {out}, name, true);
+  launchReduction((std::string("aten::") + name).c_str(), "", refArgs(self, other), self, {out}, name, true);
   return out;
 }
 
