@@ -171,3 +171,35 @@ def test_overloads_are_listed_as_device_ops():
                  "aten::silu_backward"):
         assert table[name][0] == "device", (name, table[name])
     assert table["aten::add.Tensor"][1] == "elementwise_add"
+
+
+@pytest.mark.parametrize(
+    "name, fn",
+    [
+        ("inplace_broadcast_to_self", lambda a, b, m: a[:1].add_(b)),
+        ("inplace_dtype_downcast", lambda a, b, m: a.long().add_(b)),
+        ("inplace_addmm_shape", lambda a, b, m: a[:, :3].addmm_(m, m)),
+        ("inplace_cumsum_dtype", lambda a, b, m: a.clone().cumsum_(0, dtype=torch.float64)),
+        ("functional_mm_shapes", lambda a, b, m: torch.mm(a, m)),
+    ],
+)
+def test_overload_kernels_raise_what_cpu_raises(name, fn):
+    """The functional and in-place kernels run ATen's own meta functions: same checks, same messages."""
+    host = (torch.randn(4, 4), torch.randn(4, 4), torch.randn(3, 3))
+    with pytest.raises(RuntimeError) as on_cpu:
+        fn(*host)
+    with pytest.raises(RuntimeError) as on_device:
+        fn(*(t.to("openreg") for t in host))
+    assert str(on_device.value).splitlines()[0] == str(on_cpu.value).splitlines()[0]
+
+
+def test_functional_outputs_follow_ats_layout_rules():
+    """Outputs are allocated like the meta function's: channels-last in, channels-last out; dtype promotion."""
+    x = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    for fn in (lambda t: t + 1, lambda t: t.sigmoid(), lambda t: t * torch.ones(5, dtype=torch.float64, device=t.device)):
+        expected = fn(x)
+        actual = fn(x.to("openreg"))
+        assert actual.stride() == expected.stride() and actual.dtype == expected.dtype
+        torch.testing.assert_close(actual.cpu(), expected)
+    ints = torch.arange(6).reshape(2, 3)
+    assert (ints.to("openreg") / 2).dtype == (ints / 2).dtype == torch.float32
