@@ -26,7 +26,7 @@ void recordMemory(const activity::TracedCall& call, orActivityMemoryOp op, orAct
   record.device = device;
   record.address = reinterpret_cast<uint64_t>(address);
   record.bytes = bytes;
-  record.timestamp = hostNowNs();
+  record.timestamp = hostRecordNs();
   record.correlationId = call.correlationId();
   record.processId = activity::currentProcessId();
   record.threadId = activity::currentThreadId();

@@ -42,7 +42,7 @@ void recordHostSync(const activity::TracedCall& call, orActivitySyncType type, i
   record.eventId = eventId;
   record.correlationId = call.correlationId();
   record.start = call.start();
-  record.end = hostNowNs();
+  record.end = hostRecordNs();
   activity::writeRecord(record, OR_ACTIVITY_KIND_SYNCHRONIZATION, device);
 }
 

@@ -10,6 +10,8 @@
 
 namespace openreg {
 
+std::atomic<HostRecordClock> gHostRecordClock{nullptr};
+
 #if defined(__x86_64__)
 namespace {
 
@@ -98,15 +100,15 @@ void calibrateHostClock() {}
 ClockPair sampleClocks() {
   ClockPair best{0, 0, UINT64_MAX};
   for (int attempt = 0; attempt < 5; ++attempt) {
-    const uint64_t before = hostNowNs();
+    const uint64_t before = hostRecordNs();
     const uint64_t steady = steadyNowNs();
-    const uint64_t after = hostNowNs();
+    const uint64_t after = hostRecordNs();
     if (after < before) continue;  // the wall clock was stepped: discard
     const uint64_t width = after - before;
     if (width < best.uncertaintyNs) best = {before + width / 2, steady, width};
   }
   if (best.uncertaintyNs == UINT64_MAX) {
-    const uint64_t host = hostNowNs();
+    const uint64_t host = hostRecordNs();
     best = {host, steadyNowNs(), 0};
   }
   return best;

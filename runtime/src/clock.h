@@ -6,6 +6,7 @@
 // consumers must map it with clock samples instead of assuming host time.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <ctime>
 
@@ -60,13 +61,27 @@ uint64_t hostNowFastNs(HostClockAnchor& anchor);
 // no launch pays for it.
 void calibrateHostClock();
 
+// The clock of host records: CLOCK_REALTIME, or the client's
+// (orActivityRegisterTimestampCallback).
+using HostRecordClock = uint64_t (*)(void);
+extern std::atomic<HostRecordClock> gHostRecordClock;
+
+inline uint64_t hostRecordNs() {
+  const HostRecordClock client = gHostRecordClock.load(std::memory_order_relaxed);
+  return client != nullptr ? client() : hostNowNs();
+}
+inline uint64_t hostRecordFastNs(HostClockAnchor& anchor) {
+  const HostRecordClock client = gHostRecordClock.load(std::memory_order_relaxed);
+  return client != nullptr ? client() : hostNowFastNs(anchor);
+}
+
 struct ClockPair {
   uint64_t hostNs;
   uint64_t steadyNs;
   uint64_t uncertaintyNs;
 };
 
-// A host-epoch / steady pair read back to back, tightest of a few tries.
+// A host-record-clock / steady pair read back to back, tightest of a few tries.
 ClockPair sampleClocks();
 
 }  // namespace openreg

@@ -482,3 +482,49 @@ TEST(Activity, HostTimestampsAreUnixEpochNanoseconds) {
     EXPECT_LE(launches[i].start, launches[i].end);
   }
 }
+
+namespace {
+// A client clock unrelated to the epoch: a counter, so every stamp is known.
+std::atomic<uint64_t> gClientTicks{1000};
+uint64_t clientClock() { return gClientTicks.fetch_add(10, std::memory_order_relaxed); }
+}  // namespace
+
+TEST(Activity, HostRecordsTakeTheClientsClock) {
+  ActivityCollector collector;
+  collector.enableAll();
+  ASSERT_OR(orActivityEnableTracing());
+  EXPECT_EQ(orActivityRegisterTimestampCallback(clientClock), orErrorNotSupported) << "not while tracing";
+  ASSERT_OR(orActivityDisableTracing());
+  ASSERT_OR(orActivityRegisterTimestampCallback(clientClock));
+  ASSERT_OR(orActivityEnableTracing());
+  const uint64_t first = gClientTicks.load();
+  ASSERT_OR(orLaunchKernel(nullptr, "stamped", noop, nullptr));
+  ASSERT_OR(orActivityMarkerInstant("tick"));
+  ASSERT_OR(orDeviceSynchronize());
+  orActivityClockSample sample{};
+  ASSERT_OR(orActivityGetClockSample(0, &sample));
+  uint64_t now = 0;
+  ASSERT_OR(orActivityGetTimestamp(&now));
+  ASSERT_OR(orActivityDisableTracing());
+  ASSERT_OR(orActivityRegisterTimestampCallback(nullptr));
+  const uint64_t last = gClientTicks.load();
+  collector.flush();
+  auto inClientRange = [&](uint64_t t) { return t >= first && t < last; };
+  const auto runtime = collector.records<orActivityRuntime>(OR_ACTIVITY_KIND_RUNTIME);
+  ASSERT_FALSE(runtime.empty());
+  for (const auto& r : runtime) {
+    EXPECT_TRUE(inClientRange(r.start) && inClientRange(r.end)) << r.start << " " << r.end;
+  }
+  for (const auto& m : collector.records<orActivityMarker>(OR_ACTIVITY_KIND_MARKER)) {
+    EXPECT_TRUE(inClientRange(m.timestamp)) << m.timestamp;
+  }
+  for (const auto& s : collector.records<orActivitySynchronization>(OR_ACTIVITY_KIND_SYNCHRONIZATION)) {
+    if (s.clockDomain == OR_ACTIVITY_CLOCK_HOST) EXPECT_TRUE(inClientRange(s.start) && inClientRange(s.end));
+  }
+  EXPECT_TRUE(inClientRange(sample.hostTimestamp)) << sample.hostTimestamp;
+  EXPECT_TRUE(inClientRange(now)) << now;
+  // The device side stays in the device clock; NULL restores the epoch clock.
+  EXPECT_FALSE(inClientRange(sample.deviceTimestamp));
+  ASSERT_OR(orActivityGetTimestamp(&now));
+  EXPECT_GT(now, uint64_t{1} << 60);
+}

@@ -21,8 +21,9 @@
  *     are handed back through the completed callback. If no buffer is
  *     available the record is dropped and counted; the recording thread never
  *     blocks on the client.
- *   - Host timestamps are nanoseconds since the Unix epoch (CLOCK_REALTIME).
- *     Device timestamps are in the device's own clock (its own offset, rate
+ *   - Host timestamps are nanoseconds since the Unix epoch (CLOCK_REALTIME),
+ *     unless the client registered its own host clock
+ *     (orActivityRegisterTimestampCallback). Device timestamps are in the device's own clock (its own offset, rate
  *     and drift); map them with clock samples (orActivityGetClockSample and
  *     CLOCK_SYNC records).
  *
@@ -371,7 +372,7 @@ OR_API orError_t orActivityPopExternalCorrelationId(orActivityExternalCorrelatio
 /* ---------------------------------------------------------------- clock */
 
 typedef struct orActivityClockSample {
-  uint64_t hostTimestamp;   /* host epoch ns: midpoint of the bracketing interval */
+  uint64_t hostTimestamp;   /* host clock (see orActivityGetTimestamp): midpoint of the bracketing interval */
   uint64_t deviceTimestamp; /* device clock ns */
   uint64_t uncertainty;     /* ns */
 } orActivityClockSample;
@@ -379,8 +380,25 @@ typedef struct orActivityClockSample {
 /* Takes a host/device clock pair for one device (several tries, the
  * tightest kept). */
 OR_API orError_t orActivityGetClockSample(int device, orActivityClockSample* sample);
-/* Host epoch ns, the clock used for host records. */
+/* The clock used for host records: host epoch ns, or the registered
+ * callback's value. */
 OR_API orError_t orActivityGetTimestamp(uint64_t* timestamp);
+
+/* A client's host clock. Called on any thread that writes a host record
+ * (launching threads, the caller of orActivityGetClockSample), so it must be
+ * thread-safe, cheap, non-decreasing per thread, and must not call back into
+ * the runtime. */
+typedef uint64_t (*orActivityTimestampFn)(void);
+/* Stamps every host timestamp from now on with fn instead of CLOCK_REALTIME:
+ * RUNTIME, MEMORY, MARKER and host SYNCHRONIZATION records, the host side of
+ * clock samples and CLOCK_SYNC records, and orActivityGetTimestamp. A client
+ * whose own events use another clock (torch.profiler stamps ops with the TSC
+ * and maps them to epoch ns when the trace ends) then compares records with
+ * its events exactly, as with cuptiActivityRegisterTimestampCallback. NULL
+ * restores CLOCK_REALTIME. Must be called while the window is closed
+ * (orErrorNotSupported otherwise), so no trace mixes two clocks. Optional for
+ * a vendor library: the plugin works without it. */
+OR_API orError_t orActivityRegisterTimestampCallback(orActivityTimestampFn fn);
 
 /* ---------------------------------------------------------------- markers */
 

@@ -42,7 +42,7 @@ orError_t writeMarker(orActivityMarkerKind kind, uint64_t id, const char* name) 
   record.markerKind = kind;
   record.threadId = currentThreadId();
   record.id = id;
-  record.timestamp = hostNowNs();
+  record.timestamp = hostRecordNs();
   record.name = name != nullptr ? internName(name) : nullptr;
   record.processId = currentProcessId();
   record.device = currentDevice();
@@ -116,6 +116,17 @@ orError_t orActivityRegisterCallbacks(orActivityBufferRequestedFn requested, orA
       }
     }
     return registerClient(requested, completed, userData);
+  });
+}
+
+orError_t orActivityRegisterTimestampCallback(orActivityTimestampFn fn) {
+  return guarded([&]() -> orError_t {
+    std::lock_guard lock(gSwitchMutex);
+    if (gTracing) {
+      return fail(orErrorNotSupported, "orActivityRegisterTimestampCallback: disable tracing before changing the clock");
+    }
+    gHostRecordClock.store(fn, std::memory_order_relaxed);
+    return orSuccess;
   });
 }
 
@@ -241,7 +252,7 @@ orError_t orActivityGetClockSample(int device, orActivityClockSample* sample) {
 
 orError_t orActivityGetTimestamp(uint64_t* timestamp) {
   if (timestamp == nullptr) return fail(orErrorInvalidValue, "orActivityGetTimestamp: timestamp is NULL");
-  *timestamp = hostNowNs();
+  *timestamp = hostRecordNs();
   return orSuccess;
 }
 

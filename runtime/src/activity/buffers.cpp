@@ -96,12 +96,14 @@ bool requestBuffer(ThreadContext& context, ThreadBuffer& buffer) {
   if (s.client.requested == nullptr) return false;
   uint8_t* data = nullptr;
   size_t size = 0;
-  const uint64_t start = hostNowNs();
+  // The record takes the host-record clock; the statistics stay in ns.
+  const uint64_t start = hostRecordNs();
+  const uint64_t startNs = hostNowNs();
   context.insideCallback = true;
   s.client.requested(s.client.userData, &data, &size);
   context.insideCallback = false;
-  const uint64_t end = hostNowNs();
-  s.requestNs.fetch_add(end - start, std::memory_order_relaxed);
+  s.requestNs.fetch_add(hostNowNs() - startNs, std::memory_order_relaxed);
+  const uint64_t end = hostRecordNs();
   s.buffersRequested.fetch_add(1, std::memory_order_relaxed);
   if (data == nullptr || size < 1024 || (reinterpret_cast<uintptr_t>(data) & 7u) != 0) {
     s.buffersRefused.fetch_add(1, std::memory_order_relaxed);

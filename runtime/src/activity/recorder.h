@@ -56,7 +56,7 @@ class TracedCall {
   explicit TracedCall(bool needsCorrelation) {
     if (anyActive()) {
       context_ = &threadContext();
-      start_ = hostNowFastNs(context_->clock);
+      start_ = hostRecordFastNs(context_->clock);
       if (needsCorrelation || active(OR_ACTIVITY_KIND_RUNTIME)) correlationId_ = nextCorrelationId(*context_);
     }
   }
@@ -66,7 +66,7 @@ class TracedCall {
   // Writes the RUNTIME (and external correlation) records.
   void finish(orActivityApiId api, int device, orError_t status) const {
     if (correlationId_ != 0) {
-      recordApiCall(*context_, api, device, correlationId_, start_, hostNowFastNs(context_->clock), status);
+      recordApiCall(*context_, api, device, correlationId_, start_, hostRecordFastNs(context_->clock), status);
     }
   }
 
