@@ -87,6 +87,7 @@ ActivityApi::ActivityApi(const std::string& libraryPath) {
   resolve(handle_, "orActivityMarkerRangePush", fn_.markerRangePush, nullptr);
   resolve(handle_, "orActivityMarkerRangePop", fn_.markerRangePop, nullptr);
   resolve(handle_, "orActivityMarkerInstant", fn_.markerInstant, nullptr);
+  resolve(handle_, "orActivityRegisterTimestampCallback", fn_.registerTimestampCallback, nullptr);
 
   if (!missing_.empty()) {
     std::ostringstream msg;

@@ -39,6 +39,7 @@ struct ActivityFunctions {
   decltype(&::orActivityMarkerRangePush) markerRangePush = nullptr;
   decltype(&::orActivityMarkerRangePop) markerRangePop = nullptr;
   decltype(&::orActivityMarkerInstant) markerInstant = nullptr;
+  decltype(&::orActivityRegisterTimestampCallback) registerTimestampCallback = nullptr;
 };
 
 // One loaded (or failed) activity library. Immutable once constructed, so the

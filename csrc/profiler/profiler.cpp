@@ -2,13 +2,61 @@
 // libopenreg_profiler.so is loaded, forwarded to Kineto by torch the first
 // time a trace runs in state KINETO_PRIVATEUSE1. Kineto then keeps this one
 // object for the life of the process and calls configure() for every trace.
+#include <c10/util/ApproximateClock.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
+
+#include <cstdlib>
 
 #include "activity_api.h"
 #include "session.h"
 
+namespace libkineto {
+// Exported by libtorch_cpu, declared in a Kineto header the wheel does not
+// ship: the map from c10::getApproximateTime() to epoch ns that torch
+// installs for the trace it is ending (finalizeTrace), before Kineto stops
+// the plugin's session. Kineto converts CUPTI's TSC timestamps with it.
+std::function<int64_t(uint64_t)>& get_time_converter();
+}  // namespace libkineto
+
 namespace openreg::profiler {
+
+// torch.profiler's own clock: c10::getApproximateTime() (the TSC on x86),
+// mapped to epoch ns when a trace ends by a line through pairs measured at
+// its two ends. Host records stamped with it and mapped with torch's own line
+// nest exactly with torch's ops.
+class TorchHostClock final : public HostClock {
+ public:
+  orActivityTimestampFn stamp() const override {
+    return [] { return static_cast<uint64_t>(c10::getApproximateTime()); };
+  }
+
+  std::unique_ptr<Trace> begin() const override {
+    constexpr int64_t kToleranceNs = 1000000;
+    class Pairs final : public Trace {
+     public:
+      std::function<int64_t(uint64_t)> finish(std::string* source) override {
+        // torch's line for this trace, if it set one: it maps now to now.
+        // Else (a session Kineto drives without torch's profiler) a line of
+        // our own, through pairs taken around this window.
+        const auto& torchLine = libkineto::get_time_converter();
+        const int64_t mapped = torchLine ? torchLine(static_cast<uint64_t>(c10::getApproximateTime())) : 0;
+        const int64_t now = c10::getTimeSinceEpoch();
+        if (mapped > now - kToleranceNs && mapped < now + kToleranceNs) {
+          *source = "torch.profiler's TSC line";
+          return torchLine;
+        }
+        *source = "TSC, own line";
+        auto own = converter_.makeConverter();
+        return [own](uint64_t t) { return static_cast<int64_t>(own(static_cast<c10::approx_time_t>(t))); };
+      }
+
+     private:
+      c10::ApproximateClockToUnixTimeConverter converter_;  // measures the start pairs
+    };
+    return std::make_unique<Pairs>();
+  }
+};
 
 class OpenregActivityProfiler final : public libkineto::IActivityProfiler {
  public:
@@ -61,5 +109,12 @@ class OpenregActivityProfiler final : public libkineto::IActivityProfiler {
 };
 
 REGISTER_PRIVATEUSE1_PROFILER(OpenregActivityProfiler);
+
+// Set when the plugin library loads, before Kineto can start a session.
+const bool kHostClockSet = [] {
+  static const TorchHostClock clock;
+  if (std::getenv("OPENREG_PROFILER_REALTIME_HOST_CLOCK") == nullptr) setHostClock(&clock);
+  return true;
+}();
 
 } // namespace openreg::profiler

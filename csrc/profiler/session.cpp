@@ -28,6 +28,7 @@ using libkineto::ActivityType;
 // starts while another holds it stays inert instead of corrupting both.
 std::mutex gWindowMutex;
 const OpenregSession* gWindowOwner = nullptr;
+std::atomic<const HostClock*> gHostClock{nullptr};
 
 std::atomic<uint64_t> gNextGeneration{1};
 
@@ -286,6 +287,47 @@ void OpenregSession::takeClockSamples() {
   }
 }
 
+void setHostClock(const HostClock* clock) { gHostClock.store(clock); }
+
+// Before the window opens: host records of this trace take the HostClock.
+void OpenregSession::useHostClock() {
+  const HostClock* clock = gHostClock.load();
+  const auto& fn = api_.fn();
+  if (clock == nullptr || fn.registerTimestampCallback == nullptr) return;
+  if (orError_t rc = fn.registerTimestampCallback(clock->stamp()); rc != orSuccess) {
+    addError("orActivityRegisterTimestampCallback failed: " + api_.describe(rc) +
+                 "; host records stay in CLOCK_REALTIME and may be off torch's ops by a few hundred ns",
+             true);
+    return;
+  }
+  hostClockTrace_ = clock->begin();
+}
+
+// Host times of the records, in the HostClock's units, to epoch ns.
+void OpenregSession::convertHostTimes() {
+  if (!hostClockToEpoch_) return;
+  const auto& toEpoch = hostClockToEpoch_;
+  auto epoch = [&](uint64_t t) { return static_cast<uint64_t>(std::max<int64_t>(0, toEpoch(t))); };
+  uint64_t reference = 0;
+  for (auto& call : records_.runtimeCalls) {
+    if (reference == 0) reference = call.start;
+    call.start = epoch(call.start);
+    call.end = epoch(call.end);
+  }
+  for (auto& [device, points] : records_.clock) {
+    for (auto& point : points) {
+      if (reference == 0) reference = point.host;
+      point.host = epoch(point.host);
+    }
+  }
+  for (auto& [device, point] : directClockSamples_) point.host = epoch(point.host);
+  // Overhead is a sum of durations in the clock's units.
+  if (reference != 0 && records_.overheadNs > 0) {
+    records_.overheadNs = epoch(reference + records_.overheadNs) - epoch(reference);
+  }
+  hostClockToEpoch_ = nullptr;
+}
+
 void OpenregSession::start() {
   if (state_ != State::Configured) {
     if (state_ != State::Inert) {
@@ -325,6 +367,7 @@ void OpenregSession::start() {
   }
   enableKinds(true);
   fn.getNumDroppedRecords(-1, &droppedAtStart_);
+  useHostClock();
   takeClockSamples();
   startedNs_ = nowNs();
   if (orError_t rc = fn.enableTracing(); rc != orSuccess) {
@@ -355,6 +398,11 @@ void OpenregSession::stop() {
              true);
   }
   takeClockSamples();
+  if (hostClockTrace_) {
+    fn.registerTimestampCallback(nullptr);
+    hostClockToEpoch_ = hostClockTrace_->finish(&hostClockSource_);
+    hostClockTrace_.reset();
+  }
   enableKinds(false);
   // Unregistering delivers anything still pending.
   fn.registerCallbacks(nullptr, nullptr, nullptr);
@@ -394,6 +442,7 @@ void OpenregSession::stop() {
 
 const PreparedTrace& OpenregSession::prepared() {
   if (!preparedDone_) {
+    convertHostTimes();
     for (const auto& [device, point] : directClockSamples_) {
       records_.clock[device].push_back(point);
     }
@@ -696,6 +745,7 @@ std::unordered_map<std::string, std::string> OpenregSession::getMetadata() {
     << ", \"rejected_clock_samples\": " << trace.stats.rejectedClockSamples
     << ", \"device_activities_outside_window\": " << outside << ", \"flush_failures\": " << flushTimeouts_
     << ", \"tracing_overhead_ns\": " << records_.overheadNs
+    << ", \"host_clock\": " << jsonString(hostClockSource_)
     << ", \"requested_start_ms\": " << request_.requestedStartNs / 1000000
     << ", \"requested_duration_ms\": " << request_.durationNs / 1000000
     << ", \"deferred_start\": " << (deferredStart() ? "true" : "false") << "}";

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -48,6 +49,33 @@ struct SessionTimings {
   uint64_t activities = 0;  // activities handed to the logger
 };
 
+// A host clock other than CLOCK_REALTIME for the runtime's host records.
+// torch.profiler stamps its ops with the TSC and maps them to epoch ns along
+// one line when the trace ends; CLOCK_REALTIME wanders off that line by
+// hundreds of ns (more in a VM), enough for a launch to cross the end of the
+// op before it. So, as Kineto does with CUPTI's timestamp callback, the
+// session has the runtime stamp host records with torch's clock
+// (orActivityRegisterTimestampCallback, when the library has it) and maps
+// them to epoch ns the way torch maps its ops.
+class HostClock {
+ public:
+  // One trace's map from stamp() values to epoch ns, measured around its window.
+  class Trace {
+   public:
+    virtual ~Trace() = default;
+    // Called once, after the window closed; says in *source which map it is.
+    virtual std::function<int64_t(uint64_t)> finish(std::string* source) = 0;
+  };
+  virtual ~HostClock() = default;
+  virtual orActivityTimestampFn stamp() const = 0;
+  // Called just before the window opens.
+  virtual std::unique_ptr<Trace> begin() const = 0;
+};
+
+// Process-wide; sessions started afterwards use it. nullptr (the default):
+// host records stay in CLOCK_REALTIME. The clock must outlive the sessions.
+void setHostClock(const HostClock* clock);
+
 class OpenregSession final : public libkineto::IActivityProfilerSession {
  public:
   OpenregSession(const ActivityApi& api, SessionRequest request);
@@ -85,6 +113,8 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   void addError(const std::string& message, bool warn);
   void enableKinds(bool on);
   void takeClockSamples();
+  void useHostClock();
+  void convertHostTimes();
   const PreparedTrace& prepared();
   bool deferredStart() const;
   libkineto::DeviceInfo deviceInfo(const DeviceDescription& device) const;
@@ -104,6 +134,9 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   int64_t startedNs_ = 0;
   int64_t stoppedNs_ = 0;
 
+  std::unique_ptr<HostClock::Trace> hostClockTrace_;     // while the window is open
+  std::function<int64_t(uint64_t)> hostClockToEpoch_;    // set at stop when the runtime used a HostClock
+  std::string hostClockSource_ = "CLOCK_REALTIME";       // in the trace's metadata
   RecordSet records_;  // filled by the buffer pool's completed callback
   std::vector<std::pair<int32_t, ClockPoint>> directClockSamples_;
   uint64_t droppedAtStart_ = 0;
