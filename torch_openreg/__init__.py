@@ -52,13 +52,21 @@ def _load_profiler() -> None:
     _profiler.load_profiler_plugin()
 
 
+# How long exit waits for each device's queued work (the runtime's own drain,
+# after the interpreter is gone, waits as long again and then drops the rest).
+_EXIT_TIMEOUT_MS = 10_000
+
+
 def _synchronize_at_exit() -> None:
-    # Queued kernels would otherwise still run while the interpreter tears down.
+    # Queued kernels would otherwise still run while the interpreter tears
+    # down; a stuck one must not hold the exit.
     if not openreg.is_initialized() or openreg._is_in_bad_fork():
         return
     for index in range(openreg.device_count()):
         try:
-            _C._synchronize(index)
+            if not _C._synchronize_with_timeout(index, _EXIT_TIMEOUT_MS):
+                warnings.warn(f"openreg: device {index} still busy at exit after {_EXIT_TIMEOUT_MS} ms; "
+                              "not waiting for it any longer", RuntimeWarning, stacklevel=1)
         except Exception as error:  # a failed kernel nobody synchronized on
             warnings.warn(f"openreg: device {index} at exit: {error}", RuntimeWarning, stacklevel=1)
 

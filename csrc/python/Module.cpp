@@ -43,6 +43,19 @@ void synchronizeDevice(int device) {
   OPENREG_CHECK(err);
 }
 
+// False if the device was still busy after timeoutMs; raises on a kernel failure.
+bool synchronizeDeviceWithTimeout(int device, uint32_t timeoutMs) {
+  checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
+  orError_t err;
+  {
+    py::gil_scoped_release noGil;
+    err = orDeviceSynchronizeWithTimeout(device, timeoutMs);
+  }
+  if (err == orErrorTimeout) return false;
+  OPENREG_CHECK(err);
+  return true;
+}
+
 py::object defaultGeneratorObject(int device) {
   return py::reinterpret_steal<py::object>(
       THPGenerator_initDefaultGenerator(defaultGenerator(static_cast<c10::DeviceIndex>(device))));
@@ -62,6 +75,7 @@ PYBIND11_MODULE(_C, m) {
     return static_cast<int>(exchangeDevice(static_cast<c10::DeviceIndex>(device)));
   });
   m.def("_synchronize", &synchronizeDevice, py::arg("device"));
+  m.def("_synchronize_with_timeout", &synchronizeDeviceWithTimeout, py::arg("device"), py::arg("timeout_ms"));
   m.def("_get_device_properties", &deviceProperties, py::arg("device"));
   m.def("_get_default_generator", &defaultGeneratorObject, py::arg("device"));
   m.def("_runtime_version", []() {

@@ -10,11 +10,12 @@ using namespace openreg;
 
 namespace {
 
-orError_t synchronizeDevice(Runtime& runtime, int device, const char* caller) {
+// deadlineSteadyNs 0: no bound.
+orError_t synchronizeDevice(Runtime& runtime, int device, const char* caller, uint64_t deadlineSteadyNs = 0) {
   if (orError_t e = refuseOnExecutor(caller)) return e;
   activity::TracedCall call(true);
   const uint64_t hostStart = call.start();
-  const orError_t result = waitDeviceIdle(*runtime.devices[device], true, 0);
+  const orError_t result = waitDeviceIdle(*runtime.devices[device], true, deadlineSteadyNs);
   if (call.traced()) {
     if (activity::active(OR_ACTIVITY_KIND_SYNCHRONIZATION)) {
       orActivitySynchronization record{};
@@ -24,7 +25,7 @@ orError_t synchronizeDevice(Runtime& runtime, int device, const char* caller) {
       record.threadId = activity::currentThreadId();
       record.correlationId = call.correlationId();
       record.start = hostStart;
-      record.end = hostNowNs();
+      record.end = hostRecordNs();
       activity::writeRecord(record, OR_ACTIVITY_KIND_SYNCHRONIZATION, device);
     }
     call.finish(OR_API_DEVICE_SYNCHRONIZE, device, result);
@@ -96,6 +97,23 @@ orError_t orDeviceSynchronizeIndex(int device) {
     if (runtime == nullptr) return error;
     if (orError_t e = checkDevice(*runtime, device, "orDeviceSynchronizeIndex")) return e;
     return synchronizeDevice(*runtime, device, "orDeviceSynchronizeIndex");
+  });
+}
+
+orError_t orDeviceSynchronizeWithTimeout(int device, uint32_t timeoutMs) {
+  return guarded([&]() -> orError_t {
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    if (orError_t e = checkDevice(*runtime, device, "orDeviceSynchronizeWithTimeout")) return e;
+    const uint64_t deadline = steadyNowNs() + uint64_t{timeoutMs} * 1000000ull;
+    const orError_t result = synchronizeDevice(*runtime, device, "orDeviceSynchronizeWithTimeout",
+                                               deadline == 0 ? 1 : deadline);
+    if (result == orErrorTimeout) {
+      return fail(orErrorTimeout, "orDeviceSynchronizeWithTimeout: device %d still busy after %u ms", device,
+                  timeoutMs);
+    }
+    return result;
   });
 }
 

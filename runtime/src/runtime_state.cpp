@@ -132,13 +132,17 @@ std::vector<std::shared_ptr<Stream>> Device::snapshotStreams() {
 }
 
 orError_t waitDeviceIdle(Device& device, bool takeErrors, uint64_t deadlineSteadyNs) {
-  orError_t first = orSuccess;
-  for (auto& stream : device.snapshotStreams()) {
+  const auto streams = device.snapshotStreams();
+  // All idle before any failure is taken, so a timeout loses none of them.
+  for (auto& stream : streams) {
     if (!stream->waitIdle(deadlineSteadyNs)) return orErrorTimeout;
-    // Report one failure per call; later ones stay for the next sync.
-    if (takeErrors && first == orSuccess) first = stream->takeError();
   }
-  return first;
+  if (!takeErrors) return orSuccess;
+  // Report one failure per call; later ones stay for the next sync.
+  for (auto& stream : streams) {
+    if (orError_t error = stream->takeError(); error != orSuccess) return error;
+  }
+  return orSuccess;
 }
 
 void MemoryRegistry::add(void* base, Allocation allocation) {

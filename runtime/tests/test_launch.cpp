@@ -136,3 +136,27 @@ TEST(Launch, HostFunctionsRunInStreamOrder) {
   EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
   EXPECT_EQ(orLaunchHostFunc(nullptr, nullptr, nullptr), orErrorInvalidValue);
 }
+
+TEST(Launch, BoundedDeviceSynchronizeGivesUpAndKeepsTheFailure) {
+  orStream_t failing, blocked;
+  ASSERT_OR(orStreamCreate(&failing));
+  ASSERT_OR(orStreamCreate(&blocked));
+  // The failing stream comes first: a timeout on the blocked one must not
+  // swallow the failure it already saw.
+  ASSERT_OR(orLaunchKernel(failing, "gather_f32", failingKernel, nullptr));
+  Gate gate;
+  ASSERT_OR(openreg::launch(blocked, "stuck", [&] { gate.waitOpen(); }));
+  int device = 0;
+  ASSERT_OR(orGetDevice(&device));
+  EXPECT_EQ(orDeviceSynchronizeWithTimeout(device, 20), orErrorTimeout);
+  const std::string message = orGetLastErrorMessage();
+  EXPECT_NE(message.find("still busy after 20 ms"), std::string::npos) << message;
+  EXPECT_EQ(orStreamQuery(blocked), orErrorNotReady) << "the work stays queued";
+  gate.open();
+  EXPECT_EQ(orDeviceSynchronizeWithTimeout(device, 60000), orErrorLaunchFailure);
+  EXPECT_NE(std::string(orGetLastErrorMessage()).find("gather_f32"), std::string::npos);
+  EXPECT_OR(orDeviceSynchronizeWithTimeout(device, 60000));
+  EXPECT_EQ(orDeviceSynchronizeWithTimeout(99, 1), orErrorInvalidDevice);
+  ASSERT_OR(orStreamDestroy(failing));
+  ASSERT_OR(orStreamDestroy(blocked));
+}

@@ -92,6 +92,10 @@ OR_API orError_t orGetDeviceProperties(orDeviceProp* prop, int device);
 OR_API orError_t orDeviceSynchronize(void);
 /* Same for an explicit device, without changing the current one. */
 OR_API orError_t orDeviceSynchronizeIndex(int device);
+/* orDeviceSynchronizeIndex that gives up after timeoutMs with orErrorTimeout,
+ * leaving the work queued and any kernel failure for a later sync (for exit
+ * paths, where a stuck kernel must not hold the process). */
+OR_API orError_t orDeviceSynchronizeWithTimeout(int device, uint32_t timeoutMs);
 OR_API orError_t orDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority);
 
 /* ----------------------------------------------------------------- memory */
