@@ -81,7 +81,7 @@ class OpenregActivityProfiler final : public libkineto::IActivityProfiler {
   // Never throws: an exception here would abort the whole trace.
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(
       int64_t tsMs, int64_t durationMs, const std::set<libkineto::ActivityType>& activityTypes,
-      const libkineto::Config& /*config*/) override {
+      const libkineto::Config& config) override {
     try {
       SessionRequest request = SessionRequest::fromActivityTypes(activityTypes);
       // CPU-only traces also reach here (CPU adds PRIVATEUSE1_RUNTIME): no
@@ -91,6 +91,7 @@ class OpenregActivityProfiler final : public libkineto::IActivityProfiler {
       }
       request.requestedStartNs = tsMs > 0 ? tsMs * 1000000 : 0;
       request.durationNs = durationMs > 0 ? durationMs * 1000000 : 0;
+      request.onDemand = !config.activitiesLogToMemory();
       const ActivityApi& api = ActivityApi::instance();
       if (!api.available()) {
         TORCH_WARN("openreg profiler: ", api.error(), "; the openreg device lanes of this trace stay empty");

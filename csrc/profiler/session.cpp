@@ -614,12 +614,12 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
 }
 
 bool OpenregSession::deferredStart() const {
-  // Kineto's synchronous path (torch.profiler) passes ts = now + warm-up and
-  // a default duration whatever the real window is, and starts the session
-  // long before ts: there the capture window rules. A session started at or
-  // after ts is a deferred (on-demand) trace, whose warm-up before ts and
-  // overrun past ts + duration are left out.
-  return request_.requestedStartNs > 0 && startedNs_ >= request_.requestedStartNs;
+  // Kineto's synchronous path (torch.profiler) passes ts = now + 7 s and a
+  // default duration whatever the real window is; a schedule whose warm-up
+  // outlasts those 7 s starts the session after ts, so timing alone cannot
+  // tell the two apart. Only an on-demand trace that started at or after ts
+  // leaves out its warm-up before ts and its overrun past ts + duration.
+  return request_.onDemand && request_.requestedStartNs > 0 && startedNs_ >= request_.requestedStartNs;
 }
 
 libkineto::DeviceInfo OpenregSession::deviceInfo(const DeviceDescription& device) const {

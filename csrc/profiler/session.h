@@ -32,6 +32,10 @@ struct SessionRequest {
   bool syncs = false;
   int64_t requestedStartNs = 0;  // ts_ms, 0 if none
   int64_t durationNs = 0;        // duration_ms, 0 if none
+  // A trace whose output Kineto writes itself (on-demand, Dynolog), not one
+  // torch.profiler collects in memory: only there do ts_ms and duration_ms
+  // bound the trace; torch's synchronous path passes placeholders.
+  bool onDemand = false;
 
   bool anyDeviceActivity() const { return kernels || memcpy || memset || userAnnotations; }
   static SessionRequest fromActivityTypes(const std::set<libkineto::ActivityType>& types);

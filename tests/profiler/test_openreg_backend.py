@@ -273,6 +273,32 @@ def test_realtime_host_clock_can_be_chosen(run_backend, tmp_path):
     assert len(trace.kernels()) == 100
 
 
+LONG_WARMUP_WORKLOAD = """
+import time
+from torch.profiler import profile, ProfilerActivity, schedule
+x = torch.zeros(16, device="openreg")
+kernels = []
+def done(prof):
+    kernels.append(sum(1 for e in prof.events()
+                       if e.device_type == torch.autograd.DeviceType.PrivateUse1 and "add" in e.name))
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+             schedule=schedule(wait=0, warmup=1, active=1), on_trace_ready=done) as prof:
+    time.sleep(7.5)  # a warm-up step longer than the 7 s ahead Kineto puts ts_ms
+    prof.step()
+    for _ in range(20):
+        x.add_(1.0)
+    prof.step()
+write_result(dict(kernels=kernels))
+"""
+
+
+def test_a_long_warmup_keeps_the_active_steps(run_backend):
+    """torch's synchronous path passes ts_ms = now + 7 s and duration_ms = 500 as placeholders; a
+    session that starts after ts is still torch's, not an on-demand trace, and keeps its window."""
+    case = run_backend(LONG_WARMUP_WORKLOAD).check()
+    assert case.result["kernels"] == [20]
+
+
 def test_hta_reads_the_trace(run_backend, tmp_path):
     pytest.importorskip("hta", reason="pip install --no-deps HolisticTraceAnalysis==0.5.0 pandas plotly pydot psutil")
     body = """

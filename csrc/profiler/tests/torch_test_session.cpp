@@ -306,3 +306,30 @@ TEST(SessionWithoutLibrary, NamesTheLaneAndTheCause) {
   EXPECT_NE(meta.at("openreg_profiler_error").find("/nonexistent/libopenreg.so"), std::string::npos);
   EXPECT_EQ(meta.at("openreg_profiler_error").front(), '"');
 }
+
+// torch.profiler's synchronous path passes ts ~ now + 7 s and a 500 ms
+// duration whatever the window is; a schedule's warm-up longer than 7 s then
+// starts the session after ts. Only an on-demand trace may be clipped to
+// [ts, ts + duration]; the synchronous one keeps its whole window.
+TEST_F(SessionTest, DeferredStartBoundsOnlyOnDemandTraces) {
+  ASSERT_TRUE(api->available()) << api->error();
+  for (const bool onDemand : {false, true}) {
+    SessionRequest request = everything();
+    request.requestedStartNs = now() - 2'000'000'000;  // ts two seconds ago
+    request.durationNs = 500'000'000;                  // ended 1.5 s ago
+    request.onDemand = onDemand;
+    OpenregSession session(*api, request);
+    const int64_t begin = now();
+    session.start();
+    ASSERT_EQ(replay.submit(1, 0, 1, "k", 0, 10'000, 0), 0);
+    replay.synchronize();
+    session.stop();
+    const int64_t end = now();
+    RecordingLogger logger;
+    session.processTrace(logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, begin, end);
+    EXPECT_EQ(logger.ofType(ActivityType::CONCURRENT_KERNEL).size(), onDemand ? 0u : 1u) << onDemand;
+    const std::string meta = session.getMetadata().at("openreg_profiler");
+    EXPECT_NE(meta.find(onDemand ? "\"deferred_start\": true" : "\"deferred_start\": false"), std::string::npos)
+        << meta;
+  }
+}
