@@ -60,7 +60,7 @@ uint32_t currentProcessId() {
   return pid;
 }
 
-void recordApiCall(ThreadContext& context, orActivityApiId api, int device, uint64_t correlationId,
+void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, int device, uint64_t correlationId,
                    uint64_t start, uint64_t end, orError_t status) {
   static const char* const kNames[OR_API_COUNT] = {
       "orInvalid",          "orLaunchKernel",      "orMemcpy",
@@ -70,7 +70,6 @@ void recordApiCall(ThreadContext& context, orActivityApiId api, int device, uint
       "orDeviceSynchronize", "orEventRecord",      "orStreamWaitEvent",
       "orLaunchHostFunc"};
   if (context.threadId == 0) currentThreadId();
-  const uint32_t kinds = gActiveKinds.load(std::memory_order_relaxed);
   BufferWriter writer(context);
   // Fields are written one by one (no zero-fill first): this is the launch path.
   if ((kinds >> OR_ACTIVITY_KIND_EXTERNAL_CORRELATION) & 1u) {

@@ -27,7 +27,7 @@ uint32_t currentProcessId();
 
 // The external-correlation records of this thread's stacks and, if RUNTIME is
 // enabled, the call's RUNTIME record, written together.
-void recordApiCall(ThreadContext& context, orActivityApiId api, int device, uint64_t correlationId,
+void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, int device, uint64_t correlationId,
                    uint64_t start, uint64_t end, orError_t status);
 
 // Appends one record (its header filled in) to this thread's buffer. Returns
@@ -54,10 +54,13 @@ void shutdownDelivery();
 class TracedCall {
  public:
   explicit TracedCall(bool needsCorrelation) {
-    if (anyActive()) {
+    // The kinds are read once: a window that closes during the call must not
+    // leave its device record (decided at enqueue) without this RUNTIME record.
+    kinds_ = gActiveKinds.load(std::memory_order_relaxed);
+    if (kinds_ != 0) {
       context_ = &threadContext();
       start_ = hostRecordFastNs(context_->clock);
-      if (needsCorrelation || active(OR_ACTIVITY_KIND_RUNTIME)) correlationId_ = nextCorrelationId(*context_);
+      if (needsCorrelation || ((kinds_ >> OR_ACTIVITY_KIND_RUNTIME) & 1u)) correlationId_ = nextCorrelationId(*context_);
     }
   }
   bool traced() const { return context_ != nullptr; }
@@ -66,12 +69,13 @@ class TracedCall {
   // Writes the RUNTIME (and external correlation) records.
   void finish(orActivityApiId api, int device, orError_t status) const {
     if (correlationId_ != 0) {
-      recordApiCall(*context_, api, device, correlationId_, start_, hostRecordFastNs(context_->clock), status);
+      recordApiCall(*context_, kinds_, api, device, correlationId_, start_, hostRecordFastNs(context_->clock), status);
     }
   }
 
  private:
   ThreadContext* context_ = nullptr;
+  uint32_t kinds_ = 0;
   uint64_t start_ = 0;
   uint64_t correlationId_ = 0;
 };
