@@ -347,9 +347,6 @@ def test_missing_file_is_a_clean_error(tmp_path):
     assert "cannot open" in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.xfail(reason="torch_openreg/__init__.py loads the compiled backend eagerly, so `python -m "
-                          "torch_openreg summary` needs the extension; the package init must defer it",
-                   strict=False)
 def test_trace_tools_do_not_need_the_backend(traces):
     """summary/check work where the openreg extension is not built: only
     torch_openreg.trace and the command line itself may be imported."""
