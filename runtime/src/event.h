@@ -49,9 +49,14 @@ class Event {
 
   std::mutex mutex_;
   std::condition_variable completedCv_;
-  uint64_t recorded_ = 0;   // sequence of the latest capture
-  uint64_t completed_ = 0;  // highest completed sequence
-  uint64_t timestampNs_ = 0;
+  // Captures may complete out of order (an event re-recorded on another
+  // stream), so a wait tracks its own capture, not the highest completed one.
+  bool doneLocked(uint64_t target) const;
+
+  uint64_t recorded_ = 0;           // sequence of the latest capture
+  uint64_t completed_ = 0;          // highest completed sequence
+  std::vector<uint64_t> pending_;   // captures begun and not completed (few)
+  uint64_t timestampNs_ = 0;        // of capture `completed_`
   std::vector<Parked> parked_;
 };
 

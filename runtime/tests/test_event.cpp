@@ -231,3 +231,32 @@ TEST(Event, WaitBetweenQueuedKernelsKeepsStreamOrder) {
   ASSERT_OR(orStreamDestroy(consumer));
   ASSERT_OR(orEventDestroy(ready));
 }
+
+TEST(Event, AWaitKeepsTheCaptureItSawWhenTheEventIsRecordedAgainElsewhere) {
+  // As in CUDA, a stream waits for the capture that was latest when it was
+  // told to wait; a later capture on another stream completing first must not
+  // release it.
+  orStream_t slow, fast, waiter;
+  ASSERT_OR(orStreamCreate(&slow));
+  ASSERT_OR(orStreamCreate(&fast));
+  ASSERT_OR(orStreamCreate(&waiter));
+  orEvent_t event;
+  ASSERT_OR(orEventCreate(&event));
+  Gate gate;
+  ASSERT_OR(openreg::launch(slow, "held", [&] { gate.waitOpen(); }));
+  ASSERT_OR(orEventRecord(event, slow));
+  ASSERT_OR(orStreamWaitEvent(waiter, event, 0));
+  std::atomic<bool> ran{false};
+  ASSERT_OR(openreg::launch(waiter, "after_slow", [&] { ran = true; }));
+  ASSERT_OR(orEventRecord(event, fast));
+  ASSERT_OR(orStreamSynchronize(fast));
+  ASSERT_OR(orEventSynchronize(event));  // the latest capture, on `fast`, is done
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_FALSE(ran.load()) << "released by the capture on another stream";
+  EXPECT_EQ(orStreamQuery(waiter), orErrorNotReady);
+  gate.open();
+  ASSERT_OR(orStreamSynchronize(waiter));
+  EXPECT_TRUE(ran.load());
+  for (auto s : {slow, fast, waiter}) ASSERT_OR(orStreamDestroy(s));
+  ASSERT_OR(orEventDestroy(event));
+}
