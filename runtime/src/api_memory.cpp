@@ -98,9 +98,9 @@ orError_t orFree(void* ptr) {
                   ptr);
     }
     activity::TracedCall call(false);
-    // Like cudaFree: work still queued may use the memory.
-    Device& device = *runtime->devices[allocation.device];
-    waitDeviceIdle(device, false, 0);
+    // Like cudaFree: work still queued may use the memory, also a peer copy
+    // queued on another device's stream.
+    for (auto& device : runtime->devices) waitDeviceIdle(*device, false, 0);
     Allocation removed;
     if (!runtime->memory.remove(ptr, orMemoryTypeDevice, &removed)) {
       const orError_t result =
@@ -111,7 +111,7 @@ orError_t orFree(void* ptr) {
     recordMemory(call, OR_ACTIVITY_MEMORY_RELEASE, OR_ACTIVITY_MEMORY_KIND_DEVICE, removed.device, ptr,
                  removed.size);
     std::free(ptr);
-    device.usedBytes.fetch_sub(removed.reserved);
+    runtime->devices[removed.device]->usedBytes.fetch_sub(removed.reserved);
     call.finish(OR_API_FREE, removed.device, orSuccess);
     return orSuccess;
   });

@@ -177,3 +177,35 @@ TEST(Memory, MemsetsFillBytesAndPatterns) {
   EXPECT_EQ(orMemset(&host, 0, 4), orErrorInvalidValue);
   ASSERT_OR(orFree(d));
 }
+
+TEST(Memory, FreeWaitsForAPeerCopyQueuedOnAnotherDevice) {
+  void* source = nullptr;
+  ASSERT_OR(orSetDevice(0));
+  ASSERT_OR(orMalloc(&source, 4096));
+  std::vector<uint8_t> host(4096, 0x5a);
+  ASSERT_OR(orMemcpy(source, host.data(), host.size(), orMemcpyHostToDevice));
+  ASSERT_OR(orSetDevice(1));
+  void* target = nullptr;
+  ASSERT_OR(orMalloc(&target, 4096));
+  orStream_t peerStream;
+  ASSERT_OR(orStreamCreate(&peerStream));
+  openreg::testing::Gate gate;
+  ASSERT_OR(openreg::launch(peerStream, "held", [&] { gate.waitOpen(); }));
+  // Device 1's stream reads device 0's memory once the gate opens.
+  ASSERT_OR(orMemcpyAsync(target, source, 4096, orMemcpyDeviceToDevice, peerStream));
+  std::atomic<bool> freed{false};
+  std::thread freer([&] {
+    EXPECT_OR(orFree(source));
+    freed = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(freed.load()) << "orFree returned while a peer copy still had to read the memory";
+  gate.open();
+  freer.join();
+  std::vector<uint8_t> back(4096);
+  ASSERT_OR(orMemcpy(back.data(), target, back.size(), orMemcpyDeviceToHost));
+  EXPECT_EQ(back, host);
+  ASSERT_OR(orStreamDestroy(peerStream));
+  ASSERT_OR(orFree(target));
+  ASSERT_OR(orSetDevice(0));
+}

@@ -104,7 +104,8 @@ OR_API orError_t orDeviceGetStreamPriorityRange(int* leastPriority, int* greates
  * Fails with orErrorMemoryAllocation when the device capacity would be
  * exceeded; the message gives requested and free bytes. Alignment: 256. */
 OR_API orError_t orMalloc(void** ptr, size_t size);
-/* Waits for the owning device's work, then releases. NULL is a no-op.
+/* Waits for the work queued on every device (a peer copy on another device
+ * may read this memory), then releases. NULL is a no-op.
  * A pointer that is not a live allocation base gives
  * orErrorInvalidDevicePointer (this is how a double free is reported). */
 OR_API orError_t orFree(void* ptr);
