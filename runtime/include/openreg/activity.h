@@ -34,7 +34,13 @@
  *   Kinds a reader does not know are skipped the same way. Strings in records
  *   (names) are owned by the runtime and valid until it is unloaded.
  *
- * Errors: every function returns orError_t (see runtime.h) and never aborts.
+ * Errors: every function returns orError_t (see runtime.h) and never aborts;
+ * a NULL out-pointer or an unknown kind or device gives orErrorInvalidValue or
+ * orErrorInvalidDevice, with the cause in orGetLastErrorMessage().
+ *
+ * Threads: every function may be called from any thread, concurrently, except
+ * where a comment says otherwise (the callbacks' rules below). Window and
+ * per-kind switches are process-wide.
  */
 #ifndef OPENREG_ACTIVITY_H
 #define OPENREG_ACTIVITY_H

@@ -10,6 +10,12 @@
  *     destroyed or never-created handle is detected and reported as
  *     orErrorInvalidResourceHandle; it never crashes.
  *   - The NULL stream means "the default stream of the current device".
+ *   - Calls that block (synchronize, orFree, orFreeHost, synchronous copies
+ *     and memsets) return orErrorNotSupported when made from inside a kernel
+ *     or host function: they would wait on the thread that must run the work.
+ *   - Pointers passed in stay owned by the caller; nothing keeps them after
+ *     the call returns, except the memory an asynchronous copy or memset
+ *     reads or writes, which must live until that work completes.
  *   - Environment variables are read once, at the first call:
  *       OPENREG_DEVICE_COUNT          devices (default 2, 1..16)
  *       OPENREG_DEVICE_MEMORY         bytes per device; K/M/G suffixes (default 8G)
@@ -17,6 +23,7 @@
  *       OPENREG_CLOCK_OFFSET_NS       device clock value at start-up (default 1e12)
  *       OPENREG_CLOCK_SKEW_PPM        device clock rate error (default 0)
  *       OPENREG_CLOCK_DRIFT_PPM_PER_S change of that rate per second (default 0)
+ *       OPENREG_FLUSH_TIMEOUT_MS      longest wait of orActivityFlushAll for device work (default 30000)
  *     A malformed value makes every call return orErrorInitializationError
  *     with a message naming the variable.
  */
@@ -83,9 +90,12 @@ typedef struct orDeviceProp {
 } orDeviceProp;
 
 OR_API orError_t orGetDeviceCount(int* count);
-/* The current device is per thread and starts at 0. */
+/* The current device is per thread and starts at 0. orSetDevice returns
+ * orErrorInvalidDevice (and keeps the current one) for an index outside
+ * [0, count). */
 OR_API orError_t orSetDevice(int device);
 OR_API orError_t orGetDevice(int* device);
+/* Fills *prop (caller-owned); orErrorInvalidDevice for a bad index. */
 OR_API orError_t orGetDeviceProperties(orDeviceProp* prop, int device);
 /* Blocks until all work on all streams of the current device is done. Returns
  * (and clears) the first kernel failure recorded on any of its streams. */
@@ -96,6 +106,7 @@ OR_API orError_t orDeviceSynchronizeIndex(int device);
  * leaving the work queued and any kernel failure for a later sync (for exit
  * paths, where a stuck kernel must not hold the process). */
 OR_API orError_t orDeviceSynchronizeWithTimeout(int device, uint32_t timeoutMs);
+/* Either pointer may be NULL. */
 OR_API orError_t orDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority);
 
 /* ----------------------------------------------------------------- memory */
@@ -111,8 +122,12 @@ OR_API orError_t orMalloc(void** ptr, size_t size);
 OR_API orError_t orFree(void* ptr);
 /* Page-locked host memory: fully asynchronous copies to and from it. */
 OR_API orError_t orMallocHost(void** ptr, size_t size);
+/* Waits for the work queued on every device (any may copy from this memory),
+ * then releases. NULL is a no-op; a pointer that is not a live orMallocHost
+ * base gives orErrorInvalidHostPointer. */
 OR_API orError_t orFreeHost(void* ptr);
-/* Free and total bytes of the current device. */
+/* Free and total bytes of the current device (of `device` for the Index
+ * variant): the capacity less what live allocations hold. */
 OR_API orError_t orMemGetInfo(size_t* freeBytes, size_t* totalBytes);
 OR_API orError_t orMemGetInfoIndex(int device, size_t* freeBytes, size_t* totalBytes);
 
@@ -154,6 +169,8 @@ OR_API orError_t orDeviceGetDefaultStream(int device, orStream_t* stream);
 /* orSuccess if all queued work is done, orErrorNotReady if not. A kernel
  * failure recorded on the stream is returned (and cleared) first. */
 OR_API orError_t orStreamQuery(orStream_t stream);
+/* Blocks until the work queued on stream so far is done; returns (and
+ * clears) a kernel failure recorded on it, naming the kernel. */
 OR_API orError_t orStreamSynchronize(orStream_t stream);
 /* Work queued on stream after this call waits until the work captured by
  * the most recent orEventRecord(event) has completed. Works across streams
@@ -162,6 +179,7 @@ OR_API orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned 
 /* A per-device stream number (default stream = 1, others from 2), never
  * reused: profilers use it as the row id. */
 OR_API orError_t orStreamGetId(orStream_t stream, uint64_t* streamId);
+/* The device a stream belongs to, and its (clamped) priority. */
 OR_API orError_t orStreamGetDevice(orStream_t stream, int* device);
 OR_API orError_t orStreamGetPriority(orStream_t stream, int* priority);
 
@@ -172,12 +190,16 @@ enum { orEventDefault = 0, orEventDisableTiming = 1 };
 /* The event belongs to the current device; it may be recorded only on that
  * device's streams but may be waited on from any device. */
 OR_API orError_t orEventCreate(orEvent_t* event);
+/* flags: orEventDefault or orEventDisableTiming (orErrorInvalidValue otherwise). */
 OR_API orError_t orEventCreateWithFlags(orEvent_t* event, unsigned int flags);
+/* The handle becomes invalid at once; queued records and waits that already
+ * refer to the event are unaffected. */
 OR_API orError_t orEventDestroy(orEvent_t event);
 /* Captures the work queued on stream so far. Re-recording replaces the capture. */
 OR_API orError_t orEventRecord(orEvent_t event, orStream_t stream);
 /* orSuccess if the captured work is done (or never recorded), else orErrorNotReady. */
 OR_API orError_t orEventQuery(orEvent_t event);
+/* Blocks until the captured work is done (returns at once if never recorded). */
 OR_API orError_t orEventSynchronize(orEvent_t event);
 /* Milliseconds between two completed, timing-enabled records, measured by
  * the device clock. orErrorNotReady if either is pending,
