@@ -1,6 +1,6 @@
 """Seeding and RNG state of the per-device openreg generators.
 
-Each device has one default generator (``default_generators[i]``). Device
+Each device has one default generator (``_C._get_default_generator(i)``). Device
 RNG kernels draw their seeds from it, so results are deterministic under
 :func:`manual_seed` / ``torch.manual_seed``.
 """
