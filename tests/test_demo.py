@@ -124,6 +124,17 @@ def test_one_trace_per_active_cycle_in_tensorboard_layout(demo):
         assert any(e.get("cat") == "kernel" for e in events), f"{path.name} has no kernels"
 
 
+def test_traces_carry_shapes_stacks_and_device_memory(demo):
+    """record_shapes, with_stack and profile_memory are on: each leaves its mark in every trace."""
+    for path in written_traces(demo):
+        events = json.loads(path.read_text())["traceEvents"]
+        ops = [e for e in events if e.get("cat") == "cpu_op"]
+        assert any(e.get("args", {}).get("Input Dims") for e in ops), f"{path.name}: no input shapes"
+        assert any(e.get("cat") == "python_function" for e in events), f"{path.name}: no Python stack"
+        memory = [e for e in events if e.get("name") == "[memory]"]
+        assert any(e["args"].get("Device Type") not in (None, 0) for e in memory), f"{path.name}: no device memory"
+
+
 def test_every_trace_passes_check(demo):
     from torch_openreg.trace import open_trace
 
