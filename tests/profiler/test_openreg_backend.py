@@ -212,6 +212,26 @@ def test_skewed_drifting_device_clock(run_backend, tmp_path, clock):
     assert trace.openreg_metadata()["rejected_clock_samples"] == 0
 
 
+def test_legacy_device_time_comes_from_device_events(run_backend):
+    """The stubs' elapsed() measures the device: an op whose kernel is held on the device for 0.3 s
+    (a gate opened from another thread) gets at least that much device time, although its launch
+    returns at once."""
+    body = """
+import threading
+x = torch.ones(16, device="openreg")
+torch.openreg.synchronize()
+with torch.autograd.profiler.profile(use_device="openreg") as legacy:
+    threading.Timer(0.3, torch_openreg._C._open_gate, args=(5,)).start()
+    torch.ops.openreg._wait_gate(x, 5, 30.0)
+    torch.openreg.synchronize()
+times = {e.key: e.device_time_total for e in legacy.key_averages()}
+write_result(dict(kind=str(legacy.profiler_kind), wait_us=times.get("openreg::_wait_gate", 0)))
+"""
+    r = run_backend(body).check().result
+    assert r["kind"] == "ProfilerState.KINETO_PRIVATEUSE1_FALLBACK"
+    assert r["wait_us"] >= 250_000, r
+
+
 NESTING_WORKLOAD = """
 from torch.profiler import profile, ProfilerActivity
 x = torch.zeros(64, 64, device="openreg")
