@@ -107,8 +107,7 @@ orError_t orDeviceSynchronizeWithTimeout(int device, uint32_t timeoutMs) {
     if (runtime == nullptr) return error;
     if (orError_t e = checkDevice(*runtime, device, "orDeviceSynchronizeWithTimeout")) return e;
     const uint64_t deadline = steadyNowNs() + uint64_t{timeoutMs} * 1000000ull;
-    const orError_t result = synchronizeDevice(*runtime, device, "orDeviceSynchronizeWithTimeout",
-                                               deadline == 0 ? 1 : deadline);
+    const orError_t result = synchronizeDevice(*runtime, device, "orDeviceSynchronizeWithTimeout", deadline);
     if (result == orErrorTimeout) {
       return fail(orErrorTimeout, "orDeviceSynchronizeWithTimeout: device %d still busy after %u ms", device,
                   timeoutMs);

@@ -3,6 +3,7 @@ activity API, and the plugin found the way a user's process finds it."""
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -247,8 +248,7 @@ write_result(dict(ok=True))
 
 def _launch_nesting_faults(trace):
     """Launch rows not inside their own op, or crossing the end of an op on their thread."""
-    import bisect
-    ops = [e for e in trace.cpu_ops()]
+    ops = trace.cpu_ops()
     by_id = {e.args["External id"]: e for e in ops if "External id" in e.args}
     by_thread = {}
     for op in sorted(ops, key=lambda e: e.ts):
