@@ -17,22 +17,6 @@ constexpr size_t kHostAlignment = 4096;
 
 size_t roundUp(size_t value, size_t alignment) { return (value + alignment - 1) / alignment * alignment; }
 
-void recordMemory(const activity::TracedCall& call, orActivityMemoryOp op, orActivityMemoryKind kind, int device,
-                  const void* address, size_t bytes) {
-  if (!call.traced() || !activity::active(OR_ACTIVITY_KIND_MEMORY)) return;
-  orActivityMemory record{};
-  record.memoryOp = op;
-  record.memoryKind = kind;
-  record.device = device;
-  record.address = reinterpret_cast<uint64_t>(address);
-  record.bytes = bytes;
-  record.timestamp = hostRecordNs();
-  record.correlationId = call.correlationId();
-  record.processId = activity::currentProcessId();
-  record.threadId = activity::currentThreadId();
-  activity::writeRecord(record, OR_ACTIVITY_KIND_MEMORY, device);
-}
-
 // Reserves capacity on a device; false if it would exceed it.
 bool reserve(Device& device, size_t bytes) {
   size_t used = device.usedBytes.load(std::memory_order_relaxed);
@@ -54,9 +38,9 @@ orError_t orMalloc(void** ptr, size_t size) {
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
     if (size == 0) return orSuccess;
+    activity::TracedCall call(OR_API_MALLOC, activity::Correlation::IfRuntimeTraced);
     const int index = currentDevice();
     Device& device = *runtime->devices[index];
-    activity::TracedCall call(false);
     const size_t rounded = roundUp(size, kDeviceAlignment);
     orError_t result = orSuccess;
     if (rounded < size || !reserve(device, rounded)) {
@@ -74,11 +58,10 @@ orError_t orMalloc(void** ptr, size_t size) {
       } else {
         runtime->memory.add(memory, {size, rounded, index, orMemoryTypeDevice});
         *ptr = memory;
-        recordMemory(call, OR_ACTIVITY_MEMORY_ALLOCATE, OR_ACTIVITY_MEMORY_KIND_DEVICE, index, memory, size);
+        activity::recordMemory(call, OR_ACTIVITY_MEMORY_ALLOCATE, OR_ACTIVITY_MEMORY_KIND_DEVICE, index, memory, size);
       }
     }
-    call.finish(OR_API_MALLOC, index, result);
-    return result;
+    return call.result(index, result);
   });
 }
 
@@ -88,32 +71,30 @@ orError_t orFree(void* ptr) {
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
     if (ptr == nullptr) return orSuccess;
-    if (orError_t e = refuseOnExecutor("orFree")) return e;
+    activity::TracedCall call(OR_API_FREE, activity::Correlation::IfRuntimeTraced);
+    if (orError_t e = refuseOnExecutor("orFree")) return call.result(e);
     void* base = nullptr;
     Allocation allocation;
     if (!runtime->memory.find(ptr, &base, &allocation) || base != ptr ||
         allocation.type != orMemoryTypeDevice) {
-      return fail(orErrorInvalidDevicePointer,
-                  "orFree: %p is not the start of a live device allocation (already freed, never allocated, or an interior pointer)",
-                  ptr);
+      return call.result(fail(orErrorInvalidDevicePointer,
+                              "orFree: %p is not the start of a live device allocation (already freed, never "
+                              "allocated, or an interior pointer)",
+                              ptr));
     }
-    activity::TracedCall call(false);
     // Like cudaFree: work still queued may use the memory, also a peer copy
     // queued on another device's stream.
     for (auto& device : runtime->devices) waitDeviceIdle(*device, false, 0);
     Allocation removed;
     if (!runtime->memory.remove(ptr, orMemoryTypeDevice, &removed)) {
-      const orError_t result =
-          fail(orErrorInvalidDevicePointer, "orFree: %p was freed concurrently by another thread", ptr);
-      call.finish(OR_API_FREE, allocation.device, result);
-      return result;
+      return call.result(allocation.device, fail(orErrorInvalidDevicePointer,
+                                                 "orFree: %p was freed concurrently by another thread", ptr));
     }
-    recordMemory(call, OR_ACTIVITY_MEMORY_RELEASE, OR_ACTIVITY_MEMORY_KIND_DEVICE, removed.device, ptr,
+    activity::recordMemory(call, OR_ACTIVITY_MEMORY_RELEASE, OR_ACTIVITY_MEMORY_KIND_DEVICE, removed.device, ptr,
                  removed.size);
     std::free(ptr);
     runtime->devices[removed.device]->usedBytes.fetch_sub(removed.reserved);
-    call.finish(OR_API_FREE, removed.device, orSuccess);
-    return orSuccess;
+    return call.result(removed.device, orSuccess);
   });
 }
 
@@ -125,7 +106,7 @@ orError_t orMallocHost(void** ptr, size_t size) {
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
     if (size == 0) return orSuccess;
-    activity::TracedCall call(false);
+    activity::TracedCall call(OR_API_MALLOC_HOST, activity::Correlation::IfRuntimeTraced);
     const size_t rounded = roundUp(size, kHostAlignment);
     void* memory = rounded >= size ? std::aligned_alloc(kHostAlignment, rounded) : nullptr;
     orError_t result = orSuccess;
@@ -134,10 +115,9 @@ orError_t orMallocHost(void** ptr, size_t size) {
     } else {
       runtime->memory.add(memory, {size, rounded, -1, orMemoryTypeHost});
       *ptr = memory;
-      recordMemory(call, OR_ACTIVITY_MEMORY_ALLOCATE, OR_ACTIVITY_MEMORY_KIND_PINNED, -1, memory, size);
+      activity::recordMemory(call, OR_ACTIVITY_MEMORY_ALLOCATE, OR_ACTIVITY_MEMORY_KIND_PINNED, -1, memory, size);
     }
-    call.finish(OR_API_MALLOC_HOST, -1, result);
-    return result;
+    return call.result(-1, result);
   });
 }
 
@@ -147,27 +127,25 @@ orError_t orFreeHost(void* ptr) {
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
     if (ptr == nullptr) return orSuccess;
-    if (orError_t e = refuseOnExecutor("orFreeHost")) return e;
+    activity::TracedCall call(OR_API_FREE_HOST, activity::Correlation::IfRuntimeTraced);
+    if (orError_t e = refuseOnExecutor("orFreeHost")) return call.result(-1, e);
     void* base = nullptr;
     Allocation allocation;
     if (!runtime->memory.find(ptr, &base, &allocation) || base != ptr || allocation.type != orMemoryTypeHost) {
-      return fail(orErrorInvalidHostPointer,
-                  "orFreeHost: %p is not the start of a live pinned allocation (already freed, never allocated, or an interior pointer)",
-                  ptr);
+      return call.result(-1, fail(orErrorInvalidHostPointer,
+                                  "orFreeHost: %p is not the start of a live pinned allocation (already freed, "
+                                  "never allocated, or an interior pointer)",
+                                  ptr));
     }
-    activity::TracedCall call(false);
     // Asynchronous copies on any device may still read or write it.
     for (auto& device : runtime->devices) waitDeviceIdle(*device, false, 0);
     Allocation removed;
     if (!runtime->memory.remove(ptr, orMemoryTypeHost, &removed)) {
-      const orError_t result = fail(orErrorInvalidHostPointer, "orFreeHost: %p was freed concurrently", ptr);
-      call.finish(OR_API_FREE_HOST, -1, result);
-      return result;
+      return call.result(-1, fail(orErrorInvalidHostPointer, "orFreeHost: %p was freed concurrently", ptr));
     }
-    recordMemory(call, OR_ACTIVITY_MEMORY_RELEASE, OR_ACTIVITY_MEMORY_KIND_PINNED, -1, ptr, removed.size);
+    activity::recordMemory(call, OR_ACTIVITY_MEMORY_RELEASE, OR_ACTIVITY_MEMORY_KIND_PINNED, -1, ptr, removed.size);
     std::free(ptr);
-    call.finish(OR_API_FREE_HOST, -1, orSuccess);
-    return orSuccess;
+    return call.result(-1, orSuccess);
   });
 }
 

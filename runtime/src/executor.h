@@ -44,6 +44,14 @@ class Executor {
   void serve(const std::shared_ptr<Stream>& stream);
   // Runs the stream's front task; false if the stream parked on an event.
   bool run(const std::shared_ptr<Stream>& stream, Task& task);
+  // One per task kind: the work, then its device record if one was asked for.
+  void runKernel(Stream& stream, Task& task);
+  void runMemcpy(Stream& stream, Task& task);
+  void runMemset(Stream& stream, Task& task);
+  void runEventRecord(Task& task);
+  // False if the stream parked on the event.
+  bool runWait(const std::shared_ptr<Stream>& stream, Task& task);
+  void runHostFunc(Stream& stream, Task& task);
 
   const int device_;
   const int threadCount_;

@@ -22,6 +22,48 @@ uint64_t Stream::enqueue(Task&& task) {
   return sequence;
 }
 
+int Stream::takeTasks(Task* batch, int max) {
+  std::lock_guard lock(mutex_);
+  if (hasParked_) {
+    batch[0] = std::move(parked_);
+    parked_ = Task{};
+    hasParked_ = false;
+    return 1;
+  }
+  int taken = 0;
+  while (taken < max && !queue_.empty()) {
+    const bool isWait = queue_.front().kind == TaskKind::WaitEvent;
+    if (isWait && taken > 0) break;
+    batch[taken++] = queue_.pop();
+    if (isWait) break;
+  }
+  return taken;
+}
+
+bool Stream::finishTasks(int done, bool parked) {
+  std::lock_guard lock(mutex_);
+  completed_.fetch_add(done, std::memory_order_release);
+  if (waiters_ > 0) progress_.notify_all();
+  if (parked) return false;
+  const bool more = !queue_.empty();
+  if (!more) scheduled_ = false;
+  return more;
+}
+
+void Stream::park(Task&& wait) {
+  std::lock_guard lock(mutex_);
+  parked_ = std::move(wait);
+  hasParked_ = true;
+}
+
+Task Stream::unpark() {
+  std::lock_guard lock(mutex_);
+  Task wait = std::move(parked_);
+  parked_ = Task{};
+  hasParked_ = false;
+  return wait;
+}
+
 uint64_t Stream::enqueuedCount() {
   std::lock_guard lock(mutex_);
   return enqueued_;

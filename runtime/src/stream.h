@@ -46,8 +46,22 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void markDestroyed() { destroyed_.store(true, std::memory_order_release); }
   bool destroyed() const { return destroyed_.load(std::memory_order_acquire); }
 
+  // Executor side. Moves the next tasks to run into `batch` (at most `max`)
+  // and returns how many: the parked wait alone if there is one, else queued
+  // tasks in order, a wait always alone (it may park the stream).
+  int takeTasks(Task* batch, int max);
+  // Counts `done` tasks of the batch completed and wakes the stream's
+  // waiters. Unless the stream parked, returns whether more work is queued;
+  // if none, the stream leaves the executor until its next enqueue.
+  bool finishTasks(int done, bool parked);
+  // Parks a wait whose event is pending: it is logically the queue's front and
+  // is taken first once the event reschedules the stream. Park before
+  // registering with the event, which may reschedule the stream at once.
+  void park(Task&& wait);
+  // Takes back the parked wait (its event completed before it registered).
+  Task unpark();
+
  private:
-  friend class Executor;
 
   const int device_;
   const uint64_t id_;

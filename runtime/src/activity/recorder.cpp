@@ -102,6 +102,38 @@ void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, 
   }
 }
 
+void recordHostSync(const TracedCall& call, orActivitySyncType type, int device, uint64_t streamId,
+                    uint64_t eventId) {
+  if (!call.traced() || !active(OR_ACTIVITY_KIND_SYNCHRONIZATION)) return;
+  orActivitySynchronization record{};
+  record.syncType = type;
+  record.clockDomain = OR_ACTIVITY_CLOCK_HOST;
+  record.device = device;
+  record.threadId = currentThreadId();
+  record.streamId = streamId;
+  record.eventId = eventId;
+  record.correlationId = call.correlationId();
+  record.start = call.start();
+  record.end = hostRecordNs();
+  writeRecord(record, OR_ACTIVITY_KIND_SYNCHRONIZATION, device);
+}
+
+void recordMemory(const TracedCall& call, orActivityMemoryOp op, orActivityMemoryKind kind, int device,
+                  const void* address, size_t bytes) {
+  if (!call.traced() || !active(OR_ACTIVITY_KIND_MEMORY)) return;
+  orActivityMemory record{};
+  record.memoryOp = op;
+  record.memoryKind = kind;
+  record.device = device;
+  record.address = reinterpret_cast<uint64_t>(address);
+  record.bytes = bytes;
+  record.timestamp = hostRecordNs();
+  record.correlationId = call.correlationId();
+  record.processId = currentProcessId();
+  record.threadId = currentThreadId();
+  writeRecord(record, OR_ACTIVITY_KIND_MEMORY, device);
+}
+
 bool write(const void* record, size_t size, int device) {
   BufferWriter writer(threadContext());
   return writer.append(record, size, device);
