@@ -24,7 +24,7 @@ struct Window {
   int64_t start = 0, end = 0;
   std::string source;  // "trace_span", "trace_span+record_window_end", "host_events"
 };
-std::optional<Window> profiling_window(const Trace& t);
+std::optional<Window> profilingWindow(const Trace& t);
 
 // ---------------------------------------------------------------- summary
 
@@ -36,35 +36,35 @@ struct SummaryOptions {
 struct KernelStat {
   uint32_t name = kNoString, cat = kNoString;
   uint64_t count = 0;
-  int64_t total_ns = 0, min_ns = 0, max_ns = 0;
+  int64_t totalNs = 0, minNs = 0, maxNs = 0;
 };
 
 struct OpDeviceStat {
   uint32_t name = kNoString;  // kNoString: device work linked to no op
-  int64_t device_ns = 0;
-  uint64_t device_events = 0;
-  uint64_t op_instances = 0;
+  int64_t deviceNs = 0;
+  uint64_t deviceEvents = 0;
+  uint64_t opInstances = 0;
 };
 
 struct LinkStat {
-  uint64_t device_events = 0, linked = 0, via_external_id = 0, via_correlation = 0;
+  uint64_t deviceEvents = 0, linked = 0, viaExternalId = 0, viaCorrelation = 0;
   struct PerCategory {
     uint32_t cat = kNoString;
     uint64_t events = 0, linked = 0;
   };
-  std::vector<PerCategory> by_category;
+  std::vector<PerCategory> byCategory;
 };
 
 struct StreamStat {
   uint32_t lane = 0;
   uint64_t events = 0;
-  int64_t busy_ns = 0, first_ns = 0, last_ns = 0;
+  int64_t busyNs = 0, firstNs = 0, lastNs = 0;
 };
 
 struct DeviceStat {
   Key device;
   uint64_t streams = 0, events = 0;
-  int64_t busy_ns = 0, first_ns = 0, last_ns = 0;
+  int64_t busyNs = 0, firstNs = 0, lastNs = 0;
 };
 
 struct HostActivity {
@@ -74,29 +74,29 @@ struct HostActivity {
   struct Overlap {
     uint32_t name = kNoString, cat = kNoString;
     uint64_t count = 0;
-    int64_t overlap_ns = 0;
+    int64_t overlapNs = 0;
   };
   std::vector<Overlap> overlapping;  // host calls inside the gap, most time first
 };
 
 struct IdleGap {
   Key device;
-  int64_t start_ns = 0, end_ns = 0;
+  int64_t startNs = 0, endNs = 0;
   HostActivity host;
 };
 
 struct MemoryStat {
-  int64_t device_type = 0, device_id = 0;
+  int64_t deviceType = 0, deviceId = 0;
   uint64_t events = 0, allocations = 0, frees = 0;
-  int64_t peak_bytes = 0, peak_ts = 0, final_bytes = 0;
-  int32_t peak_event = -1;         // index into Trace::memory
+  int64_t peakBytes = 0, peakTs = 0, finalBytes = 0;
+  int32_t peakEvent = -1;         // index into Trace::memory
   int32_t op = kNoSlice;           // innermost host op enclosing the peak
-  std::vector<uint32_t> op_stack;  // host ops enclosing the peak, outermost first
+  std::vector<uint32_t> opStack;  // host ops enclosing the peak, outermost first
 };
 
 struct Summary {
   std::optional<Window> window;
-  int64_t device_total_ns = 0;
+  int64_t deviceTotalNs = 0;
   std::vector<KernelStat> kernels;     // by total time, descending (all)
   std::vector<OpDeviceStat> ops;       // by device time, descending (all)
   LinkStat links;
@@ -104,14 +104,14 @@ struct Summary {
   std::vector<DeviceStat> devices;
   std::vector<IdleGap> gaps;           // largest first, at most options.gaps
   std::vector<MemoryStat> memory;      // device memory (type != CPU)
-  std::vector<MemoryStat> host_memory; // CPU memory, for reference
+  std::vector<MemoryStat> hostMemory; // CPU memory, for reference
 };
 
-Summary compute_summary(const Trace& t, const SummaryOptions& options);
-std::string summary_to_json(const Trace& t, const Summary& s, const SummaryOptions& options);
+Summary computeSummary(const Trace& t, const SummaryOptions& options);
+std::string summaryToJson(const Trace& t, const Summary& s, const SummaryOptions& options);
 // Condenses a host stack for display (see HostActivity::text).
-std::string describe_host_stack(const Trace& t, const std::vector<uint32_t>& stack);
-const char* device_type_name(int64_t type);
+std::string describeHostStack(const Trace& t, const std::vector<uint32_t>& stack);
+const char* deviceTypeName(int64_t type);
 
 // ---------------------------------------------------------------- checks
 
@@ -120,7 +120,7 @@ enum class Severity { kError, kWarning };
 struct CheckOptions {
   int examples = 5;
   std::vector<std::string> skip, only;
-  int64_t window_slack_ns = 0;
+  int64_t windowSlackNs = 0;
   bool strict = false;
 };
 
@@ -154,22 +154,22 @@ struct CheckInfo {
   Severity severity;
   const char* description;
 };
-const std::vector<CheckInfo>& check_table();
+const std::vector<CheckInfo>& checkTable();
 
 // Throws std::invalid_argument for an unknown name in skip/only.
-CheckReport run_checks(const Trace& t, const CheckOptions& options);
-std::string check_report_to_json(const Trace& t, const CheckReport& r);
-std::string check_table_to_json();
+CheckReport runChecks(const Trace& t, const CheckOptions& options);
+std::string checkReportToJson(const Trace& t, const CheckReport& r);
+std::string checkTableToJson();
 
 // ---------------------------------------------------------------- timeline
 
 struct TimelineOptions {
   int width = 2000;
 };
-std::string timeline_json(const Trace& t, const TimelineOptions& options);
+std::string timelineJson(const Trace& t, const TimelineOptions& options);
 
 // Shared by the renderers.
-void write_event_ref(JsonWriter& w, const Trace& t, const EventRef& ref);
-void write_trace_info(JsonWriter& w, const Trace& t);
+void writeEventRef(JsonWriter& w, const Trace& t, const EventRef& ref);
+void writeTraceInfo(JsonWriter& w, const Trace& t);
 
 }  // namespace openreg::trace

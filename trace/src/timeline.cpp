@@ -19,7 +19,7 @@ struct Block {
 };
 
 // Merges intervals (sorted by start) closer than `resolution`.
-std::vector<Block> merge_blocks(const Trace& t, const std::vector<uint32_t>& sorted, int64_t resolution) {
+std::vector<Block> mergeBlocks(const Trace& t, const std::vector<uint32_t>& sorted, int64_t resolution) {
   std::vector<Block> out;
   for (uint32_t i : sorted) {
     const Slice& s = t.slices[i];
@@ -37,28 +37,28 @@ std::vector<Block> merge_blocks(const Trace& t, const std::vector<uint32_t>& sor
   return out;
 }
 
-std::string lane_label(const Trace& t, uint32_t lane, const char* pid_word, const char* tid_word) {
+std::string laneLabel(const Trace& t, uint32_t lane, const char* pidWord, const char* tidWord) {
   const Lane& l = t.lanes[lane];
   const Trace::ProcessInfo* p = t.process(l.pid);
-  std::string proc = p && p->name != kNoString ? std::string(t.str(p->name)) : std::string(pid_word) + " " + t.key_text(l.pid);
+  std::string proc = p && p->name != kNoString ? std::string(t.str(p->name)) : std::string(pidWord) + " " + t.keyText(l.pid);
   uint32_t th = t.threads[lane].name;
-  std::string thread = th != kNoString ? std::string(t.str(th)) : std::string(tid_word) + " " + t.key_text(l.tid);
+  std::string thread = th != kNoString ? std::string(t.str(th)) : std::string(tidWord) + " " + t.keyText(l.tid);
   return proc + " / " + thread;
 }
 
-bool is_step(const Trace& t, const Slice& s) { return t.str(s.name).substr(0, 13) == "ProfilerStep#"; }
+bool isStep(const Trace& t, const Slice& s) { return t.str(s.name).substr(0, 13) == "ProfilerStep#"; }
 
 }  // namespace
 
-std::string timeline_json(const Trace& t, const TimelineOptions& options) {
+std::string timelineJson(const Trace& t, const TimelineOptions& options) {
   const int width = std::max(options.width, 1);
   int64_t lo = 0, hi = 0;
-  if (auto w = profiling_window(t)) {
+  if (auto w = profilingWindow(t)) {
     lo = w->start;
     hi = w->end;
   }
   bool any = hi > lo;
-  for (uint32_t i : t.device_slices) {
+  for (uint32_t i : t.deviceSlices) {
     const Slice& s = t.slices[i];
     if (!any || s.ts < lo) lo = s.ts;
     if (!any || s.end() > hi) hi = s.end();
@@ -68,23 +68,23 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
   const int64_t resolution = std::max<int64_t>(1, (hi - lo + width - 1) / width);
 
   std::vector<std::string_view> names;
-  std::unordered_map<uint32_t, size_t> name_index;
+  std::unordered_map<uint32_t, size_t> nameIndex;
   auto intern = [&](uint32_t id) -> size_t {
-    auto [it, inserted] = name_index.emplace(id, names.size());
+    auto [it, inserted] = nameIndex.emplace(id, names.size());
     if (inserted) names.push_back(t.str(id));
     return it->second;
   };
 
   JsonWriter w;
   w.beginObject();
-  w.field("origin_ns", t.origin_ns);
-  w.field("start_ns", lo - t.origin_ns);
-  w.field("end_ns", hi - t.origin_ns);
+  w.field("origin_ns", t.originNs);
+  w.field("start_ns", lo - t.originNs);
+  w.field("end_ns", hi - t.originNs);
   w.field("resolution_ns", resolution);
 
   // Device rows, ordered by device then stream.
   std::map<std::pair<Key, Key>, std::vector<uint32_t>> rows;
-  for (uint32_t i : t.device_slices) {
+  for (uint32_t i : t.deviceSlices) {
     const Lane& l = t.lanes[t.slices[i].lane];
     rows[{l.pid, l.tid}].push_back(i);
   }
@@ -93,11 +93,11 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
     std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return t.slices[a].ts < t.slices[b].ts; });
     uint32_t lane = t.slices[idx[0]].lane;
     w.beginObject();
-    w.field("label", lane_label(t, lane, "device", "stream"));
+    w.field("label", laneLabel(t, lane, "device", "stream"));
     w.field("events", static_cast<uint64_t>(idx.size()));
     w.key("blocks").beginArray();
-    for (const Block& b : merge_blocks(t, idx, resolution))
-      w.beginArray().value(b.start - t.origin_ns).value(b.end - t.origin_ns).value(static_cast<uint64_t>(intern(b.name))).endArray();
+    for (const Block& b : mergeBlocks(t, idx, resolution))
+      w.beginArray().value(b.start - t.originNs).value(b.end - t.originNs).value(static_cast<uint64_t>(intern(b.name))).endArray();
     w.endArray();
     w.endObject();
   }
@@ -107,19 +107,19 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
   std::vector<uint32_t> steps;
   w.key("host_rows").beginArray();
   for (uint32_t lane = 0; lane < t.lanes.size(); ++lane) {
-    if (t.lane_kind[lane] != LaneKind::kHost) continue;
+    if (t.laneKind[lane] != LaneKind::kHost) continue;
     std::vector<uint32_t> top;
-    for (uint32_t i : t.lane_slices[lane]) {
+    for (uint32_t i : t.laneSlices[lane]) {
       const Slice& s = t.slices[i];
       if (t.role(s.cat) != CategoryRole::kOp) continue;
-      if (is_step(t, s)) {
+      if (isStep(t, s)) {
         steps.push_back(i);
         continue;
       }
       bool outermost = true;
       for (int32_t p = t.parent[i]; p != kNoSlice; p = t.parent[p]) {
         const Slice& ps = t.slices[p];
-        if (t.role(ps.cat) == CategoryRole::kOp && !is_step(t, ps)) {
+        if (t.role(ps.cat) == CategoryRole::kOp && !isStep(t, ps)) {
           outermost = false;
           break;
         }
@@ -128,11 +128,11 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
     }
     if (top.empty()) continue;
     w.beginObject();
-    w.field("label", lane_label(t, lane, "process", "thread"));
+    w.field("label", laneLabel(t, lane, "process", "thread"));
     w.field("ops", static_cast<uint64_t>(top.size()));
     w.key("blocks").beginArray();
-    for (const Block& b : merge_blocks(t, top, resolution))
-      w.beginArray().value(b.start - t.origin_ns).value(b.end - t.origin_ns).value(static_cast<uint64_t>(intern(b.name))).endArray();
+    for (const Block& b : mergeBlocks(t, top, resolution))
+      w.beginArray().value(b.start - t.originNs).value(b.end - t.originNs).value(static_cast<uint64_t>(intern(b.name))).endArray();
     w.endArray();
     w.endObject();
   }
@@ -142,7 +142,7 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
   w.key("steps").beginArray();
   for (uint32_t i : steps) {
     const Slice& s = t.slices[i];
-    w.beginArray().value(s.ts - t.origin_ns).value(s.end() - t.origin_ns).value(t.str(s.name)).endArray();
+    w.beginArray().value(s.ts - t.originNs).value(s.end() - t.originNs).value(t.str(s.name)).endArray();
   }
   w.endArray();
 
@@ -151,8 +151,8 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
   std::map<std::pair<int64_t, int64_t>, std::vector<uint32_t>> series;
   for (uint32_t i = 0; i < t.memory.size(); ++i) {
     const MemoryPoint& m = t.memory[i];
-    if (m.device_type.ok() && m.total_allocated.ok())
-      series[{m.device_type.value, m.device_id.ok() ? m.device_id.value : -1}].push_back(i);
+    if (m.deviceType.ok() && m.totalAllocated.ok())
+      series[{m.deviceType.value, m.deviceId.ok() ? m.deviceId.value : -1}].push_back(i);
   }
   w.key("memory").beginArray();
   for (auto& entry : series) {
@@ -162,7 +162,7 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
     std::stable_sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return t.memory[a].ts < t.memory[b].ts; });
     w.beginObject();
     w.field("device_type", key.first);
-    w.field("device_type_name", device_type_name(key.first));
+    w.field("device_type_name", deviceTypeName(key.first));
     w.field("device_id", key.second);
     w.key("points").beginArray();
     size_t k = 0;
@@ -171,13 +171,13 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
       size_t e = k;
       size_t peak = k;
       while (e < idx.size() && (t.memory[idx[e]].ts - lo) / resolution == bucket) {
-        if (t.memory[idx[e]].total_allocated.value > t.memory[idx[peak]].total_allocated.value) peak = e;
+        if (t.memory[idx[e]].totalAllocated.value > t.memory[idx[peak]].totalAllocated.value) peak = e;
         ++e;
       }
       // Positions k <= peak <= e - 1: emit each once, in time order.
       auto emit = [&](size_t j) {
         const MemoryPoint& m = t.memory[idx[j]];
-        w.beginArray().value(m.ts - t.origin_ns).value(m.total_allocated.value).endArray();
+        w.beginArray().value(m.ts - t.originNs).value(m.totalAllocated.value).endArray();
       };
       emit(k);
       if (peak != k) emit(peak);

@@ -36,7 +36,7 @@ const CheckResult& result(const CheckReport& r, const std::string& name) {
   throw std::runtime_error("no check " + name);
 }
 
-CheckReport check(const TraceBuilder& b, const CheckOptions& o = {}) { return run_checks(*b.load(), o); }
+CheckReport check(const TraceBuilder& b, const CheckOptions& o = {}) { return runChecks(*b.load(), o); }
 
 TEST(Checks, CleanTracePassesEverything) {
   CheckReport r = check(clean());
@@ -47,15 +47,15 @@ TEST(Checks, CleanTracePassesEverything) {
 
 TEST(Checks, TableNamesAreUniqueAndAllRun) {
   std::set<std::string> names;
-  for (const CheckInfo& c : check_table()) EXPECT_TRUE(names.insert(c.name).second) << c.name;
-  EXPECT_EQ(check(clean()).results.size(), check_table().size());
+  for (const CheckInfo& c : checkTable()) EXPECT_TRUE(names.insert(c.name).second) << c.name;
+  EXPECT_EQ(check(clean()).results.size(), checkTable().size());
 }
 
 TEST(Checks, InvalidJson) {
   std::string text = clean().json();
   text.resize(text.size() / 2);
-  auto t = load_trace_buffer(text.data(), text.size(), {});
-  CheckReport r = run_checks(*t, {});
+  auto t = loadTraceBuffer(text.data(), text.size(), {});
+  CheckReport r = runChecks(*t, {});
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(failing(r), std::set<std::string>{"json_valid"});
   EXPECT_EQ(result(r, "flow_pairs").status, CheckResult::kSkipped);
@@ -238,7 +238,7 @@ TEST(Checks, KernelOutsideTheProfilingWindow) {
   EXPECT_EQ(failing(r), std::set<std::string>{"device_events_in_window"});
   EXPECT_NE(result(r, "device_events_in_window").examples[0].message.find("ends 4.000 us after"), std::string::npos);
   // A tolerance is available for writers whose window is known to be loose.
-  CheckReport slack = check(b, {.window_slack_ns = 4'000});
+  CheckReport slack = check(b, {.windowSlackNs = 4'000});
   EXPECT_EQ(failing(slack), std::set<std::string>{});
 }
 
@@ -298,8 +298,8 @@ TEST(Checks, ExamplesAreCappedButAllViolationsCounted) {
   EXPECT_EQ(c.examples[0].events.size(), 4u);
   TraceBuilder many = clean();
   for (int i = 0; i < 20; ++i) many.kernel("k", 40'000 + i * 1'000, 500, 0, 8, 100 + i, 2, "kernel", R"("device":0)");
-  CheckReport many_report = check(many, {.examples = 3});
-  const CheckResult& d = result(many_report, "device_args");
+  CheckReport manyReport = check(many, {.examples = 3});
+  const CheckResult& d = result(manyReport, "device_args");
   EXPECT_EQ(d.violations, 20u);
   EXPECT_EQ(d.examples.size(), 3u);
 }
@@ -308,9 +308,9 @@ TEST(Checks, ReportJsonIsValidAndNamesEvents) {
   TraceBuilder b = clean();
   b.kernel("again", 60'000, 1'000, 0, 8, 11, 2);
   auto t = b.load();
-  std::string json = check_report_to_json(*t, run_checks(*t, {}));
-  JsonReader r(open_memory_source(json.data(), json.size()));
-  EXPECT_NO_THROW(r.skip_value());
+  std::string json = checkReportToJson(*t, runChecks(*t, {}));
+  JsonReader r(openMemorySource(json.data(), json.size()));
+  EXPECT_NO_THROW(r.skipValue());
   EXPECT_NE(json.find(R"("ok":false)"), std::string::npos);
   EXPECT_NE(json.find(R"("name":"again")"), std::string::npos);
   EXPECT_NE(json.find(R"("ts":"60.000")"), std::string::npos);
