@@ -3,6 +3,7 @@
 // returns).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,6 +32,81 @@ std::optional<Window> profilingWindow(const Trace& t);
 struct SummaryOptions {
   int top = 10;
   int gaps = 5;
+  // HTA's consecutive_kernel_delay: a gap shorter than this between two
+  // kernels already queued is launch overhead ("kernel wait").
+  int64_t kernelWaitNs = 30;
+  // HTA's runtime_cutoff and launch_delay_cutoff (its outlier thresholds).
+  int64_t slowLaunchNs = 50'000;
+  int64_t slowStartNs = 100'000;
+};
+
+struct Interval {
+  int64_t start, end;
+};
+// Sorts and merges into the union in place; returns the covered time.
+int64_t mergeUnion(std::vector<Interval>& iv);
+// Time covered by both of two merged (sorted, disjoint) lists.
+int64_t intersectionNs(const std::vector<Interval>& a, const std::vector<Interval>& b);
+
+// Kernel classes as HTA names them (its KernelType, OTHER included).
+enum class KernelClass : uint8_t { kCompute, kCommunication, kMemory, kOther };
+inline constexpr size_t kKernelClasses = 4;
+KernelClass classifyKernel(const Trace& t, uint32_t slice);
+const char* kernelClassName(KernelClass c);
+
+struct ClassTime {
+  uint64_t count = 0;
+  int64_t totalNs = 0;  // sum of durations
+  int64_t busyNs = 0;   // union of the intervals
+};
+struct KernelClasses {
+  std::array<ClassTime, kKernelClasses> total{};
+  struct PerStream {
+    uint32_t lane = 0;
+    std::array<ClassTime, kKernelClasses> byClass{};
+  };
+  std::vector<PerStream> streams;  // by device, stream
+};
+
+// Idle time between device events on one stream, as HTA's idle time
+// breakdown splits it (see trace/README.md for where we differ).
+struct IdleBreakdown {
+  uint32_t lane = 0;
+  int64_t hostWaitNs = 0, kernelWaitNs = 0, otherNs = 0;
+  uint64_t hostWaitGaps = 0, kernelWaitGaps = 0, otherGaps = 0;
+  int64_t totalNs() const { return hostWaitNs + kernelWaitNs + otherNs; }
+};
+
+// Launches: a runtime call paired with its device event by correlation.
+struct LaunchRow {
+  uint32_t name = kNoString;  // the runtime call, or the op
+  uint64_t launches = 0, shortKernels = 0, slowLaunches = 0, slowStarts = 0;
+  int64_t hostNs = 0, delayNs = 0, deviceNs = 0, maxDelayNs = 0;
+};
+struct LaunchStats {
+  LaunchRow total;
+  std::vector<LaunchRow> byApi;  // by host time, descending
+  std::vector<LaunchRow> byOp;   // worst first: most launch overhead (host + delay)
+};
+
+struct CollectiveStat {
+  std::string collective;  // canonical: AllReduce, AllGather, ReduceScatter, ...
+  uint64_t calls = 0;
+  int64_t bytes = 0;  // 0 when no event said its size
+  int64_t deviceNs = 0;
+  int64_t groupSize = 0;  // 0 when unknown
+};
+struct CollectiveInstance {
+  uint32_t slice = 0;
+  std::string collective;
+  int64_t seq = -1;  // -1: none in the trace
+  uint32_t group = kNoString;
+  int64_t bytes = 0;
+};
+struct Communication {
+  std::vector<CollectiveStat> collectives;  // by device time, descending
+  int64_t commNs = 0, computeNs = 0, overlapNs = 0;  // unions over the whole trace
+  std::vector<CollectiveInstance> instances;         // in start order
 };
 
 struct KernelStat {
@@ -105,7 +181,18 @@ struct Summary {
   std::vector<IdleGap> gaps;           // largest first, at most options.gaps
   std::vector<MemoryStat> memory;      // device memory (type != CPU)
   std::vector<MemoryStat> hostMemory; // CPU memory, for reference
+  KernelClasses classes;
+  std::vector<IdleBreakdown> idle;     // by device, stream
+  LaunchStats launches;
+  Communication communication;
 };
+
+// The HTA-style parts of the summary (device_analysis.cpp).
+KernelClasses computeKernelClasses(const Trace& t);
+std::vector<IdleBreakdown> computeIdleBreakdown(const Trace& t, const SummaryOptions& options);
+LaunchStats computeLaunchStats(const Trace& t, const SummaryOptions& options);
+Communication computeCommunication(const Trace& t);
+void writeDeviceAnalyses(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
 
 Summary computeSummary(const Trace& t, const SummaryOptions& options);
 std::string summaryToJson(const Trace& t, const Summary& s, const SummaryOptions& options);
@@ -121,6 +208,8 @@ struct CheckOptions {
   int examples = 5;
   std::vector<std::string> skip, only;
   int64_t windowSlackNs = 0;
+  // Every finding fails, known artifacts and warning-level checks included:
+  // for openreg's own traces, which have none of those artifacts.
   bool strict = false;
 };
 
@@ -133,19 +222,26 @@ struct EventRef {
 struct Violation {
   std::string message;
   std::vector<EventRef> events;
+  // A known artifact of real Kineto traces that breaks no consumer: reported
+  // as a warning unless CheckOptions::strict.
+  bool artifact = false;
 };
 
 struct CheckResult {
   std::string name;
   Severity severity = Severity::kError;
-  enum Status { kPass, kFail, kSkipped } status = kPass;
-  uint64_t violations = 0;
+  // kWarn: findings, none of which breaks a consumer (an artifact, or a
+  // warning-level check); only strict makes them fail.
+  enum Status { kPass, kFail, kWarn, kSkipped } status = kPass;
+  uint64_t violations = 0;  // findings that fail
+  uint64_t warnings = 0;    // findings that only warn
   std::vector<Violation> examples;
   std::string note;  // e.g. why it was skipped, or what was assumed
 };
 
 struct CheckReport {
   bool ok = true;
+  bool strict = false;
   std::vector<CheckResult> results;
 };
 
@@ -153,6 +249,9 @@ struct CheckInfo {
   const char* name;
   Severity severity;
   const char* description;
+  const char* consumer;  // who reads what this check protects
+  const char* breaks;    // what that consumer shows or loses when it fails
+  const char* artifact;  // the findings that only warn, and why; "" if none
 };
 const std::vector<CheckInfo>& checkTable();
 

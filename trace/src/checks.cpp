@@ -14,14 +14,17 @@ namespace openreg::trace {
 
 namespace {
 
-// Counts every violation, keeps the first few with their message.
+// Counts every finding, keeps the first few with their message. A finding
+// fails unless it only warns: a known artifact, or any finding of a
+// warning-level check; strict makes every finding fail.
 class Sink {
  public:
-  Sink(CheckResult& r, int limit) : r_(r), limit_(static_cast<size_t>(std::max(limit, 0))) {}
+  Sink(CheckResult& r, int limit, bool strict) : r_(r), limit_(static_cast<size_t>(std::max(limit, 0))), strict_(strict) {}
   template <typename MakeMessage>
-  void add(MakeMessage&& makeMessage, std::vector<EventRef> events) {
-    ++r_.violations;
-    if (r_.examples.size() < limit_) r_.examples.push_back({makeMessage(), std::move(events)});
+  void add(MakeMessage&& makeMessage, std::vector<EventRef> events, bool artifact = false) {
+    bool warns = !strict_ && (artifact || r_.severity == Severity::kWarning);
+    ++(warns ? r_.warnings : r_.violations);
+    if (r_.examples.size() < limit_) r_.examples.push_back({makeMessage(), std::move(events), artifact});
   }
   void note(std::string text) { r_.note = std::move(text); }
   void skip(std::string why) {
@@ -32,6 +35,7 @@ class Sink {
  private:
   CheckResult& r_;
   size_t limit_;
+  bool strict_;
 };
 
 // Flows in the configured categories, grouped by (category, id).
@@ -77,22 +81,36 @@ void checkEventsWellFormed(const Context& c, Sink& sink) {
   for (uint64_t k = t.malformed.size(); k < t.malformedCount; ++k) sink.add([] { return std::string(); }, {});
 }
 
+// The categories every consumer knows as device work; vendor categories
+// (inferred ones, MTIA's mtia_ccp_events) also carry sync and DMA records
+// that HTA may rightly treat as host-side.
+bool standardDeviceCategory(const Trace& t, uint32_t cat) {
+  std::string_view c = t.str(cat);
+  return c == "kernel" || c == "gpu_memcpy" || c == "gpu_memset";
+}
+
 void checkDeviceArgs(const Context& c, Sink& sink) {
   const Trace& t = c.t;
   for (uint32_t i : t.deviceSlices) {
     const Slice& s = t.slices[i];
     std::string missing;
-    auto need = [&](const IntArg& a, const char* name, bool positive) {
-      if (!a.present) missing += std::string(missing.empty() ? "" : "; ") + "no \"" + name + "\"";
-      else if (!a.isInt) missing += std::string(missing.empty() ? "" : "; ") + "\"" + name + "\" is not an integer";
-      else if (positive && a.value < 1)
-        missing += std::string(missing.empty() ? "" : "; ") + "\"" + name + "\" is " + std::to_string(a.value) + ", not >= 1";
+    bool breaks = false;
+    auto need = [&](const IntArg& a, const char* name, bool positive, bool required) {
+      std::string problem;
+      if (!a.present) problem = std::string("no \"") + name + "\"";
+      else if (!a.isInt) problem = std::string("\"") + name + "\" is not an integer";
+      else if (positive && a.value < 1) problem = std::string("\"") + name + "\" is " + std::to_string(a.value) + ", not >= 1";
+      else return;
+      // stream 0 is still a device event to HTA (stream >= 0): it only loses
+      // iterations and the call graph (those need stream > 0).
+      if (required && (!a.present || !a.isInt)) breaks = true;
+      missing += (missing.empty() ? "" : "; ") + problem;
     };
-    need(s.device, "device", false);
-    need(s.stream, "stream", true);
-    need(s.correlation, "correlation", false);
+    need(s.device, "device", false, false);
+    need(s.stream, "stream", true, true);
+    need(s.correlation, "correlation", false, standardDeviceCategory(t, s.cat));
     if (!missing.empty())
-      sink.add([&] { return std::string(t.str(s.cat)) + " " + nameOf(t, s) + ": " + missing; }, {sliceRef(i)});
+      sink.add([&] { return std::string(t.str(s.cat)) + " " + nameOf(t, s) + ": " + missing; }, {sliceRef(i)}, !breaks);
   }
 }
 
@@ -228,12 +246,15 @@ void checkFlowPairs(const Context& c, Sink& sink) {
     std::vector<EventRef> refs;
     for (uint32_t i : g)
       if (refs.size() < 4) refs.push_back(flowRef(i));
+    // A second start makes viewers draw the arrow from the wrong slice
+    // (Perfetto: flow_duplicate_id); a missing half or extra finishes only
+    // lose arrows, as Kineto's own traces do.
     sink.add(
         [&] {
           return "flow id " + t.keyText(t.flows[g[0]].id) + ": " + std::to_string(starts.size()) + " start(s), " +
                  std::to_string(finishes.size()) + " finish(es); expected exactly one of each";
         },
-        std::move(refs));
+        std::move(refs), starts.size() <= 1);
   }
 }
 
@@ -427,8 +448,21 @@ void checkCorrelationUnique(const Context& c, Sink& sink) {
       for (size_t j = k; j < e && refs.size() < 4; ++j) refs.push_back(sliceRef(ids[j].second));
       size_t n = e - k;
       int64_t id = ids[k].first;
-      sink.add([&] { return "correlation " + std::to_string(id) + " is shared by " + std::to_string(n) + " device events"; },
-               std::move(refs));
+      // One launch split into several records of the same work (MTIA's DMA
+      // requests) pairs correctly; different work under one id does not.
+      const Slice& first = t.slices[ids[k].second];
+      bool sameWork = true;
+      for (size_t j = k + 1; j < e; ++j) {
+        const Slice& o = t.slices[ids[j].second];
+        sameWork = sameWork && o.name == first.name && o.externalId.present == first.externalId.present &&
+                   o.externalId.value == first.externalId.value;
+      }
+      sink.add(
+          [&] {
+            return "correlation " + std::to_string(id) + " is shared by " + std::to_string(n) + " device events" +
+                   (sameWork ? " of the same work" : " of different work");
+          },
+          std::move(refs), sameWork);
     }
     k = e;
   }
@@ -463,47 +497,103 @@ struct CheckEntry {
   bool needsValidJson;
 };
 
+constexpr const char* kViewers = "Perfetto, chrome://tracing";
+
 const std::vector<CheckEntry>& entries() {
   static const std::vector<CheckEntry> kEntries = {
-      {{"json_valid", Severity::kError, "the file is valid JSON (UTF-8) with a traceEvents array"}, checkJsonValid, false},
+      {{"json_valid", Severity::kError, "the file is valid JSON (UTF-8) with a traceEvents array",
+        "every consumer (Perfetto, chrome://tracing, HTA, torch-tb-profiler)",
+        "the file does not open, or opens cut short at the error", ""},
+       checkJsonValid, false},
       {{"events_well_formed", Severity::kError,
-        "every event has a ph; complete events have numeric ts, dur >= 0, pid and tid; flows have an id"},
+        "every event has a ph; complete events have numeric ts, dur >= 0, pid and tid; flows have an id",
+        "Perfetto's and chrome://tracing's JSON import; HTA's loader",
+        "Perfetto drops the event (json_parser_failure); HTA drops events without dur; flows without id are lost",
+        ""},
        checkEventsWellFormed, true},
       {{"device_args", Severity::kError,
-        "device events (kernels, copies, memsets) carry integer device, stream >= 1 and correlation args"},
+        "device events (kernels, copies, memsets) carry integer device, stream >= 1 and correlation args",
+        "HolisticTraceAnalysis (a GPU event is one with integer stream >= 0 and correlation >= 0)",
+        "without an integer stream, or a kernel/copy/memset without a correlation, HTA counts the event as host "
+        "work: it is missing from the kernel, temporal and idle breakdowns",
+        "stream 0 (HIP's default stream: HTA keeps it but gives it no iteration or call graph), a missing device "
+        "(only torch-tb-profiler reads it), and vendor records without a correlation (MTIA's event_wait/record)"},
        checkDeviceArgs, true},
-      {{"device_lanes_below_host", Severity::kError,
-        "every device process sorts after every host process (process_sort_index, else pid)"},
+      {{"device_lanes_below_host", Severity::kWarning,
+        "every device process sorts after every host process (process_sort_index, else pid)", kViewers,
+        "device rows are drawn above the host threads instead of below them, as Kineto lays out CUDA traces "
+        "(layout only: nothing is lost)",
+        ""},
        checkDeviceLanesBelowHost, true},
-      {{"flow_pairs", Severity::kError, "every flow (ac2g) id has exactly one start and one finish"}, checkFlowPairs, true},
-      {{"flow_forward", Severity::kError, "no flow finishes before it starts"}, checkFlowForward, true},
-      {{"flow_distinct_lanes", Severity::kError, "a flow's start and finish are on different (pid, tid) lanes"},
+      {{"flow_pairs", Severity::kError, "every flow (ac2g) id has exactly one start and one finish", kViewers,
+        "a flow id with two starts draws its arrow from the wrong slice (Perfetto counts flow_duplicate_id; "
+        "chrome://tracing keys flows by id alone)",
+        "a start without finish, a finish without start, or several finishes: Kineto writes such halves itself "
+        "for runtime calls with no device work and for split DMA; viewers simply draw no arrow"},
+       checkFlowPairs, true},
+      {{"flow_forward", Severity::kError, "no flow finishes before it starts", kViewers,
+        "the launch arrow points back in time: the device work appears to cause its own launch", ""},
+       checkFlowForward, true},
+      {{"flow_distinct_lanes", Severity::kError, "a flow's start and finish are on different (pid, tid) lanes",
+        kViewers, "the host-to-device arrow loops on one row and links no device work", ""},
        checkFlowDistinctLanes, true},
       {{"flow_start_in_host_slice", Severity::kError,
-        "every flow start lies inside a complete event of its host thread"},
+        "every flow start lies inside a complete event of its host thread", kViewers,
+        "chrome://tracing reports 'does not start at an actual slice' and drops the arrow; Perfetto counts "
+        "flow_no_enclosing_slice",
+        ""},
        checkFlowStartInHostSlice, true},
       {{"device_rows_disjoint", Severity::kError,
-        "device events on one stream row never overlap, partially or by nesting (a stream runs one thing at a time)"},
+        "device events on one stream row never overlap, partially or by nesting (a stream runs one thing at a time)",
+        "Perfetto (slices must nest per pid/tid); HTA's stream utilisation",
+        "Perfetto moves a partly overlapping slice to an overflow track (slice_spill_overlapping_complete_event; "
+        "older versions lost it); HTA counts the overlapped time twice in the kernel breakdown",
+        ""},
        checkDeviceRowsDisjoint, true},
       {{"device_rows_nest", Severity::kError,
-        "annotations on device rows nest with the device events (no partial overlap)"},
+        "annotations on device rows nest with the device events (no partial overlap)", "Perfetto, HTA",
+        "a sync span or annotation partly overlapping a kernel or copy on the same row spills to an overflow "
+        "track in Perfetto (lost before 2026-06), so the row no longer shows what ran",
+        ""},
        checkDeviceRowsNest, true},
-      {{"device_events_in_window", Severity::kError, "device events lie inside the profiling window"},
+      {{"device_events_in_window", Severity::kWarning, "device events lie inside the profiling window",
+        "the profiler plugin's clock mapping (openreg's own contract; no viewer breaks)",
+        "nothing is lost in a viewer; Kineto drops device records outside the window, so one outside means its "
+        "device timestamps were mapped to the host clock wrongly",
+        ""},
        checkDeviceEventsInWindow, true},
-      {{"correlation_unique", Severity::kError, "no two device events share a correlation id"}, checkCorrelationUnique,
-       true},
-      {{"device_lanes_match_args", Severity::kWarning, "a device event's pid is its device arg and its tid its stream arg"},
+      {{"correlation_unique", Severity::kError, "no two device events share a correlation id",
+        "HTA (pairs device work with its launch by correlation); torch's linked attribution",
+        "two different kernels under one correlation are both paired with one launch: HTA's launch delays and "
+        "the op that launched them are wrong for one of them",
+        "several records of the same work under one id (MTIA splits one DMA into requests): each pairs with its "
+        "own launch correctly"},
+       checkCorrelationUnique, true},
+      {{"device_lanes_match_args", Severity::kWarning, "a device event's pid is its device arg and its tid its stream arg",
+        "torch-tb-profiler (warns when pid != args.device)", "a warning there; HTA reads the args, viewers the lanes",
+        ""},
        checkDeviceLanesMatchArgs, true},
-      {{"device_rows_named", Severity::kWarning, "device processes have a process_name and stream rows a thread_name"},
+      {{"device_rows_named", Severity::kWarning, "device processes have a process_name and stream rows a thread_name",
+        kViewers, "rows are labelled with bare numbers", ""},
        checkDeviceRowsNamed, true},
-      {{"flow_finish_bound", Severity::kWarning, "every flow finish binds to a slice of its row"}, checkFlowFinishBound,
-       true},
-      {{"device_events_linked", Severity::kWarning, "every device event is linked to the host op that launched it"},
+      {{"flow_finish_bound", Severity::kWarning, "every flow finish binds to a slice of its row", kViewers,
+        "the arrow ends nowhere and is not drawn", ""},
+       checkFlowFinishBound, true},
+      {{"device_events_linked", Severity::kWarning, "every device event is linked to the host op that launched it",
+        "torch's key_averages() and events() (linked attribution); HTA's op-to-kernel views",
+        "the event's time is attributed to no op (no 'Self DEVICE' time)", ""},
        checkDeviceEventsLinked, true},
       {{"device_events_launched", Severity::kWarning,
-        "every device event has a host runtime call with the same correlation"},
+        "every device event has a host runtime call with the same correlation",
+        "HTA's launch statistics and idle-time breakdown",
+        "no launch delay and no host-wait attribution for that event", ""},
        checkDeviceEventsLaunched, true},
-      {{"host_rows_nest", Severity::kWarning, "complete events on a host thread, Python frames aside, nest (no partial overlap)"},
+      {{"host_rows_nest", Severity::kError,
+        "complete events on a host thread, Python frames aside, nest (no partial overlap)",
+        "Perfetto (slices must nest per pid/tid); HTA's call stacks",
+        "a partly overlapping op or runtime call spills to an overflow track in Perfetto and breaks HTA's "
+        "call-stack parent links",
+        ""},
        checkHostRowsNest, true},
   };
   return kEntries;
@@ -514,6 +604,7 @@ const char* statusName(CheckResult::Status s) {
   switch (s) {
     case CheckResult::kPass: return "pass";
     case CheckResult::kFail: return "fail";
+    case CheckResult::kWarn: return "warn";
     case CheckResult::kSkipped: return "skipped";
   }
   return "?";
@@ -548,6 +639,7 @@ CheckReport runChecks(const Trace& t, const CheckOptions& options) {
       if (!known(n)) throw std::invalid_argument("unknown check \"" + n + "\"");
 
   CheckReport report;
+  report.strict = options.strict;
   Context ctx{t, options, std::nullopt};
   for (const CheckEntry& e : entries()) {
     CheckResult r;
@@ -556,16 +648,17 @@ CheckReport runChecks(const Trace& t, const CheckOptions& options) {
     bool selected = options.only.empty() ||
                     std::find(options.only.begin(), options.only.end(), r.name) != options.only.end();
     bool skipped = std::find(options.skip.begin(), options.skip.end(), r.name) != options.skip.end();
-    Sink sink(r, options.examples);
+    Sink sink(r, options.examples, options.strict);
     if (!selected || skipped) {
       sink.skip("not selected");
     } else if (e.needsValidJson && t.parseError) {
       sink.skip("the trace is not valid JSON");
     } else {
       e.run(ctx, sink);
-      if (r.status != CheckResult::kSkipped) r.status = r.violations ? CheckResult::kFail : CheckResult::kPass;
+      if (r.status != CheckResult::kSkipped)
+        r.status = r.violations ? CheckResult::kFail : r.warnings ? CheckResult::kWarn : CheckResult::kPass;
     }
-    if (r.status == CheckResult::kFail && (r.severity == Severity::kError || options.strict)) report.ok = false;
+    if (r.status == CheckResult::kFail) report.ok = false;
     report.results.push_back(std::move(r));
   }
   return report;
@@ -654,6 +747,7 @@ std::string checkReportToJson(const Trace& t, const CheckReport& r) {
   JsonWriter w;
   w.beginObject();
   w.field("ok", r.ok);
+  w.field("strict", r.strict);
   writeTraceInfo(w, t);
   w.key("checks").beginArray();
   const auto& table = checkTable();
@@ -665,11 +759,16 @@ std::string checkReportToJson(const Trace& t, const CheckReport& r) {
     w.field("description", table[k].description);
     w.field("status", statusName(c.status));
     w.field("violations", c.violations);
+    w.field("warnings", c.warnings);
+    w.field("consumer", table[k].consumer);
     if (!c.note.empty()) w.field("note", c.note);
+    if (c.status == CheckResult::kFail) w.field("breaks", table[k].breaks);
+    if (c.status == CheckResult::kWarn && *table[k].artifact) w.field("artifact", table[k].artifact);
     w.key("examples").beginArray();
     for (const Violation& v : c.examples) {
       w.beginObject();
       w.field("message", v.message);
+      w.field("artifact", v.artifact);
       w.key("events").beginArray();
       for (const EventRef& e : v.events) writeEventRef(w, t, e);
       w.endArray();
@@ -687,7 +786,14 @@ std::string checkTableToJson() {
   JsonWriter w;
   w.beginArray();
   for (const CheckInfo& c : checkTable())
-    w.beginObject().field("name", c.name).field("severity", severityName(c.severity)).field("description", c.description).endObject();
+    w.beginObject()
+        .field("name", c.name)
+        .field("severity", severityName(c.severity))
+        .field("description", c.description)
+        .field("consumer", c.consumer)
+        .field("breaks", c.breaks)
+        .field("artifact", c.artifact)
+        .endObject();
   w.endArray();
   return w.take();
 }

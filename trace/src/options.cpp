@@ -88,7 +88,11 @@ LoadOptions parseLoadOptions(std::string_view json) {
 
 SummaryOptions parseSummaryOptions(std::string_view json) {
   SummaryOptions o;
-  parseObject(json, {{"top", intOption("top", o.top)}, {"gaps", intOption("gaps", o.gaps)}});
+  parseObject(json, {{"top", intOption("top", o.top)},
+                     {"gaps", intOption("gaps", o.gaps)},
+                     {"kernel_wait_ns", int64Option("kernel_wait_ns", o.kernelWaitNs)},
+                     {"slow_launch_ns", int64Option("slow_launch_ns", o.slowLaunchNs)},
+                     {"slow_start_ns", int64Option("slow_start_ns", o.slowStartNs)}});
   return o;
 }
 

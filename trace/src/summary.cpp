@@ -9,28 +9,7 @@ namespace openreg::trace {
 
 namespace {
 
-struct Interval {
-  int64_t start, end;
-};
-
-// Sorts and merges into the union in place; returns the covered time.
-int64_t mergeUnion(std::vector<Interval>& iv) {
-  std::sort(iv.begin(), iv.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
-  size_t out = 0;
-  for (const Interval& x : iv) {
-    if (out > 0 && x.start <= iv[out - 1].end) {
-      iv[out - 1].end = std::max(iv[out - 1].end, x.end);
-    } else {
-      iv[out++] = x;
-    }
-  }
-  iv.resize(out);
-  int64_t busy = 0;
-  for (const Interval& x : iv) busy = saturatingAdd(busy, x.end - x.start);
-  return busy;
-}
-
-bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+bool startsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 HostActivity describeGap(const Trace& t, int64_t a, int64_t b) {
   HostActivity h;
@@ -57,7 +36,7 @@ HostActivity describeGap(const Trace& t, int64_t a, int64_t b) {
     if (std::binary_search(headline.begin(), headline.end(), i)) return false;
     const Slice& s = t.slices[i];
     if (t.role(s.cat) == CategoryRole::kPython) return false;
-    if (enclosesGap(s) || starts_with(t.str(s.name), "ProfilerStep#")) return false;
+    if (enclosesGap(s) || startsWith(t.str(s.name), "ProfilerStep#")) return false;
     return std::min(s.end(), b) - std::max(s.ts, a) > 0;
   };
   std::unordered_map<uint32_t, HostActivity::Overlap> byName;
@@ -157,6 +136,22 @@ void writeMemory(JsonWriter& w, const Trace& t, const std::vector<MemoryStat>& s
 
 }  // namespace
 
+int64_t mergeUnion(std::vector<Interval>& iv) {
+  std::sort(iv.begin(), iv.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  size_t out = 0;
+  for (const Interval& x : iv) {
+    if (out > 0 && x.start <= iv[out - 1].end) {
+      iv[out - 1].end = std::max(iv[out - 1].end, x.end);
+    } else {
+      iv[out++] = x;
+    }
+  }
+  iv.resize(out);
+  int64_t busy = 0;
+  for (const Interval& x : iv) busy = saturatingAdd(busy, x.end - x.start);
+  return busy;
+}
+
 const char* deviceTypeName(int64_t type) {
   // c10::DeviceType values (torch._C._autograd.DeviceType).
   switch (type) {
@@ -178,7 +173,7 @@ std::string describeHostStack(const Trace& t, const std::vector<uint32_t>& stack
   auto name = [&](uint32_t i) { return t.str(t.slices[i].name); };
   auto isPython = [&](uint32_t i) { return t.role(t.slices[i].cat) == CategoryRole::kPython; };
   // ProfilerStep#N encloses everything in a step; it says nothing about the gap.
-  auto isStep = [&](uint32_t i) { return starts_with(name(i), "ProfilerStep#"); };
+  auto isStep = [&](uint32_t i) { return startsWith(name(i), "ProfilerStep#"); };
   size_t firstCall = 0;
   while (firstCall < stack.size() && (isPython(stack[firstCall]) || isStep(stack[firstCall]))) ++firstCall;
 
@@ -191,7 +186,7 @@ std::string describeHostStack(const Trace& t, const std::vector<uint32_t>& stack
     if (!isPython(stack[k])) continue;
     std::string_view n = name(stack[k]);
     deepestAny = static_cast<int>(k);
-    if (!starts_with(n, "<") && n.find("torch/") == std::string_view::npos) deepestUser = static_cast<int>(k);
+    if (!startsWith(n, "<") && n.find("torch/") == std::string_view::npos) deepestUser = static_cast<int>(k);
   }
   const int pick = deepestUser >= 0 ? deepestUser : deepestAny;
   if (pick >= 0) {
@@ -383,6 +378,19 @@ Summary computeSummary(const Trace& t, const SummaryOptions& options) {
       if (t.role(t.slices[i].cat) == CategoryRole::kOp) ms.opStack.push_back(i);
     (key.first == 0 ? s.hostMemory : s.memory).push_back(std::move(ms));
   }
+
+  s.classes = computeKernelClasses(t);
+  s.idle = computeIdleBreakdown(t, options);
+  auto byLane = [&](uint32_t a, uint32_t b) {
+    const Lane& x = t.lanes[a];
+    const Lane& y = t.lanes[b];
+    if (!(x.pid == y.pid)) return x.pid < y.pid;
+    return x.tid < y.tid;
+  };
+  std::sort(s.classes.streams.begin(), s.classes.streams.end(), [&](const auto& a, const auto& b) { return byLane(a.lane, b.lane); });
+  std::sort(s.idle.begin(), s.idle.end(), [&](const auto& a, const auto& b) { return byLane(a.lane, b.lane); });
+  s.launches = computeLaunchStats(t, options);
+  s.communication = computeCommunication(t);
   return s;
 }
 
@@ -595,6 +603,8 @@ std::string summaryToJson(const Trace& t, const Summary& s, const SummaryOptions
     w.endObject();
   }
   w.endArray();
+
+  writeDeviceAnalyses(w, t, s, options);
 
   w.key("memory");
   writeMemory(w, t, s.memory);

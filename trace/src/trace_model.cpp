@@ -56,6 +56,12 @@ std::string Trace::keyText(const Key& k) const {
   return k.isString ? std::string(str(static_cast<uint32_t>(k.value))) : std::to_string(k.value);
 }
 
+const CommArgs* Trace::commArgsOf(uint32_t slice) const {
+  auto it = std::lower_bound(commArgs.begin(), commArgs.end(), slice,
+                             [](const CommArgs& a, uint32_t i) { return a.slice < i; });
+  return it != commArgs.end() && it->slice == slice ? &*it : nullptr;
+}
+
 uint32_t Trace::laneId(const Lane& lane) {
   auto [it, inserted] = laneIds_.emplace(lane, static_cast<uint32_t>(lanes.size()));
   if (inserted) lanes.push_back(lane);
@@ -78,6 +84,8 @@ struct EventFields {
   bool bpE = false;
   IntArg externalId, device, stream, correlation, deviceType, deviceId, totalAllocated, bytes,
       sortIndex;
+  CommArgs comm;
+  bool hasComm = false;
   uint32_t strArg = kNoString;
 };
 
@@ -101,6 +109,8 @@ class Loader {
           if (r_.peekKind() != JsonKind::kArray) r_.fail("\"traceEvents\" is not an array");
           t_.hasTraceEvents = true;
           readEvents();
+        } else if (key == "distributedInfo" && r_.peekKind() == JsonKind::kObject) {
+          readDistributedInfo();
         } else {
           r_.skipValue();
         }
@@ -123,6 +133,32 @@ class Loader {
         continue;
       }
       readEvent(origin);
+    }
+  }
+
+  void readDistributedInfo() {
+    r_.beginObject();
+    std::string_view key;
+    while (r_.nextKey(key)) {
+      IntArg v;
+      if (key == "rank" || key == "world_size") {
+        readIntArg(v);
+        if (v.ok()) (key == "rank" ? t_.rank : t_.worldSize) = v.value;
+      } else if (key == "backend") {
+        t_.distBackend = readInternedString();
+      } else {
+        r_.skipValue();
+      }
+    }
+  }
+
+  // An integer, or a string holding one (some torch versions write "Seq" so).
+  void readIntOrNumericString(IntArg& arg) {
+    if (r_.peekKind() == JsonKind::kString) {
+      arg.present = true;
+      arg.isInt = parseInt64(r_.readString(), arg.value);
+    } else {
+      readIntArg(arg);
     }
   }
 
@@ -188,11 +224,15 @@ class Loader {
     std::string_view key;
     while (r_.nextKey(key)) {
       switch (key.size()) {
+        case 3:
+          if (key == "Seq") { readIntOrNumericString(e.comm.seq); e.hasComm = true; continue; }
+          break;
         case 4:
           if (key == "name") { e.strArg = readInternedString(); continue; }
           break;
         case 5:
           if (key == "Bytes") { readIntArg(e.bytes); continue; }
+          if (key == "dtype") { e.comm.dtype = readInternedString(); continue; }
           break;
         case 6:
           if (key == "device") { readIntArg(e.device); continue; }
@@ -204,6 +244,16 @@ class Loader {
           break;
         case 10:
           if (key == "sort_index") { readIntArg(e.sortIndex); continue; }
+          if (key == "Group size") { readIntArg(e.comm.groupSize); continue; }
+          break;
+        case 13:
+          if (key == "In msg nelems") { readIntArg(e.comm.inNelems); continue; }
+          break;
+        case 14:
+          if (key == "Out msg nelems") { readIntArg(e.comm.outNelems); continue; }
+          break;
+        case 18:
+          if (key == "Process Group Name") { e.comm.group = readInternedString(); continue; }
           break;
         case 11:
           if (key == "External id") { readIntArg(e.externalId); continue; }
@@ -212,6 +262,7 @@ class Loader {
           break;
         case 15:
           if (key == "Total Allocated") { readIntArg(e.totalAllocated); continue; }
+          if (key == "Collective name") { e.comm.collective = readInternedString(); e.hasComm = true; continue; }
           break;
         default:
           break;
@@ -292,6 +343,10 @@ class Loader {
         s.device = e.device;
         s.stream = e.stream;
         s.correlation = e.correlation;
+        if (e.hasComm) {
+          e.comm.slice = static_cast<uint32_t>(t_.slices.size());
+          t_.commArgs.push_back(e.comm);
+        }
         t_.slices.push_back(s);
         return;
       }

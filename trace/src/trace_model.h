@@ -91,6 +91,17 @@ struct Slice {  // ph "X"
   IntArg externalId, device, stream, correlation;
 };
 
+// The record_param_comms args Kineto copies onto communication kernels
+// (and that openreg's collectives carry). Kept beside the slices, since few
+// events have them.
+struct CommArgs {
+  uint32_t slice = 0;                        // index into Trace::slices
+  uint32_t collective = kNoString;           // "Collective name"
+  uint32_t dtype = kNoString;                // "dtype"
+  uint32_t group = kNoString;                // "Process Group Name"
+  IntArg inNelems, outNelems, groupSize, seq;  // "In msg nelems", ..., "Seq"
+};
+
 struct FlowPoint {  // ph "s", "t", "f"
   int64_t ts = 0;
   Origin origin;
@@ -149,6 +160,10 @@ class Trace {
   std::vector<FlowPoint> flows;
   std::vector<MemoryPoint> memory;
   std::vector<MetaEvent> meta;
+  std::vector<CommArgs> commArgs;  // by slice index, ascending
+  // distributedInfo (torch.profiler writes it once torch.distributed runs).
+  std::optional<int64_t> rank, worldSize;
+  uint32_t distBackend = kNoString;
   std::vector<Malformed> malformed;  // first kMaxMalformedKept
   uint64_t malformedCount = 0;
   static constexpr size_t kMaxMalformedKept = 1000;
@@ -184,6 +199,8 @@ class Trace {
   bool isDevice(const Slice& s) const { return role(s.cat) == CategoryRole::kDevice; }
   std::string_view str(uint32_t id) const { return strings.view(id); }
   std::string keyText(const Key& k) const;
+  // The communication args of slice i, or nullptr.
+  const CommArgs* commArgsOf(uint32_t slice) const;
 
   // Innermost slice on `lane` containing t (inclusive ends) whose role is in
   // `roles` (a bit set of 1 << CategoryRole), or kNoSlice.
