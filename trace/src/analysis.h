@@ -33,8 +33,9 @@ struct SummaryOptions {
   int top = 10;
   int gaps = 5;
   // HTA's consecutive_kernel_delay: a gap shorter than this between two
-  // kernels already queued is launch overhead ("kernel wait").
-  int64_t kernelWaitNs = 30;
+  // kernels already queued is launch overhead ("kernel wait"). HTA's default
+  // of 30 applies to its timestamps, which are whole microseconds.
+  int64_t kernelWaitNs = 30'000;
   // HTA's runtime_cutoff and launch_delay_cutoff (its outlier thresholds).
   int64_t slowLaunchNs = 50'000;
   int64_t slowStartNs = 100'000;
