@@ -72,7 +72,8 @@ struct KernelClasses {
 // Idle time between device events on one stream, as HTA's idle time
 // breakdown splits it (see trace/README.md for where we differ).
 struct IdleBreakdown {
-  uint32_t lane = 0;
+  // HTA groups by the "stream" arg; a device event without one counts on its row's tid.
+  Key device, stream;
   int64_t hostWaitNs = 0, kernelWaitNs = 0, otherNs = 0;
   uint64_t hostWaitGaps = 0, kernelWaitGaps = 0, otherGaps = 0;
   int64_t totalNs() const { return hostWaitNs + kernelWaitNs + otherNs; }
@@ -112,6 +113,7 @@ struct Communication {
 
 struct KernelStat {
   uint32_t name = kNoString, cat = kNoString;
+  uint32_t firstSlice = 0;  // its class is that of its first event
   uint64_t count = 0;
   int64_t totalNs = 0, minNs = 0, maxNs = 0;
 };

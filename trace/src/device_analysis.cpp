@@ -203,7 +203,10 @@ void writeIdle(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOpt
   w.key("streams").beginArray();
   for (const IdleBreakdown& b : s.idle) {
     w.beginObject();
-    writeLane(w, t, b.lane);
+    w.key("device");
+    writeKey(w, t, b.device);
+    w.key("stream");
+    writeKey(w, t, b.stream);
     fields(b);
     w.endObject();
     total.hostWaitNs += b.hostWaitNs;
@@ -368,23 +371,44 @@ KernelClasses computeKernelClasses(const Trace& t) {
 }
 
 std::vector<IdleBreakdown> computeIdleBreakdown(const Trace& t, const SummaryOptions& o) {
+  struct Row {
+    Key device, stream;
+    int64_t ts;
+    uint32_t slice;
+  };
+  std::vector<Row> rows;
+  rows.reserve(t.deviceSlices.size());
+  for (uint32_t i : t.deviceSlices) {
+    const Slice& s = t.slices[i];
+    const Lane& lane = t.lanes[s.lane];
+    rows.push_back({lane.pid, s.stream.ok() ? Key{s.stream.value, false} : lane.tid, s.ts, i});
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    if (!(a.device == b.device)) return a.device < b.device;
+    if (!(a.stream == b.stream)) return a.stream < b.stream;
+    return a.ts < b.ts;
+  });
   std::vector<IdleBreakdown> out;
-  forEachDeviceLane(t, [&](uint32_t lane, size_t b, size_t e) {
+  for (size_t b = 0; b < rows.size();) {
+    size_t e = b;
+    while (e < rows.size() && rows[e].device == rows[b].device && rows[e].stream == rows[b].stream) ++e;
     IdleBreakdown r;
-    r.lane = lane;
-    // The running end of the busy row: HTA uses the previous event's end,
+    r.device = rows[b].device;
+    r.stream = rows[b].stream;
+    // The running end of the busy stream: HTA uses the previous event's end,
     // which makes overlapping records (MTIA) give negative idle time.
-    int64_t busyUntil = t.slices[t.deviceSlices[b]].end();
+    int64_t busyUntil = t.slices[rows[b].slice].end();
     for (size_t k = b + 1; k < e; ++k) {
-      const Slice& s = t.slices[t.deviceSlices[k]];
+      const Slice& s = t.slices[rows[k].slice];
       int64_t gap = s.ts - busyUntil;
+      int64_t previousEnd = busyUntil;
       busyUntil = std::max(busyUntil, s.end());
       if (gap <= 0) continue;
       bool hostWait = false;
       if (s.correlation.ok()) {
         auto it = t.runtimeByCorrelation.find(s.correlation.value);
-        // The launch came after the stream ran dry: the host was late.
-        hostWait = it != t.runtimeByCorrelation.end() && t.slices[it->second].ts > s.ts - gap;
+        // Launched after the stream ran dry: the host was late.
+        hostWait = it != t.runtimeByCorrelation.end() && t.slices[it->second].ts > previousEnd;
       }
       if (hostWait) {
         r.hostWaitNs += gap;
@@ -398,7 +422,8 @@ std::vector<IdleBreakdown> computeIdleBreakdown(const Trace& t, const SummaryOpt
       }
     }
     out.push_back(r);
-  });
+    b = e;
+  }
   return out;
 }
 

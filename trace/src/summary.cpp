@@ -247,6 +247,7 @@ Summary computeSummary(const Trace& t, const SummaryOptions& options) {
     if (k.count == 0) {
       k.name = sl.name;
       k.cat = sl.cat;
+      k.firstSlice = i;
       k.minNs = k.maxNs = sl.dur;
     }
     ++k.count;
@@ -388,7 +389,6 @@ Summary computeSummary(const Trace& t, const SummaryOptions& options) {
     return x.tid < y.tid;
   };
   std::sort(s.classes.streams.begin(), s.classes.streams.end(), [&](const auto& a, const auto& b) { return byLane(a.lane, b.lane); });
-  std::sort(s.idle.begin(), s.idle.end(), [&](const auto& a, const auto& b) { return byLane(a.lane, b.lane); });
   s.launches = computeLaunchStats(t, options);
   s.communication = computeCommunication(t);
   return s;
@@ -471,6 +471,7 @@ std::string summaryToJson(const Trace& t, const Summary& s, const SummaryOptions
     writeName(w, t, ks.name);
     w.key("category");
     writeName(w, t, ks.cat);
+    w.field("class", kernelClassName(classifyKernel(t, ks.firstSlice)));
     w.field("count", ks.count);
     w.field("total_ns", ks.totalNs);
     w.field("avg_ns", ks.totalNs / static_cast<int64_t>(ks.count));
