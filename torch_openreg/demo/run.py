@@ -224,7 +224,7 @@ def _report_traces(traces: list[Path], options: DemoOptions, out: TextIO, err: T
                 result = trace.check(strict=True)  # our own traces have none of Kineto's artifacts
             if result["ok"]:
                 passed = sum(c["status"] == "pass" for c in result["checks"])
-                print(f"  OK      {path.name}: {passed} of {len(result['checks'])} checks pass (strict)", file=out)
+                print(f"  OK      {path.name}: {passed} of {len(result['checks'])} checks pass", file=out)
             else:
                 status = EXIT_CHECK_FAILED
                 print(f"  FAILED  {path.name}:", file=out)
