@@ -203,3 +203,26 @@ def test_overlapping_records_give_hta_negative_idle_but_not_us(tmp_path):
     assert theirs["kernel_wait"] == -50  # us: k2 starts 50 us before k1 ends
     (ours,) = both.ours[0]["idle_breakdown"]["streams"]
     assert (ours["host_wait_ns"], ours["kernel_wait_ns"], ours["other_ns"]) == (0, 10_000, 0)
+
+
+def test_diff_matches_hta_trace_diff(tmp_path):
+    from hta.trace_diff import DeviceType, TraceDiff
+
+    from test_trace_tools import run_cli
+
+    folders = []
+    for style in ("nccl", "openreg"):
+        (path,) = write_rank_traces(tmp_path / style, world_size=1, steps=3, style=style)
+        path.write_text(json.dumps(hta_comparable(json.loads(path.read_text()))))
+        folders.append(path.parent)
+    logging.disable(logging.WARNING)
+    try:
+        theirs = TraceDiff.compare_traces(str(folders[0]), str(folders[1]), control_iteration=[1, 2, 3],
+                                          test_iteration=[1, 2, 3], device_type=DeviceType.GPU)
+    finally:
+        logging.disable(logging.NOTSET)
+    expected = {r["name"]: (int(r["Control_counts"]), int(r["Test_counts"]), round(r["diff_duration"] * 1000))
+                for r in theirs.reset_index().to_dict("records")}
+    ours = json.loads(run_cli("diff", "--json", *folders).stdout)["kernels"]
+    assert {k["name"]: (k["base_count"], k["new_count"], k["device_ns_delta"]) for k in ours} == expected
+    assert len(expected) == 3
