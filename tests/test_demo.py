@@ -142,7 +142,7 @@ def test_every_trace_passes_check(demo):
     assert traces, demo.describe()
     for path in traces:
         with open_trace(path) as trace:
-            result = trace.check()
+            result = trace.check(strict=True)
         failed = [c["name"] for c in result["checks"] if c["status"] == "fail"]
         assert result["ok"] and not failed, (path.name, failed)
     # ...and the demo's own --check said so, once per trace written by this run.

@@ -24,24 +24,24 @@ std::string sample() {
   return b.json();
 }
 
-void analyse_everything(const std::string& text) {
+void analyseEverything(const std::string& text) {
   std::unique_ptr<Trace> t;
   try {
-    t = load_trace_buffer(text.data(), text.size(), {});
+    t = loadTraceBuffer(text.data(), text.size(), {});
   } catch (const IoError&) {
     return;  // only for gzip input
   }
-  CheckReport r = run_checks(*t, {});
-  (void)check_report_to_json(*t, r);
-  if (t->parse_error) return;  // the C ABI refuses the rest on invalid JSON
+  CheckReport r = runChecks(*t, {});
+  (void)checkReportToJson(*t, r);
+  if (t->parseError) return;  // the C ABI refuses the rest on invalid JSON
   SummaryOptions o;
-  (void)summary_to_json(*t, compute_summary(*t, o), o);
-  (void)timeline_json(*t, {.width = 50});
+  (void)summaryToJson(*t, computeSummary(*t, o), o);
+  (void)timelineJson(*t, {.width = 50});
 }
 
 TEST(Robustness, EveryPrefixOfATrace) {
   const std::string text = sample();
-  for (size_t n = 0; n <= text.size(); n += 7) analyse_everything(text.substr(0, n));
+  for (size_t n = 0; n <= text.size(); n += 7) analyseEverything(text.substr(0, n));
 }
 
 TEST(Robustness, RandomByteEdits) {
@@ -60,7 +60,7 @@ TEST(Robustness, RandomByteEdits) {
         default: s.insert(pos, 1, c); break;
       }
     }
-    analyse_everything(s);
+    analyseEverything(s);
   }
 }
 
@@ -73,9 +73,9 @@ TEST(Robustness, ExtremeValues) {
   b.raw(R"({"ph":"X","cat":"kernel","name":"too big","pid":0,"tid":1,"ts":9e300,"dur":1})");
   b.raw(R"({"ph":"X","cat":"cpu_op","name":"op","pid":9223372036854775807,"tid":-9223372036854775808,"ts":0,"dur":1e-9})");
   b.raw(R"({"ph":"i","name":"[memory]","pid":1,"tid":1,"ts":1,"args":{"Device Type":20,"Total Allocated":9223372036854775807}})");
-  analyse_everything(b.json());
+  analyseEverything(b.json());
   auto t = b.load();
-  EXPECT_EQ(t->malformed_count, 1u);  // 9e300 us is out of range
+  EXPECT_EQ(t->malformedCount, 1u);  // 9e300 us is out of range
 }
 
 }  // namespace
