@@ -49,6 +49,14 @@ void fill(void* dst, T value, size_t count) {
 
 bool onExecutorThread() { return threadContext().onExecutor; }
 
+void dropTask(Task& task) {
+  switch (task.kind) {
+    case TaskKind::Kernel: destroyUserData(task); break;
+    case TaskKind::EventRecord: task.event->abandon(); break;
+    default: break;
+  }
+}
+
 void Executor::schedule(std::shared_ptr<Stream> stream) {
   std::call_once(started_, [this] { startThreads(); });
   const int queue = stream->priority() < 0 ? 0 : 1;
@@ -137,7 +145,10 @@ void Executor::serve(const std::shared_ptr<Stream>& stream) {
 }
 
 bool Executor::run(const std::shared_ptr<Stream>& stream, Task& task) {
-  if (discarding_.load(std::memory_order_acquire)) return true;
+  if (discarding_.load(std::memory_order_acquire)) {
+    dropTask(task);
+    return true;
+  }
   switch (task.kind) {
     case TaskKind::Kernel: runKernel(*stream, task); return true;
     case TaskKind::Memcpy: runMemcpy(*stream, task); return true;

@@ -32,8 +32,8 @@ class Executor {
   // Hands a stream that has queued work to the pool.
   void schedule(std::shared_ptr<Stream> stream);
 
-  // After this, queued work is dropped without running (used at process exit
-  // when draining timed out, so no kernel runs against torn-down libraries).
+  // After this, queued work is dropped without running (dropTask; used at
+  // process exit, so no kernel runs against torn-down libraries).
   void discardPendingWork() { discarding_.store(true, std::memory_order_release); }
 
   int threadCount() const { return threadCount_; }
@@ -72,6 +72,10 @@ class Executor {
   std::vector<std::thread> threads_;
   std::atomic<bool> discarding_{false};
 };
+
+// Disposes of a task that will never run (dropped at exit): a kernel's
+// userDataDestroy runs, an event record abandons its event (its waits end).
+void dropTask(Task& task);
 
 // True on executor threads: blocking runtime calls are refused there.
 bool onExecutorThread();

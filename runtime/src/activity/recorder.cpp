@@ -69,6 +69,8 @@ void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, 
       "orFreeHost",         "orStreamSynchronize", "orEventSynchronize",
       "orDeviceSynchronize", "orEventRecord",      "orStreamWaitEvent",
       "orLaunchHostFunc"};
+  constexpr uint32_t kHostKinds = (1u << OR_ACTIVITY_KIND_RUNTIME) | (1u << OR_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  if ((kinds & kHostKinds) == 0) return;  // the id was only for device records
   if (context.threadId == 0) currentThreadId();
   BufferWriter writer(context);
   // Fields are written one by one (no zero-fill first): this is the launch path.
