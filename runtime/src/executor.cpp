@@ -31,7 +31,7 @@ inline void cpuRelax() {
 }
 
 // A kernel's userDataDestroy runs once, whether the kernel ran or was dropped.
-void destroyUserData(Task& task) {
+inline void destroyUserData(Task& task) {
   if (task.kernel.userDataDestroy == nullptr) return;
   try {
     task.kernel.userDataDestroy(task.kernel.userData);
