@@ -39,6 +39,16 @@ inline void destroyUserData(Task& task) {
   }
 }
 
+// Out of line: the failure path's buffers stay off the per-task frame.
+[[gnu::noinline]] void reportKernelFailure(Stream& stream, const Task& task, char* message, size_t size) {
+  message[size - 1] = '\0';
+  char text[768];
+  std::snprintf(text, sizeof(text), "kernel '%s' failed on device %d stream %llu: %s", task.kernel.name,
+                stream.device(), static_cast<unsigned long long>(stream.id()),
+                message[0] != '\0' ? message : "(no reason given)");
+  stream.setError(orErrorLaunchFailure, text);
+}
+
 template <class T>
 void fill(void* dst, T value, size_t count) {
   T* out = static_cast<T*>(dst);
@@ -176,13 +186,7 @@ void Executor::runKernel(Stream& stream, Task& task) {
   }
   const uint64_t end = task.recordDevice ? clock_->now() : 0;
   destroyUserData(task);
-  if (result != 0) {
-    message[sizeof(message) - 1] = '\0';
-    char text[768];
-    std::snprintf(text, sizeof(text), "kernel '%s' failed on device %d stream %llu: %s", task.kernel.name, device_,
-                  static_cast<unsigned long long>(stream.id()), message[0] != '\0' ? message : "(no reason given)");
-    stream.setError(orErrorLaunchFailure, text);
-  }
+  if (result != 0) reportKernelFailure(stream, task, message, sizeof(message));
   if (task.recordDevice) {
     activity::recordKernel(task, stream, start, end, result == 0 ? orSuccess : orErrorLaunchFailure);
   }
