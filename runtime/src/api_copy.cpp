@@ -138,10 +138,7 @@ orError_t copy(void* dst, const void* src, size_t count, orMemcpyKind kind, orSt
   task.recordDevice = call.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_MEMCPY);
   const uint64_t sequence = stream->enqueue(std::move(task));
   orError_t result = orSuccess;
-  if (wait) {
-    stream->waitFor(sequence);
-    result = stream->takeError();
-  }
+  if (wait) result = stream->waitFor(sequence) != orSuccess ? failShuttingDown(caller) : stream->takeError();
   return call.result(stream->device(), result);
 }
 
@@ -181,10 +178,7 @@ orError_t memset(void* ptr, uint32_t pattern, uint32_t elementSize, size_t count
   task.recordDevice = call.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_MEMSET);
   const uint64_t sequence = stream->enqueue(std::move(task));
   orError_t result = orSuccess;
-  if (!async) {
-    stream->waitFor(sequence);
-    result = stream->takeError();
-  }
+  if (!async) result = stream->waitFor(sequence) != orSuccess ? failShuttingDown(caller) : stream->takeError();
   return call.result(stream->device(), result);
 }
 

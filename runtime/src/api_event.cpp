@@ -98,9 +98,10 @@ orError_t orEventSynchronize(orEvent_t event) {
     std::shared_ptr<Event> e;
     if (orError_t err = findEvent(*runtime, event, "orEventSynchronize", &e)) return call.result(err);
     if (orError_t err = refuseOnExecutor("orEventSynchronize")) return call.result(e->device(), err);
-    e->waitFor(e->currentTarget());
+    const orError_t result =
+        e->waitFor(e->currentTarget()) != orSuccess ? failShuttingDown("orEventSynchronize") : orSuccess;
     activity::recordHostSync(call, OR_ACTIVITY_SYNC_EVENT, e->device(), 0, e->id());
-    return call.result(e->device(), orSuccess);
+    return call.result(e->device(), result);
   });
 }
 

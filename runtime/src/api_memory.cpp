@@ -7,6 +7,7 @@
 #include "clock.h"
 #include "error.h"
 #include "runtime_state.h"
+#include "testing.h"
 
 using namespace openreg;
 
@@ -16,6 +17,18 @@ constexpr size_t kDeviceAlignment = 256;
 constexpr size_t kHostAlignment = 4096;
 
 size_t roundUp(size_t value, size_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+
+std::atomic<void (*)(void*)> gFreeHook{nullptr};
+
+// Before memory is freed, work still queued may use it (like cudaFree), also
+// a peer copy queued on another device's stream. At exit, work that still
+// runs keeps it: orErrorShuttingDown, and the memory is not freed.
+orError_t waitForAllDevices(Runtime& runtime, const char* caller) {
+  for (auto& device : runtime.devices) {
+    if (waitDeviceIdle(*device, false, 0) != orSuccess) return failShuttingDown(caller);
+  }
+  return orSuccess;
+}
 
 // Reserves capacity on a device; false if it would exceed it.
 bool reserve(Device& device, size_t bytes) {
@@ -82,13 +95,15 @@ orError_t orFree(void* ptr) {
                               "allocated, or an interior pointer)",
                               ptr));
     }
-    // Like cudaFree: work still queued may use the memory, also a peer copy
-    // queued on another device's stream.
-    for (auto& device : runtime->devices) waitDeviceIdle(*device, false, 0);
+    if (auto hook = gFreeHook.load(std::memory_order_acquire)) hook(ptr);
+    if (orError_t e = waitForAllDevices(*runtime, "orFree")) return call.result(allocation.device, e);
     Allocation removed;
-    if (!runtime->memory.remove(ptr, orMemoryTypeDevice, &removed)) {
-      return call.result(allocation.device, fail(orErrorInvalidDevicePointer,
-                                                 "orFree: %p was freed concurrently by another thread", ptr));
+    if (!runtime->memory.remove(ptr, allocation.generation, &removed)) {
+      return call.result(allocation.device,
+                         fail(orErrorInvalidDevicePointer,
+                              "orFree: %p was freed concurrently by another thread (a double free); an allocation "
+                              "that reused the address since is left alone",
+                              ptr));
     }
     activity::recordMemory(call, OR_ACTIVITY_MEMORY_RELEASE, OR_ACTIVITY_MEMORY_KIND_DEVICE, removed.device, ptr,
                  removed.size);
@@ -138,9 +153,9 @@ orError_t orFreeHost(void* ptr) {
                                   ptr));
     }
     // Asynchronous copies on any device may still read or write it.
-    for (auto& device : runtime->devices) waitDeviceIdle(*device, false, 0);
+    if (orError_t e = waitForAllDevices(*runtime, "orFreeHost")) return call.result(-1, e);
     Allocation removed;
-    if (!runtime->memory.remove(ptr, orMemoryTypeHost, &removed)) {
+    if (!runtime->memory.remove(ptr, allocation.generation, &removed)) {
       return call.result(-1, fail(orErrorInvalidHostPointer, "orFreeHost: %p was freed concurrently", ptr));
     }
     activity::recordMemory(call, OR_ACTIVITY_MEMORY_RELEASE, OR_ACTIVITY_MEMORY_KIND_PINNED, -1, ptr, removed.size);
@@ -184,5 +199,7 @@ orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* pt
     return orSuccess;
   });
 }
+
+void orTestingSetFreeHook(void (*hook)(void* ptr)) { gFreeHook.store(hook, std::memory_order_release); }
 
 }  // extern "C"

@@ -117,8 +117,8 @@ orError_t orStreamSynchronize(orStream_t stream) {
     std::shared_ptr<Stream> s;
     if (orError_t e = resolveStream(*runtime, stream, "orStreamSynchronize", &s)) return call.result(e);
     if (orError_t e = refuseOnExecutor("orStreamSynchronize")) return call.result(s->device(), e);
-    s->waitIdle();
-    const orError_t result = s->takeError();
+    const orError_t waited = s->waitIdle();
+    const orError_t result = waited != orSuccess ? failShuttingDown("orStreamSynchronize") : s->takeError();
     activity::recordHostSync(call, OR_ACTIVITY_SYNC_STREAM, s->device(), s->id(), 0);
     return call.result(s->device(), result);
   });

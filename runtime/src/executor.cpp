@@ -31,12 +31,22 @@ inline void cpuRelax() {
 }
 
 // A kernel's userDataDestroy runs once, whether the kernel ran or was dropped.
-void destroyUserData(Task& task) {
+inline void destroyUserData(Task& task) {
   if (task.kernel.userDataDestroy == nullptr) return;
   try {
     task.kernel.userDataDestroy(task.kernel.userData);
   } catch (...) {
   }
+}
+
+// Out of line: the failure path's buffers stay off the per-task frame.
+[[gnu::noinline]] void reportKernelFailure(Stream& stream, const Task& task, char* message, size_t size) {
+  message[size - 1] = '\0';
+  char text[768];
+  std::snprintf(text, sizeof(text), "kernel '%s' failed on device %d stream %llu: %s", task.kernel.name,
+                stream.device(), static_cast<unsigned long long>(stream.id()),
+                message[0] != '\0' ? message : "(no reason given)");
+  stream.setError(orErrorLaunchFailure, text);
 }
 
 template <class T>
@@ -48,6 +58,14 @@ void fill(void* dst, T value, size_t count) {
 }  // namespace
 
 bool onExecutorThread() { return threadContext().onExecutor; }
+
+void dropTask(Task& task) {
+  switch (task.kind) {
+    case TaskKind::Kernel: destroyUserData(task); break;
+    case TaskKind::EventRecord: task.event->abandon(); break;
+    default: break;
+  }
+}
 
 void Executor::schedule(std::shared_ptr<Stream> stream) {
   std::call_once(started_, [this] { startThreads(); });
@@ -137,7 +155,10 @@ void Executor::serve(const std::shared_ptr<Stream>& stream) {
 }
 
 bool Executor::run(const std::shared_ptr<Stream>& stream, Task& task) {
-  if (discarding_.load(std::memory_order_acquire)) return true;
+  if (discarding_.load(std::memory_order_acquire)) {
+    dropTask(task);
+    return true;
+  }
   switch (task.kind) {
     case TaskKind::Kernel: runKernel(*stream, task); return true;
     case TaskKind::Memcpy: runMemcpy(*stream, task); return true;
@@ -165,13 +186,7 @@ void Executor::runKernel(Stream& stream, Task& task) {
   }
   const uint64_t end = task.recordDevice ? clock_->now() : 0;
   destroyUserData(task);
-  if (result != 0) {
-    message[sizeof(message) - 1] = '\0';
-    char text[768];
-    std::snprintf(text, sizeof(text), "kernel '%s' failed on device %d stream %llu: %s", task.kernel.name, device_,
-                  static_cast<unsigned long long>(stream.id()), message[0] != '\0' ? message : "(no reason given)");
-    stream.setError(orErrorLaunchFailure, text);
-  }
+  if (result != 0) reportKernelFailure(stream, task, message, sizeof(message));
   if (task.recordDevice) {
     activity::recordKernel(task, stream, start, end, result == 0 ? orSuccess : orErrorLaunchFailure);
   }

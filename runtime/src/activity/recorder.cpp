@@ -61,7 +61,7 @@ uint32_t currentProcessId() {
 }
 
 void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, int device, uint64_t correlationId,
-                   uint64_t start, uint64_t end, orError_t status) {
+                   uint64_t start, orError_t status) {
   static const char* const kNames[OR_API_COUNT] = {
       "orInvalid",          "orLaunchKernel",      "orMemcpy",
       "orMemcpyAsync",      "orMemset",            "orMemsetAsync",
@@ -69,6 +69,10 @@ void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, 
       "orFreeHost",         "orStreamSynchronize", "orEventSynchronize",
       "orDeviceSynchronize", "orEventRecord",      "orStreamWaitEvent",
       "orLaunchHostFunc"};
+  constexpr uint32_t kHostKinds = (1u << OR_ACTIVITY_KIND_RUNTIME) | (1u << OR_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  if ((kinds & kHostKinds) == 0) return;  // the id was only for device records
+  const uint64_t end = hostRecordFastNs(context.clock);
+  if (device == kCurrentDeviceOfCaller) device = context.currentDevice;
   if (context.threadId == 0) currentThreadId();
   BufferWriter writer(context);
   // Fields are written one by one (no zero-fill first): this is the launch path.
