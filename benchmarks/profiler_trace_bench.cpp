@@ -104,6 +104,34 @@ struct HostOps {
   }
 };
 
+// Peak RSS so far and RSS now, at each stage of one traced round (--rss).
+struct StageRss {
+  const char* stage;
+  long peakKb;
+  long nowKb;
+};
+std::vector<StageRss>* gStages = nullptr;
+
+long peakRssKb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+long currentRssKb() {
+  long pages = 0, resident = 0;
+  FILE* statm = std::fopen("/proc/self/statm", "r");
+  if (statm != nullptr) {
+    if (std::fscanf(statm, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(statm);
+  }
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+void stage(const char* name) {
+  if (gStages != nullptr) gStages->push_back({name, peakRssKb(), currentRssKb()});
+}
+
 struct Round {
   SessionTimings timings;
   int64_t launchNs = 0;
@@ -129,10 +157,13 @@ Round traceOnce(const ActivityApi& api, size_t kernels, const HostOps& ops, bool
   }
   check(orDeviceSynchronize(), "orDeviceSynchronize");
   round.launchNs = nowNs() - launchStart;
+  stage("launched");
   if (!profiled) return round;
   session->stop();
+  stage("stopped");
   const int64_t windowEnd = nowNs();
   auto metadata = session->getMetadata();
+  stage("prepared");
   round.dropped = std::strtoull(metadata["openreg_dropped_records"].c_str(), nullptr, 10);
   auto logger = std::make_unique<MemoryLikeLogger>();
   session->processTrace(
@@ -142,6 +173,7 @@ Round traceOnce(const ActivityApi& api, size_t kernels, const HostOps& ops, bool
         return it != ops.byId.end() ? it->second : nullptr;
       },
       windowStart, windowEnd);
+  stage("processed");
   round.timings = session->timings();
   for (const auto* a : logger->activities) {
     if (a->type() == ActivityType::CONCURRENT_KERNEL) ++round.deviceActivities;
@@ -156,18 +188,18 @@ int64_t median(std::vector<int64_t> v) {
   return v[v.size() / 2];
 }
 
-long peakRssKb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_maxrss;
-}
-
 int rssChild(const ActivityApi& api, size_t kernels, bool profiled) {
   HostOps ops(1000);
   std::unique_ptr<MemoryLikeLogger> logger;
   std::unique_ptr<OpenregSession> session;
   const long before = peakRssKb();
+  std::vector<StageRss> stages;
+  gStages = &stages;
   Round round = traceOnce(api, kernels, ops, profiled, &logger, &session);
+  gStages = nullptr;
+  for (const auto& s : stages) {
+    std::fprintf(stderr, "  %-10s peak %7.1f MB, now %7.1f MB\n", s.stage, s.peakKb / 1024.0, s.nowKb / 1024.0);
+  }
   std::printf("%ld %ld %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", before, peakRssKb(), round.timings.records,
               round.timings.recordBytes, round.deviceActivities);
   return 0;

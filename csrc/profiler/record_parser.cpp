@@ -41,6 +41,14 @@ void RecordSet::append(RecordSet&& other) {
   markerRecords += other.markerRecords;
 }
 
+void RecordSet::releaseRecords() {
+  deviceOps.clear();
+  runtimeCalls.clear();
+  hostSyncs.clear();
+  external.clear();
+  clock = {};
+}
+
 void parseRecord(const orActivityRecord& record, RecordSet& out) {
   bool complete = true;
   switch (record.kind) {

@@ -12,12 +12,14 @@
 #include <string_view>
 #include <unordered_map>
 
+#include <malloc.h>
+
 #include <c10/util/Exception.h>
 #include <libkineto.h>
 #include <output_base.h>
 
+#include "activity_store.h"
 #include "record_buffers.h"
-#include "slab_arena.h"
 
 namespace openreg::profiler {
 namespace {
@@ -48,6 +50,15 @@ struct ThreadPushes {
 };
 thread_local ThreadPushes tPushes;
 
+// glibc keeps freed heap memory (up to 64 MB at the top once large blocks
+// have come and gone): the joins' temporaries would stay resident while the
+// activities are built. Hands the free pages back.
+void giveBackFreedMemory() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -73,113 +84,6 @@ std::string jsonString(const std::string& text) {
     }
   }
   return out + "\"";
-}
-
-// Kineto 2.13 writes names into the JSON unescaped (it only turns '\\' into
-// '/' and drops newlines) and replaces a name holding any non-printable byte
-// by "unknown". A quote in a kernel name would break the whole file, so
-// names are made safe here, keeping as much of them as possible.
-std::string kinetoSafe(std::string_view name) {
-  std::string out(name);
-  for (char& c : out) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '"') {
-      c = '\'';
-    } else if (c == '\\') {
-      c = '/';
-    } else if (byte < 0x20 || byte >= 0x7f) {
-      c = '?';
-    }
-  }
-  return out;
-}
-
-// Appends args as the body of a JSON object, the form metadataJson() has.
-class JsonArgs final : public ArgWriter {
- public:
-  std::string out;
-  void integer(const char* key, int64_t value) override { put(key, std::to_string(value)); }
-  void unsignedInteger(const char* key, uint64_t value) override { put(key, std::to_string(value)); }
-  void text(const char* key, const char* value) override {
-    put(key, std::string("\"") + value + "\"");  // our values are fixed words: nothing to escape
-  }
-  void json(const char* key, std::string_view value) override { put(key, value); }
-
- private:
-  void put(const char* key, std::string_view value) {
-    if (!out.empty()) out += ", ";
-    out += '"';
-    out += key;
-    out += "\": ";
-    out += value;
-  }
-};
-
-// Formats one arg's value, as getMetadataValue returns it (strings unquoted).
-class OneArg final : public ArgWriter {
- public:
-  explicit OneArg(const std::string& key) : key_(key) {}
-  std::optional<std::string> value;
-  bool wants(const char* key) override { return !value && key_ == key; }
-  void integer(const char* key, int64_t v) override { if (wants(key)) value = std::to_string(v); }
-  void unsignedInteger(const char* key, uint64_t v) override { if (wants(key)) value = std::to_string(v); }
-  void text(const char* key, const char* v) override { if (wants(key)) value = v; }
-  void json(const char* key, std::string_view v) override { if (wants(key)) value = std::string(v); }
-
- private:
-  const std::string& key_;
-};
-
-// A Kineto activity that formats its args only when asked (JSON export,
-// getMetadataValue), from a compact copy of its record, as Kineto's own
-// CUPTI activities do. GenericTraceActivity's map of formatted strings would
-// be most of what a trace costs, in time and in memory. Metadata others add
-// with addMetadata is kept as well.
-class OpenregActivity final : public libkineto::GenericTraceActivity {
- public:
-  OpenregActivity(const libkineto::TraceSpan& span, libkineto::ActivityType type, const EventArgs& args)
-      : GenericTraceActivity(span, type, std::string()), args_(args) {}
-
-  const std::string metadataJson() const override {
-    JsonArgs json;
-    writeArgs(args_, json);
-    const std::string added = GenericTraceActivity::metadataJson();
-    if (!added.empty()) json.out += (json.out.empty() ? "" : ", ") + added;
-    return json.out;
-  }
-
-  const std::string getMetadataValue(const std::string& key) const override {
-    OneArg one(key);
-    writeArgs(args_, one);
-    return one.value ? *one.value : GenericTraceActivity::getMetadataValue(key);
-  }
-
-  // GenericTraceActivity::log hands loggers a reference to copy (and a copy
-  // would lose the args): pass it as what it is.
-  void log(libkineto::ActivityLogger& logger) const override { logger.handleActivity(*this); }
-
-  // From the trace's slabs only; Kineto deletes them through the virtual
-  // destructor, which finds this operator delete.
-  static void* operator new(size_t size, SlabArena& arena) { return arena.allocate(size); }
-  static void operator delete(void* object, SlabArena&) noexcept { SlabArena::release(object); }
-  static void operator delete(void* object) noexcept { SlabArena::release(object); }
-  static void* operator new(size_t) = delete;
-
- private:
-  EventArgs args_;
-};
-
-ActivityType kinetoType(TraceEventType type) {
-  switch (type) {
-    case TraceEventType::Kernel: return ActivityType::CONCURRENT_KERNEL;
-    case TraceEventType::Memcpy: return ActivityType::GPU_MEMCPY;
-    case TraceEventType::Memset: return ActivityType::GPU_MEMSET;
-    // Kineto's only synchronisation type; torch files it under the device.
-    case TraceEventType::StreamWait: return ActivityType::CUDA_SYNC;
-    case TraceEventType::UserAnnotation: return ActivityType::GPU_USER_ANNOTATION;
-    case TraceEventType::Runtime: return ActivityType::PRIVATEUSE1_RUNTIME;
-  }
-  return ActivityType::CONCURRENT_KERNEL;
 }
 
 } // namespace
@@ -451,6 +355,14 @@ const PreparedTrace& OpenregSession::prepared() {
     prepared_ = prepareTrace(records_);
     timings_.prepareNs = nowNs() - begin;
     preparedDone_ = true;
+    records_.external.clear();  // joined: the prepared trace has its own copy
+    giveBackFreedMemory();
+    counts_.deviceActivities = prepared_.deviceOps.size();
+    counts_.runtimeCalls = prepared_.runtime.size();
+    // Against this session's own start/stop, a few microseconds inside Kineto's window.
+    for (const auto& op : prepared_.deviceOps) {
+      if (op.start < startedNs_ || op.end > stoppedNs_) ++counts_.outsideWindow;
+    }
     if (prepared_.stats.unmappedDeviceOps > 0) {
       addError(std::to_string(prepared_.stats.unmappedDeviceOps) +
                    " device activities had no clock samples for their device and were left out",
@@ -512,21 +424,15 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
   };
   // Kineto keeps a pointer to each activity (handleActivity) and takes this
   // buffer over afterwards (getTraceBuffer), so each activity is built once,
-  // in place, and never copied (handleGenericActivity would copy it).
+  // in place, and never copied (handleGenericActivity would copy it). The
+  // buffer's one entry is the store that owns them.
   auto buffer = std::make_unique<libkineto::CpuTraceBuffer>();
-  SlabArena arena;
   buffer->span = libkineto::TraceSpan(startTime, endTime, "openreg");
   buffer->span.iteration = 0;
   buffer->gpuOpCount = 0;
-  // Kernel names are interned by the runtime: one safe copy per name.
-  std::unordered_map<const char*, std::string> safeNames;
-  auto safeName = [&](std::string_view name) -> std::string {
-    auto it = safeNames.find(name.data());
-    if (it != safeNames.end() && it->second.size() == name.size()) return it->second;
-    std::string safe = kinetoSafe(name);
-    if (safeNames.size() < 4096) safeNames.emplace(name.data(), safe);
-    return safe;
-  };
+  auto owned = std::make_unique<ActivityStore>(buffer->span);
+  ActivityStore& store = *owned;
+  buffer->activities.push_back(std::move(owned));
   // A launch and its device work ask for the same op; Kineto's lookup is a
   // hash map, this direct-mapped cache halves the calls.
   struct LinkedSlot {
@@ -534,7 +440,8 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
     const libkineto::ITraceActivity* activity = nullptr;
   };
   std::vector<LinkedSlot> linkedCache(1024);
-  auto linkedOp = [&](uint64_t id) {
+  auto linkedOp = [&](uint64_t id) -> const libkineto::ITraceActivity* {
+    if (id == 0) return nullptr;
     LinkedSlot& slot = linkedCache[id % linkedCache.size()];
     if (slot.id != id) slot = {id, linked(id)};
     return slot.activity;
@@ -547,37 +454,17 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
     return range != nullptr ? std::optional<std::string>(range->name()) : std::nullopt;
   };
   emitTrace(trace, options, rangeName, result, [&](const TraceEvent& event) {
-    auto& act = *buffer->activities.emplace_back(
-        new (arena) OpenregActivity(buffer->span, kinetoType(event.type), eventArgsOf(event)));
-    act.activityName = safeName(event.name);
-    act.startTime = event.start;
-    act.endTime = event.end;
-    if (event.type == TraceEventType::UserAnnotation) {
-      // Kineto widens these by 1 ns each side when writing JSON; undo it so
-      // the span does not poke out of the work it covers. Its id is the
-      // range's own, which Kineto writes as "External id", as for CUDA.
-      if (static_cast<uint64_t>(act.endTime) - static_cast<uint64_t>(act.startTime) >= 2) {  // end >= start
-        act.startTime += 1;
-        act.endTime -= 1;
-      }
-      act.id = static_cast<int32_t>(event.userRange);
-    } else {
-      act.id = event.id;
-    }
-    act.device = static_cast<int32_t>(event.pid);
-    act.resource = static_cast<int32_t>(event.tid);
-    act.threadId = event.threadId;
-    if (event.flowId != 0) {
-      act.flow.id = event.flowId;
-      act.flow.type = libkineto::kLinkAsyncCpuGpu;
-      act.flow.start = event.flowStart ? 1 : 0;
-    }
-    if (event.linkedOp != 0) {
-      act.linked = linkedOp(event.linkedOp);
-    }
+    logger.handleActivity(store.add(event, linkedOp(event.linkedOp)));
     if (event.device != nullptr) ++buffer->gpuOpCount;
-    logger.handleActivity(act);
   });
+  store.doneBuilding();
+  // The activities have what they need: the records and joins go now, not
+  // when Kineto destroys the session.
+  const PrepareStats prepareStats = prepared_.stats;
+  prepared_ = PreparedTrace{};
+  prepared_.stats = prepareStats;
+  records_.releaseRecords();
+  giveBackFreedMemory();
   // Kineto draws this buffer's span as a row of its own ("openreg (0)"):
   // the capture window, with the device activities counted.
   buffer->span.opCount = buffer->gpuOpCount;
@@ -722,19 +609,15 @@ std::unordered_map<std::string, std::string> OpenregSession::getMetadata() {
     out["openreg_profiler_error"] = jsonString(errs.empty() ? "device tracing inactive" : errs.front());
     return out;
   }
-  // Kineto asks before processTrace: window figures use this session's own
-  // start/stop times, a few microseconds inside Kineto's window.
+  // Kineto asks before processTrace.
   const PreparedTrace& trace = prepared();
-  uint64_t outside = 0;
-  for (const auto& op : trace.deviceOps) {
-    if (op.start < startedNs_ || op.end > stoppedNs_) ++outside;
-  }
+  const uint64_t outside = counts_.outsideWindow;
   const uint64_t dropped = droppedByRuntime_;
   out["openreg_dropped_records"] = std::to_string(dropped);
   std::ostringstream s;
   s << "{\"library\": " << jsonString(api_.library()) << ", \"api_version\": " << api_.version()
     << ", \"requested\": " << request_.describe() << ", \"records\": " << records_.recordsParsed
-    << ", \"device_activities\": " << trace.deviceOps.size() << ", \"runtime_calls\": " << trace.runtime.size()
+    << ", \"device_activities\": " << counts_.deviceActivities << ", \"runtime_calls\": " << counts_.runtimeCalls
     << ", \"dropped_by_runtime\": " << dropped << ", \"buffers_refused\": " << buffersRefused_
     << ", \"buffers_completed\": " << buffersCompleted_ << ", \"unknown_records\": " << records_.unknownKinds
     << ", \"truncated_records\": " << records_.truncatedRecords

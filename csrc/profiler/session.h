@@ -151,7 +151,12 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   SessionTimings timings_;
 
   bool preparedDone_ = false;
-  PreparedTrace prepared_;
+  PreparedTrace prepared_;  // emptied (but its stats) once processTrace has built the activities
+  struct PreparedCounts {
+    uint64_t deviceActivities = 0;
+    uint64_t runtimeCalls = 0;
+    uint64_t outsideWindow = 0;  // device activities outside start()..stop()
+  } counts_;
   bool emitted_ = false;
   EmitStats emitStats_;
   std::map<std::pair<int32_t, uint64_t>, uint64_t> rows_;

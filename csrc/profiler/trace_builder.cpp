@@ -131,20 +131,32 @@ EventArgs eventArgsOf(const TraceEvent& event) {
     a.stream = op.stream;
     a.correlation = event.device->traceId;
     a.status = op.status;
-    std::copy(std::begin(op.grid), std::end(op.grid), a.grid);
-    std::copy(std::begin(op.block), std::end(op.block), a.block);
-    a.sharedMemBytes = op.sharedMemBytes;
-    a.streamPriority = op.streamPriority;
-    a.bytes = op.bytes;
-    a.copyKind = op.copyKind;
-    a.srcKind = op.srcKind;
-    a.dstKind = op.dstKind;
-    a.srcDevice = op.srcDevice;
-    a.dstDevice = op.dstDevice;
-    a.memsetValue = op.memsetValue;
-    a.memsetElementSize = op.memsetElementSize;
-    a.isAsync = op.isAsync;
-    a.eventId = op.eventId;
+    switch (op.kind) {  // each kind's own fields only: they share storage
+      case DeviceOpKind::Kernel:
+        std::copy(std::begin(op.grid), std::end(op.grid), a.grid);
+        std::copy(std::begin(op.block), std::end(op.block), a.block);
+        a.sharedMemBytes = op.sharedMemBytes;
+        a.streamPriority = op.streamPriority;
+        break;
+      case DeviceOpKind::Memcpy:
+        a.bytes = op.bytes;
+        a.copyKind = op.copyKind;
+        a.srcKind = op.srcKind;
+        a.dstKind = op.dstKind;
+        a.srcDevice = op.srcDevice;
+        a.dstDevice = op.dstDevice;
+        a.isAsync = op.isAsync;
+        break;
+      case DeviceOpKind::Memset:
+        a.bytes = op.bytes;
+        a.memsetValue = op.memsetValue;
+        a.memsetElementSize = op.memsetElementSize;
+        a.isAsync = op.isAsync;
+        break;
+      case DeviceOpKind::StreamWait:
+        a.eventId = op.eventId;
+        break;
+    }
   } else if (event.runtime != nullptr) {
     const RuntimeCall& call = *event.runtime->call;
     a.source = EventArgs::Source::Runtime;
@@ -323,7 +335,7 @@ CorrelationIndex orderRuntimeCalls(const ChunkedVector<RuntimeCall>& calls, cons
       ++out.stats.duplicateRecords;
       continue;
     }
-    out.runtime.push_back({.call = call, .traceId = 0, .external = external.of(call->correlationId)});
+    out.runtime.push_back({.call = call, .traceId = 0, .externalOp = external.of(call->correlationId).op});
   }
   return byCorr;
 }
@@ -340,7 +352,7 @@ void joinHostSyncs(const ChunkedVector<HostSync>& syncs, PreparedTrace& out) {
   if (out.hostSyncs.empty()) return;
   for (auto& rt : out.runtime) {
     const uint32_t slot = byCorr.find(rt.call->correlationId);
-    if (slot != CorrelationIndex::kMissing) rt.syncIndex = slot;
+    if (slot != CorrelationIndex::kMissing) rt.syncIndex = static_cast<int32_t>(slot);
   }
 }
 
@@ -375,7 +387,7 @@ void mapDeviceOps(const ChunkedVector<DeviceOp>& ops, const ClockMaps& clocks, c
     p.end = std::max(*start, *end);
     p.external = external.of(op.correlationId);
     const uint32_t rt = runtimeByCorr.find(op.correlationId);
-    if (rt != CorrelationIndex::kMissing) p.runtimeIndex = rt;
+    if (rt != CorrelationIndex::kMissing) p.runtimeIndex = static_cast<int32_t>(rt);
     out.deviceOps.push_back(p);
   }
 }
@@ -437,6 +449,9 @@ bool fixCausality(RowWork& work, int64_t launch, EmitStats& stats) {
 RowMap selectRowWork(const PreparedTrace& prepared, const EmitOptions& options,
                      const std::vector<char>& runtimeInWindow, EmitStats& stats) {
   RowMap rows;
+  // Each row is sized once, for all its work (usually what is kept).
+  std::map<RowKey, size_t> perRow;
+  for (const auto& p : prepared.deviceOps) ++perRow[{p.op->device, p.op->stream}];
   std::vector<RowWork>* row = nullptr;
   RowKey rowKey{INT32_MIN, 0};
   for (const auto& p : prepared.deviceOps) {
@@ -470,6 +485,7 @@ RowMap selectRowWork(const PreparedTrace& prepared, const EmitOptions& options,
     if (row == nullptr || rowKey.first != op.device || rowKey.second != op.stream) {
       rowKey = {op.device, op.stream};
       row = &rows[rowKey];
+      if (row->empty()) row->reserve(perRow[rowKey]);
     }
     row->push_back(work);
   }
@@ -578,38 +594,41 @@ std::vector<TraceEvent> buildSpans(const RowMap& rows, const UserRangeLookup& us
   return spans;
 }
 
-void EmitKeys::closeRun(size_t begin) {
-  const auto first = keys.begin() + static_cast<std::ptrdiff_t>(begin);
-  if (!std::is_sorted(first, keys.end(), emitBefore)) std::stable_sort(first, keys.end(), emitBefore);
-  if (keys.size() > begin) runStarts.push_back(begin);
+std::vector<size_t> EmitRuns::lengths() const {
+  std::vector<size_t> out;
+  out.reserve(rows.size() + 2);
+  for (const auto* row : rows) out.push_back(row->size());
+  out.push_back(launches.size());
+  out.push_back(spans.size());
+  return out;
 }
 
-EmitKeys collectKeys(const RowMap& rows, const PreparedTrace& prepared, const RuntimeSelection& runtime,
-                     const std::vector<TraceEvent>& spans, EmitResult& result) {
-  EmitKeys out;
-  out.keys.reserve(prepared.runtime.size() + prepared.deviceOps.size());
-  for (const auto& [key, work] : rows) {
-    const auto source = static_cast<uint32_t>(out.rows.size());
+EmitRuns orderRuns(RowMap& rows, const PreparedTrace& prepared, const RuntimeSelection& runtime,
+                   std::vector<TraceEvent> spans, EmitResult& result) {
+  auto workBefore = [](const RowWork& a, const RowWork& b) { return emitBefore(a.start, a.end, b.start, b.end); };
+  EmitRuns out;
+  for (auto& [key, work] : rows) {
+    std::erase_if(work, [](const RowWork& w) { return !w.emit; });
+    // Rows are by (start, end) already; only zero-length work at a start can differ.
+    if (!std::is_sorted(work.begin(), work.end(), workBefore)) std::stable_sort(work.begin(), work.end(), workBefore);
+    if (!work.empty()) result.rows[key] += work.size();
     out.rows.push_back(&work);
-    const size_t begin = out.keys.size();
-    for (size_t i = 0; i < work.size(); ++i) {
-      if (work[i].emit) out.keys.push_back({work[i].start, work[i].end, source, static_cast<uint32_t>(i)});
-    }
-    if (out.keys.size() > begin) result.rows[key] += out.keys.size() - begin;
-    out.closeRun(begin);
   }
-  size_t begin = out.keys.size();
   for (size_t i = 0; i < prepared.runtime.size(); ++i) {
-    if (!runtime.emitted[i]) continue;
-    const RuntimeCall& call = *prepared.runtime[i].call;
-    out.keys.push_back({callStart(call), callEnd(call), out.runtimeSource(), static_cast<uint32_t>(i)});
+    if (runtime.emitted[i]) out.launches.push_back(static_cast<uint32_t>(i));
   }
-  out.closeRun(begin);
-  begin = out.keys.size();
-  for (size_t i = 0; i < spans.size(); ++i) {
-    out.keys.push_back({spans[i].start, spans[i].end, out.spanSource(), static_cast<uint32_t>(i)});
+  auto launchBefore = [&](uint32_t a, uint32_t b) {
+    const RuntimeCall& x = *prepared.runtime[a].call;
+    const RuntimeCall& y = *prepared.runtime[b].call;
+    return emitBefore(callStart(x), callEnd(x), callStart(y), callEnd(y));
+  };
+  if (!std::is_sorted(out.launches.begin(), out.launches.end(), launchBefore)) {
+    std::stable_sort(out.launches.begin(), out.launches.end(), launchBefore);
   }
-  out.closeRun(begin);
+  out.spans = std::move(spans);
+  std::stable_sort(out.spans.begin(), out.spans.end(), [](const TraceEvent& a, const TraceEvent& b) {
+    return emitBefore(a.start, a.end, b.start, b.end);
+  });
   return out;
 }
 
@@ -625,7 +644,7 @@ TraceEvent runtimeEvent(const PreparedTrace& prepared, size_t index, bool flowSt
   e.tid = call.threadId;
   e.threadId = static_cast<int32_t>(call.threadId);
   e.id = rt.traceId;
-  e.linkedOp = rt.external.op;
+  e.linkedOp = rt.externalOp;
   e.runtime = &rt;
   if (rt.syncIndex >= 0) e.sync = &prepared.hostSyncs[static_cast<size_t>(rt.syncIndex)];
   if (flowStart) {
@@ -675,18 +694,31 @@ void emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const 
   steps::RowMap rows = steps::selectRowWork(prepared, options, runtime.inWindow, result.stats);
   steps::fixRows(rows, result.stats);
   const std::vector<char> launchHasFlow = steps::markFlows(rows, runtime.emitted, result.stats);
-  const std::vector<TraceEvent> spans =
+  std::vector<TraceEvent> spans =
       options.userAnnotations ? steps::buildSpans(rows, userRange, result) : std::vector<TraceEvent>{};
-  const steps::EmitKeys keys = steps::collectKeys(rows, prepared, runtime, spans, result);
+  const steps::EmitRuns runs = steps::orderRuns(rows, prepared, runtime, std::move(spans), result);
+  struct Times {
+    int64_t start, end;
+  };
+  auto at = [&](size_t run, size_t i) -> Times {
+    if (run == runs.spanRun()) return {runs.spans[i].start, runs.spans[i].end};
+    if (run == runs.launchRun()) {
+      const RuntimeCall& call = *prepared.runtime[runs.launches[i]].call;
+      return {callStart(call), callEnd(call)};
+    }
+    const steps::RowWork& work = (*runs.rows[run])[i];
+    return {work.start, work.end};
+  };
+  auto before = [](const Times& a, const Times& b) { return steps::emitBefore(a.start, a.end, b.start, b.end); };
   // Merged stably across the runs: device rows, launches, spans.
-  steps::mergeRuns(keys.keys, keys.runStarts, steps::emitBefore, [&](size_t i) {
-    const steps::EmitKey& k = keys.keys[i];
-    if (k.source == keys.spanSource()) {
-      sink(spans[k.index]);
-    } else if (k.source == keys.runtimeSource()) {
-      sink(steps::runtimeEvent(prepared, k.index, launchHasFlow[k.index]));
+  steps::mergeRuns(runs.lengths(), at, before, [&](size_t run, size_t i) {
+    if (run == runs.spanRun()) {
+      sink(runs.spans[i]);
+    } else if (run == runs.launchRun()) {
+      const uint32_t launch = runs.launches[i];
+      sink(steps::runtimeEvent(prepared, launch, launchHasFlow[launch]));
     } else {
-      const steps::RowWork& work = (*keys.rows[k.source])[k.index];
+      const steps::RowWork& work = (*runs.rows[run])[i];
       sink(steps::deviceEvent(work, steps::hasLaunchFlow(*work.op, runtime.emitted)));
     }
     ++result.stats.emitted;

@@ -33,20 +33,21 @@ namespace openreg::profiler {
 // and would credit it with the op's device time.
 constexpr int32_t kFirstTraceId = 1 << 30;
 
+// Both kept small: a trace has one of each per kernel.
 struct PreparedDeviceOp {
   const DeviceOp* op = nullptr;  // in the RecordSet prepareTrace read
   int64_t start = 0;  // host epoch ns
   int64_t end = 0;
   int32_t traceId = 0;
+  int32_t runtimeIndex = -1;  // into PreparedTrace::runtime, if the launch is known
   ExternalIds external;
-  int64_t runtimeIndex = -1;  // into PreparedTrace::runtime, if the launch is known
 };
 
 struct PreparedRuntime {
   const RuntimeCall* call = nullptr;  // in the RecordSet prepareTrace read
   int32_t traceId = 0;
-  ExternalIds external;
-  int64_t syncIndex = -1;  // into PreparedTrace::hostSyncs, for sync calls
+  int32_t syncIndex = -1;  // into PreparedTrace::hostSyncs, for sync calls
+  uint64_t externalOp = 0;  // the op that made the call (user ranges mark device work only)
 };
 
 struct PrepareStats {
@@ -94,7 +95,7 @@ struct TraceEvent {
   int64_t tid = 0;    // stream id, or the host thread id
   int32_t threadId = 0;
   int32_t id = 0;     // per-trace correlation id
-  uint32_t flowId = 0;
+  uint32_t flowId = 0;  // 0 (no arrow) or the id
   bool flowStart = false;
   uint64_t linkedOp = 0;  // external op id to link through Kineto, 0 = none
   uint64_t userRange = 0; // user annotations: the record_function's id
@@ -133,6 +134,8 @@ struct EventArgs {
   uint64_t bytes = 0;
   uint64_t eventId = 0;  // the event a stream waited for, or a call synchronised
   int64_t durationNs = 0;
+
+  bool operator==(const EventArgs&) const = default;
 };
 
 EventArgs eventArgsOf(const TraceEvent& event);

@@ -69,28 +69,27 @@ std::vector<size_t> runStarts(const std::vector<T>& items, Before before) {
   return starts;
 }
 
-// Hands the indices of `items` to `sink` in `before` order, where `starts`
-// (ascending) cuts items into runs that are each in that order already: one
-// pass through a heap of the runs' heads, O(n log runs). Stable: at equal
-// items the earlier run goes first.
-template <typename T, typename Before, typename Sink>
-void mergeRuns(const std::vector<T>& items, const std::vector<size_t>& starts, Before before, Sink sink) {
-  using Head = std::pair<size_t, size_t>;  // (position, end of its run)
+// Hands (run, position) to `sink` in `before` order of at(run, position),
+// where run r holds lengths[r] items already in that order: one pass
+// through a heap of the runs' heads, O(n log runs). Stable: at equal items
+// the lower run goes first.
+template <typename At, typename Before, typename Sink>
+void mergeRuns(const std::vector<size_t>& lengths, At at, Before before, Sink sink) {
+  using Head = std::pair<size_t, size_t>;  // (run, position)
   auto later = [&](const Head& a, const Head& b) {
-    if (before(items[b.first], items[a.first])) return true;
-    if (before(items[a.first], items[b.first])) return false;
+    if (before(at(b.first, b.second), at(a.first, a.second))) return true;
+    if (before(at(a.first, a.second), at(b.first, b.second))) return false;
     return a.first > b.first;
   };
   std::priority_queue<Head, std::vector<Head>, decltype(later)> heads(later);
-  for (size_t r = 0; r < starts.size(); ++r) {
-    const size_t end = r + 1 < starts.size() ? starts[r + 1] : items.size();
-    if (starts[r] < end) heads.push({starts[r], end});
+  for (size_t r = 0; r < lengths.size(); ++r) {
+    if (lengths[r] > 0) heads.push({r, 0});
   }
   while (!heads.empty()) {
-    auto [i, end] = heads.top();
+    auto [run, position] = heads.top();
     heads.pop();
-    sink(i);
-    if (i + 1 < end) heads.push({i + 1, end});
+    sink(run, position);
+    if (position + 1 < lengths[run]) heads.push({run, position + 1});
   }
 }
 
@@ -99,15 +98,21 @@ void mergeRuns(const std::vector<T>& items, const std::vector<size_t>& starts, B
 // once; many short runs fall back to a plain stable sort.
 template <typename T, typename Before>
 void sortRuns(std::vector<T>& items, Before before) {
-  const std::vector<size_t> starts = runStarts(items, before);
+  std::vector<size_t> starts = runStarts(items, before);
   if (starts.size() <= 1) return;
   if (starts.size() * 64 > items.size()) {
     std::stable_sort(items.begin(), items.end(), before);
     return;
   }
+  std::vector<size_t> lengths(starts.size());
+  for (size_t r = 0; r < starts.size(); ++r) {
+    lengths[r] = (r + 1 < starts.size() ? starts[r + 1] : items.size()) - starts[r];
+  }
   std::vector<T> out;
   out.reserve(items.size());
-  mergeRuns(items, starts, before, [&](size_t i) { out.push_back(std::move(items[i])); });
+  mergeRuns(
+      lengths, [&](size_t run, size_t i) -> const T& { return items[starts[run] + i]; }, before,
+      [&](size_t run, size_t i) { out.push_back(std::move(items[starts[run] + i])); });
   items = std::move(out);
 }
 
@@ -191,31 +196,26 @@ std::vector<char> markFlows(const RowMap& rows, const std::vector<char>& runtime
 // Names go into result.rangeNames, rows into result.rows.
 std::vector<TraceEvent> buildSpans(const RowMap& rows, const UserRangeLookup& userRange, EmitResult& result);
 
-// What is emitted, as compact keys in runs that are each in emission order
-// (by start, enclosing events first): one run per device row, then the
-// launches, then the spans. Events are built from keys only as they are
-// handed out.
-struct EmitKey {
-  int64_t start;
-  int64_t end;
-  uint32_t source;  // a row's number, then kRuntimeSource(), then kSpanSource()
-  uint32_t index;
-};
-inline bool emitBefore(const EmitKey& a, const EmitKey& b) {
-  return a.start != b.start ? a.start < b.start : a.end > b.end;
+// The order events are emitted in: by start, enclosing events first.
+inline bool emitBefore(int64_t startA, int64_t endA, int64_t startB, int64_t endB) {
+  return startA != startB ? startA < startB : endA > endB;
 }
-struct EmitKeys {
-  std::vector<EmitKey> keys;
-  std::vector<size_t> runStarts;
-  std::vector<const std::vector<RowWork>*> rows;  // by source number
-  uint32_t runtimeSource() const { return static_cast<uint32_t>(rows.size()); }
-  uint32_t spanSource() const { return runtimeSource() + 1; }
-  // Ends the run that began at `begin`, sorting it if it is out of order.
-  void closeRun(size_t begin);
+
+// What is emitted, as runs that are each in emission order: one per device
+// row (its emitted work only), then the launches, then the spans. Merged,
+// they are the trace; each event is built only as it is handed out.
+struct EmitRuns {
+  std::vector<const std::vector<RowWork>*> rows;
+  std::vector<uint32_t> launches;  // into PreparedTrace::runtime
+  std::vector<TraceEvent> spans;
+  size_t launchRun() const { return rows.size(); }
+  size_t spanRun() const { return rows.size() + 1; }
+  std::vector<size_t> lengths() const;
 };
-// Counts each row's emitted events into result.rows.
-EmitKeys collectKeys(const RowMap& rows, const PreparedTrace& prepared, const RuntimeSelection& runtime,
-                     const std::vector<TraceEvent>& spans, EmitResult& result);
+// Drops the work kept only for spans from `rows` and puts each run in
+// emission order; counts each row's events into result.rows.
+EmitRuns orderRuns(RowMap& rows, const PreparedTrace& prepared, const RuntimeSelection& runtime,
+                   std::vector<TraceEvent> spans, EmitResult& result);
 
 TraceEvent runtimeEvent(const PreparedTrace& prepared, size_t index, bool flowStart);
 TraceEvent deviceEvent(const RowWork& work, bool flowEnd);
