@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "json_writer.h"
+#include "openreg/common/json_writer.h"
 #include "trace_model.h"
 
 namespace openreg::trace {
+
+using common::JsonWriter;
 
 // ---------------------------------------------------------------- window
 

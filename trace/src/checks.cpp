@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "analysis.h"
-#include "json_writer.h"
+#include "openreg/common/json_writer.h"
 
 namespace openreg::trace {
 
@@ -586,7 +586,7 @@ void write_event_ref(JsonWriter& w, const Trace& t, const EventRef& ref) {
     if (id == kNoString) w.null();
     else w.value(t.str(id));
   };
-  w.begin_object();
+  w.beginObject();
   switch (ref.kind) {
     case EventRef::kSlice: {
       const Slice& s = t.slices[ref.index];
@@ -595,12 +595,12 @@ void write_event_ref(JsonWriter& w, const Trace& t, const EventRef& ref) {
       str_or_null("name", s.name);
       lane(s.lane);
       w.field("ts", format_us(s.ts)).field("dur", format_us(s.dur));
-      w.key("args").begin_object();
+      w.key("args").beginObject();
       write_int_arg(w, "External id", s.external_id);
       write_int_arg(w, "device", s.device);
       write_int_arg(w, "stream", s.stream);
       write_int_arg(w, "correlation", s.correlation);
-      w.end_object();
+      w.endObject();
       break;
     }
     case EventRef::kFlow: {
@@ -621,12 +621,12 @@ void write_event_ref(JsonWriter& w, const Trace& t, const EventRef& ref) {
       w.field("index", m.origin.index).field("offset", m.origin.offset).field("ph", "i").field("name", "[memory]");
       lane(m.lane);
       w.field("ts", format_us(m.ts));
-      w.key("args").begin_object();
+      w.key("args").beginObject();
       write_int_arg(w, "Device Type", m.device_type);
       write_int_arg(w, "Device Id", m.device_id);
       write_int_arg(w, "Total Allocated", m.total_allocated);
       write_int_arg(w, "Bytes", m.bytes);
-      w.end_object();
+      w.endObject();
       break;
     }
     case EventRef::kMeta: {
@@ -634,10 +634,10 @@ void write_event_ref(JsonWriter& w, const Trace& t, const EventRef& ref) {
       w.field("index", m.origin.index).field("offset", m.origin.offset).field("ph", "M");
       str_or_null("name", m.name);
       lane(m.lane);
-      w.key("args").begin_object();
+      w.key("args").beginObject();
       write_int_arg(w, "sort_index", m.sort_index);
       if (m.str_arg != kNoString) w.field("name", t.str(m.str_arg));
-      w.end_object();
+      w.endObject();
       break;
     }
     case EventRef::kMalformed: {
@@ -647,48 +647,48 @@ void write_event_ref(JsonWriter& w, const Trace& t, const EventRef& ref) {
       break;
     }
   }
-  w.end_object();
+  w.endObject();
 }
 
 std::string check_report_to_json(const Trace& t, const CheckReport& r) {
   JsonWriter w;
-  w.begin_object();
+  w.beginObject();
   w.field("ok", r.ok);
   write_trace_info(w, t);
-  w.key("checks").begin_array();
+  w.key("checks").beginArray();
   const auto& table = check_table();
   for (size_t k = 0; k < r.results.size(); ++k) {
     const CheckResult& c = r.results[k];
-    w.begin_object();
+    w.beginObject();
     w.field("name", c.name);
     w.field("severity", severity_name(c.severity));
     w.field("description", table[k].description);
     w.field("status", status_name(c.status));
     w.field("violations", c.violations);
     if (!c.note.empty()) w.field("note", c.note);
-    w.key("examples").begin_array();
+    w.key("examples").beginArray();
     for (const Violation& v : c.examples) {
-      w.begin_object();
+      w.beginObject();
       w.field("message", v.message);
-      w.key("events").begin_array();
+      w.key("events").beginArray();
       for (const EventRef& e : v.events) write_event_ref(w, t, e);
-      w.end_array();
-      w.end_object();
+      w.endArray();
+      w.endObject();
     }
-    w.end_array();
-    w.end_object();
+    w.endArray();
+    w.endObject();
   }
-  w.end_array();
-  w.end_object();
+  w.endArray();
+  w.endObject();
   return w.take();
 }
 
 std::string check_table_to_json() {
   JsonWriter w;
-  w.begin_array();
+  w.beginArray();
   for (const CheckInfo& c : check_table())
-    w.begin_object().field("name", c.name).field("severity", severity_name(c.severity)).field("description", c.description).end_object();
-  w.end_array();
+    w.beginObject().field("name", c.name).field("severity", severity_name(c.severity)).field("description", c.description).endObject();
+  w.endArray();
   return w.take();
 }
 

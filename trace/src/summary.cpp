@@ -3,7 +3,7 @@
 #include <unordered_map>
 
 #include "analysis.h"
-#include "json_writer.h"
+#include "openreg/common/json_writer.h"
 
 namespace openreg::trace {
 
@@ -119,7 +119,7 @@ const char* role_name(CategoryRole r) {
 
 void write_slice_brief(JsonWriter& w, const Trace& t, uint32_t i) {
   const Slice& s = t.slices[i];
-  w.begin_object();
+  w.beginObject();
   w.key("name");
   write_name(w, t, s.name);
   w.key("category");
@@ -127,13 +127,13 @@ void write_slice_brief(JsonWriter& w, const Trace& t, uint32_t i) {
   w.field("start_ns", s.ts - t.origin_ns);
   w.field("duration_ns", s.dur);
   w.field("event_index", s.origin.index);
-  w.end_object();
+  w.endObject();
 }
 
 void write_memory(JsonWriter& w, const Trace& t, const std::vector<MemoryStat>& stats) {
-  w.begin_array();
+  w.beginArray();
   for (const MemoryStat& m : stats) {
-    w.begin_object();
+    w.beginObject();
     w.field("device_type", m.device_type);
     w.field("device_type_name", device_type_name(m.device_type));
     w.field("device_id", m.device_id);
@@ -147,12 +147,12 @@ void write_memory(JsonWriter& w, const Trace& t, const std::vector<MemoryStat>& 
     w.key("op");
     if (m.op == kNoSlice) w.null();
     else write_slice_brief(w, t, static_cast<uint32_t>(m.op));
-    w.key("op_stack").begin_array();
+    w.key("op_stack").beginArray();
     for (uint32_t i : m.op_stack) w.value(t.str(t.slices[i].name));
-    w.end_array();
-    w.end_object();
+    w.endArray();
+    w.endObject();
   }
-  w.end_array();
+  w.endArray();
 }
 
 }  // namespace
@@ -387,31 +387,31 @@ Summary compute_summary(const Trace& t, const SummaryOptions& options) {
 }
 
 void write_trace_info(JsonWriter& w, const Trace& t) {
-  w.key("trace").begin_object();
+  w.key("trace").beginObject();
   w.field("events", t.event_count);
   w.field("bytes", t.bytes_read);
   w.field("origin_ns", t.origin_ns);
   w.field("origin_us", format_us(t.origin_ns));
-  w.key("phases").begin_object();
+  w.key("phases").beginObject();
   for (size_t ph = 0; ph < t.phase_counts.size(); ++ph)
     if (t.phase_counts[ph]) w.field(std::string(1, static_cast<char>(ph)), t.phase_counts[ph]);
-  w.end_object();
+  w.endObject();
   std::map<uint32_t, uint64_t> cats;
   for (const Slice& s : t.slices) ++cats[s.cat];
-  w.key("categories").begin_array();
+  w.key("categories").beginArray();
   for (auto& [cat, n] : cats) {
-    w.begin_object();
+    w.beginObject();
     w.key("name");
     write_name(w, t, cat);
     w.field("role", role_name(t.role(cat)));
     w.field("complete_events", n);
-    w.end_object();
+    w.endObject();
   }
-  w.end_array();
+  w.endArray();
   auto names = [&](const char* key, const std::vector<uint32_t>& ids) {
-    w.key(key).begin_array();
+    w.key(key).beginArray();
     for (uint32_t id : ids) w.value(t.str(id));
-    w.end_array();
+    w.endArray();
   };
   names("device_categories", t.device_categories);
   names("runtime_categories", t.runtime_categories);
@@ -429,36 +429,36 @@ void write_trace_info(JsonWriter& w, const Trace& t) {
   w.field("malformed_events", t.malformed_count);
   w.key("parse_error");
   if (t.parse_error) {
-    w.begin_object().field("offset", t.parse_error->offset).field("message", t.parse_error->message).end_object();
+    w.beginObject().field("offset", t.parse_error->offset).field("message", t.parse_error->message).endObject();
   } else {
     w.null();
   }
-  w.end_object();
+  w.endObject();
 }
 
 std::string summary_to_json(const Trace& t, const Summary& s, const SummaryOptions& options) {
   JsonWriter w;
   const size_t top = static_cast<size_t>(std::max(options.top, 0));
-  w.begin_object();
+  w.beginObject();
   write_trace_info(w, t);
   w.key("window");
   if (s.window) {
-    w.begin_object();
+    w.beginObject();
     w.field("start_ns", s.window->start - t.origin_ns);
     w.field("end_ns", s.window->end - t.origin_ns);
     w.field("duration_ns", s.window->end - s.window->start);
     w.field("source", s.window->source);
-    w.end_object();
+    w.endObject();
   } else {
     w.null();
   }
   w.field("device_total_ns", s.device_total_ns);
   w.field("kernel_names", static_cast<uint64_t>(s.kernels.size()));
 
-  w.key("top_kernels").begin_array();
+  w.key("top_kernels").beginArray();
   for (size_t k = 0; k < s.kernels.size() && k < top; ++k) {
     const KernelStat& ks = s.kernels[k];
-    w.begin_object();
+    w.beginObject();
     w.key("name");
     write_name(w, t, ks.name);
     w.key("category");
@@ -469,14 +469,14 @@ std::string summary_to_json(const Trace& t, const Summary& s, const SummaryOptio
     w.field("min_ns", ks.min_ns);
     w.field("max_ns", ks.max_ns);
     w.field("share", ratio(ks.total_ns, s.device_total_ns));
-    w.end_object();
+    w.endObject();
   }
-  w.end_array();
+  w.endArray();
 
-  w.key("ops").begin_array();
+  w.key("ops").beginArray();
   for (size_t k = 0; k < s.ops.size() && k < top; ++k) {
     const OpDeviceStat& o = s.ops[k];
-    w.begin_object();
+    w.beginObject();
     w.key("name");
     write_name(w, t, o.name);
     w.field("linked", o.name != kNoString);
@@ -484,33 +484,33 @@ std::string summary_to_json(const Trace& t, const Summary& s, const SummaryOptio
     w.field("device_events", o.device_events);
     w.field("op_instances", o.op_instances);
     w.field("share", ratio(o.device_ns, s.device_total_ns));
-    w.end_object();
+    w.endObject();
   }
-  w.end_array();
+  w.endArray();
 
-  w.key("links").begin_object();
+  w.key("links").beginObject();
   w.field("device_events", s.links.device_events);
   w.field("linked", s.links.linked);
   w.field("share", s.links.device_events ? static_cast<double>(s.links.linked) / static_cast<double>(s.links.device_events) : 0.0);
   w.field("via_external_id", s.links.via_external_id);
   w.field("via_correlation", s.links.via_correlation);
-  w.key("by_category").begin_array();
+  w.key("by_category").beginArray();
   for (const auto& pc : s.links.by_category) {
-    w.begin_object();
+    w.beginObject();
     w.key("category");
     write_name(w, t, pc.cat);
     w.field("events", pc.events);
     w.field("linked", pc.linked);
     w.field("share", pc.events ? static_cast<double>(pc.linked) / static_cast<double>(pc.events) : 0.0);
-    w.end_object();
+    w.endObject();
   }
-  w.end_array();
-  w.end_object();
+  w.endArray();
+  w.endObject();
 
-  w.key("streams").begin_array();
+  w.key("streams").beginArray();
   for (const StreamStat& st : s.streams) {
     const Lane& lane = t.lanes[st.lane];
-    w.begin_object();
+    w.beginObject();
     w.key("device");
     write_key(w, t, lane.pid);
     w.key("stream");
@@ -528,14 +528,14 @@ std::string summary_to_json(const Trace& t, const Summary& s, const SummaryOptio
       if (d.device == lane.pid) device_span = d.last_ns - d.first_ns;
     w.field("utilization", ratio(st.busy_ns, device_span));
     w.field("own_span_utilization", ratio(st.busy_ns, st.last_ns - st.first_ns));
-    w.end_object();
+    w.endObject();
   }
-  w.end_array();
+  w.endArray();
 
-  w.key("devices").begin_array();
+  w.key("devices").beginArray();
   for (const DeviceStat& d : s.devices) {
     const Trace::ProcessInfo* p = t.process(d.device);
-    w.begin_object();
+    w.beginObject();
     w.key("device");
     write_key(w, t, d.device);
     w.key("name");
@@ -548,59 +548,59 @@ std::string summary_to_json(const Trace& t, const Summary& s, const SummaryOptio
     w.field("span_ns", d.last_ns - d.first_ns);
     w.field("idle_ns", d.last_ns - d.first_ns - d.busy_ns);
     w.field("utilization", ratio(d.busy_ns, d.last_ns - d.first_ns));
-    w.end_object();
+    w.endObject();
   }
-  w.end_array();
+  w.endArray();
 
-  w.key("idle_gaps").begin_array();
+  w.key("idle_gaps").beginArray();
   for (const IdleGap& g : s.gaps) {
-    w.begin_object();
+    w.beginObject();
     w.key("device");
     write_key(w, t, g.device);
     w.field("start_ns", g.start_ns - t.origin_ns);
     w.field("end_ns", g.end_ns - t.origin_ns);
     w.field("duration_ns", g.end_ns - g.start_ns);
-    w.key("host").begin_object();
+    w.key("host").beginObject();
     w.key("thread");
     if (g.host.lane >= 0) {
       const Lane& lane = t.lanes[g.host.lane];
-      w.begin_object();
+      w.beginObject();
       w.key("pid");
       write_key(w, t, lane.pid);
       w.key("tid");
       write_key(w, t, lane.tid);
       w.key("name");
       write_name(w, t, t.threads[g.host.lane].name);
-      w.end_object();
+      w.endObject();
     } else {
       w.null();
     }
     w.field("text", g.host.text);
-    w.key("stack").begin_array();
+    w.key("stack").beginArray();
     for (uint32_t i : g.host.stack) write_slice_brief(w, t, i);
-    w.end_array();
-    w.key("overlapping").begin_array();
+    w.endArray();
+    w.key("overlapping").beginArray();
     for (const auto& o : g.host.overlapping) {
-      w.begin_object();
+      w.beginObject();
       w.key("name");
       write_name(w, t, o.name);
       w.key("category");
       write_name(w, t, o.cat);
       w.field("count", o.count);
       w.field("overlap_ns", o.overlap_ns);
-      w.end_object();
+      w.endObject();
     }
-    w.end_array();
-    w.end_object();
-    w.end_object();
+    w.endArray();
+    w.endObject();
+    w.endObject();
   }
-  w.end_array();
+  w.endArray();
 
   w.key("memory");
   write_memory(w, t, s.memory);
   w.key("host_memory");
   write_memory(w, t, s.host_memory);
-  w.end_object();
+  w.endObject();
   return w.take();
 }
 

@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "analysis.h"
-#include "json_writer.h"
+#include "openreg/common/json_writer.h"
 
 namespace openreg::trace {
 
@@ -76,7 +76,7 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
   };
 
   JsonWriter w;
-  w.begin_object();
+  w.beginObject();
   w.field("origin_ns", t.origin_ns);
   w.field("start_ns", lo - t.origin_ns);
   w.field("end_ns", hi - t.origin_ns);
@@ -88,24 +88,24 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
     const Lane& l = t.lanes[t.slices[i].lane];
     rows[{l.pid, l.tid}].push_back(i);
   }
-  w.key("device_rows").begin_array();
+  w.key("device_rows").beginArray();
   for (auto& [key, idx] : rows) {
     std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return t.slices[a].ts < t.slices[b].ts; });
     uint32_t lane = t.slices[idx[0]].lane;
-    w.begin_object();
+    w.beginObject();
     w.field("label", lane_label(t, lane, "device", "stream"));
     w.field("events", static_cast<uint64_t>(idx.size()));
-    w.key("blocks").begin_array();
+    w.key("blocks").beginArray();
     for (const Block& b : merge_blocks(t, idx, resolution))
-      w.begin_array().value(b.start - t.origin_ns).value(b.end - t.origin_ns).value(static_cast<uint64_t>(intern(b.name))).end_array();
-    w.end_array();
-    w.end_object();
+      w.beginArray().value(b.start - t.origin_ns).value(b.end - t.origin_ns).value(static_cast<uint64_t>(intern(b.name))).endArray();
+    w.endArray();
+    w.endObject();
   }
-  w.end_array();
+  w.endArray();
 
   // Host rows: outermost ops per thread, and the profiler steps.
   std::vector<uint32_t> steps;
-  w.key("host_rows").begin_array();
+  w.key("host_rows").beginArray();
   for (uint32_t lane = 0; lane < t.lanes.size(); ++lane) {
     if (t.lane_kind[lane] != LaneKind::kHost) continue;
     std::vector<uint32_t> top;
@@ -127,24 +127,24 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
       if (outermost) top.push_back(i);
     }
     if (top.empty()) continue;
-    w.begin_object();
+    w.beginObject();
     w.field("label", lane_label(t, lane, "process", "thread"));
     w.field("ops", static_cast<uint64_t>(top.size()));
-    w.key("blocks").begin_array();
+    w.key("blocks").beginArray();
     for (const Block& b : merge_blocks(t, top, resolution))
-      w.begin_array().value(b.start - t.origin_ns).value(b.end - t.origin_ns).value(static_cast<uint64_t>(intern(b.name))).end_array();
-    w.end_array();
-    w.end_object();
+      w.beginArray().value(b.start - t.origin_ns).value(b.end - t.origin_ns).value(static_cast<uint64_t>(intern(b.name))).endArray();
+    w.endArray();
+    w.endObject();
   }
-  w.end_array();
+  w.endArray();
 
   std::sort(steps.begin(), steps.end(), [&](uint32_t a, uint32_t b) { return t.slices[a].ts < t.slices[b].ts; });
-  w.key("steps").begin_array();
+  w.key("steps").beginArray();
   for (uint32_t i : steps) {
     const Slice& s = t.slices[i];
-    w.begin_array().value(s.ts - t.origin_ns).value(s.end() - t.origin_ns).value(t.str(s.name)).end_array();
+    w.beginArray().value(s.ts - t.origin_ns).value(s.end() - t.origin_ns).value(t.str(s.name)).endArray();
   }
-  w.end_array();
+  w.endArray();
 
   // Memory curves: per bucket its first value, maximum and last value, so
   // peaks survive the reduction.
@@ -154,17 +154,17 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
     if (m.device_type.ok() && m.total_allocated.ok())
       series[{m.device_type.value, m.device_id.ok() ? m.device_id.value : -1}].push_back(i);
   }
-  w.key("memory").begin_array();
+  w.key("memory").beginArray();
   for (auto& entry : series) {
     // Named, not a structured binding: clang 14 cannot capture those in lambdas.
     const auto& key = entry.first;
     std::vector<uint32_t>& idx = entry.second;
     std::stable_sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return t.memory[a].ts < t.memory[b].ts; });
-    w.begin_object();
+    w.beginObject();
     w.field("device_type", key.first);
     w.field("device_type_name", device_type_name(key.first));
     w.field("device_id", key.second);
-    w.key("points").begin_array();
+    w.key("points").beginArray();
     size_t k = 0;
     while (k < idx.size()) {
       const int64_t bucket = (t.memory[idx[k]].ts - lo) / resolution;
@@ -177,22 +177,22 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
       // Positions k <= peak <= e - 1: emit each once, in time order.
       auto emit = [&](size_t j) {
         const MemoryPoint& m = t.memory[idx[j]];
-        w.begin_array().value(m.ts - t.origin_ns).value(m.total_allocated.value).end_array();
+        w.beginArray().value(m.ts - t.origin_ns).value(m.total_allocated.value).endArray();
       };
       emit(k);
       if (peak != k) emit(peak);
       if (e - 1 != peak) emit(e - 1);
       k = e;
     }
-    w.end_array();
-    w.end_object();
+    w.endArray();
+    w.endObject();
   }
-  w.end_array();
+  w.endArray();
 
-  w.key("names").begin_array();
+  w.key("names").beginArray();
   for (std::string_view n : names) w.value(n);
-  w.end_array();
-  w.end_object();
+  w.endArray();
+  w.endObject();
   return w.take();
 }
 

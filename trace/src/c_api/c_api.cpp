@@ -11,7 +11,7 @@
 #include <string>
 
 #include "analysis.h"
-#include "json_writer.h"
+#include "openreg/common/json_writer.h"
 #include "options.h"
 #include "trace_model.h"
 
@@ -21,7 +21,7 @@ struct ortrace_trace {
 
 namespace {
 
-using openreg::trace::JsonWriter;
+using openreg::common::JsonWriter;
 
 char* copy_out(const std::string& s) {
   char* p = static_cast<char*>(std::malloc(s.size() + 1));
@@ -36,7 +36,7 @@ void set_out(char** out, const std::string& s) {
 ortrace_status fail(char** out, ortrace_status status, const std::string& message) {
   if (out) {
     JsonWriter w;
-    w.begin_object().field("status", ortrace_status_name(status)).field("message", message).end_object();
+    w.beginObject().field("status", ortrace_status_name(status)).field("message", message).endObject();
     *out = copy_out(w.str());
   }
   return status;
