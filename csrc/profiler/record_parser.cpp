@@ -55,15 +55,14 @@ void parseRecord(const orActivityRecord& record, RecordSet& out) {
     case OR_ACTIVITY_KIND_RUNTIME: {
       orActivityRuntime r;
       if ((complete = readPrefix(record, r))) {
-        out.runtimeCalls.push_back({.apiId = r.apiId,
-                                    .processId = r.processId,
+        out.runtimeCalls.push_back({.processId = r.processId,
                                     .threadId = r.threadId,
                                     .device = r.device,
+                                    .status = r.status,
                                     .correlationId = r.correlationId,
                                     .start = r.start,
                                     .end = r.end,
-                                    .name = r.name,
-                                    .status = r.status});
+                                    .name = r.name});
       }
       break;
     }

@@ -122,17 +122,17 @@ struct DeviceOp {
   };
 };
 
-// A runtime API call on a host thread, in host epoch ns.
+// A runtime API call on a host thread, in host epoch ns. 48 bytes (one per
+// launch): the record's apiId is not kept, as the name says what was called.
 struct RuntimeCall {
-  uint32_t apiId = 0;
   uint32_t processId = 0;
   uint32_t threadId = 0;
   int32_t device = -1;
+  int32_t status = 0;
   uint64_t correlationId = 0;
   uint64_t start = 0;
   uint64_t end = 0;
   const char* name = nullptr;
-  int32_t status = 0;
 };
 
 // A host-side synchronisation (host clock), merged into its runtime row.

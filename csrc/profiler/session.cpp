@@ -3,14 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <optional>
-#include <sstream>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include <malloc.h>
 
@@ -19,6 +18,7 @@
 #include <output_base.h>
 
 #include "activity_store.h"
+#include "openreg/common/json_writer.h"
 #include "record_buffers.h"
 
 namespace openreg::profiler {
@@ -26,10 +26,7 @@ namespace {
 
 using libkineto::ActivityType;
 
-// The activity API has one client and one window: a second session that
-// starts while another holds it stays inert instead of corrupting both.
-std::mutex gWindowMutex;
-const OpenregSession* gWindowOwner = nullptr;
+std::atomic<bool> gWindowHeld{false};  // see WindowLease
 std::atomic<const HostClock*> gHostClock{nullptr};
 
 std::atomic<uint64_t> gNextGeneration{1};
@@ -51,8 +48,9 @@ struct ThreadPushes {
 thread_local ThreadPushes tPushes;
 
 // glibc keeps freed heap memory (up to 64 MB at the top once large blocks
-// have come and gone): the joins' temporaries would stay resident while the
-// activities are built. Hands the free pages back.
+// have come and gone): the joins' temporaries (and the record buffers that
+// stop() let go) would stay resident while the activities, which live in
+// slabs of their own, are built. Hands the free pages back, once per trace.
 void giveBackFreedMemory() {
 #ifdef __GLIBC__
   malloc_trim(0);
@@ -65,28 +63,38 @@ int64_t nowNs() {
       .count();
 }
 
-std::string jsonString(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
+// A JSON string literal, as metadata values are JSON text.
+std::string jsonString(std::string_view text) {
+  std::string out;
+  common::appendJsonString(out, text);
+  return out;
 }
 
 } // namespace
+
+WindowLease WindowLease::tryAcquire() {
+  WindowLease lease;
+  bool free = false;
+  lease.held_ = gWindowHeld.compare_exchange_strong(free, true);
+  return lease;
+}
+
+WindowLease::WindowLease(WindowLease&& other) noexcept : held_(std::exchange(other.held_, false)) {}
+
+WindowLease& WindowLease::operator=(WindowLease&& other) noexcept {
+  if (this != &other) {
+    release();
+    held_ = std::exchange(other.held_, false);
+  }
+  return *this;
+}
+
+void WindowLease::release() noexcept {
+  if (held_) {
+    held_ = false;
+    gWindowHeld.store(false);
+  }
+}
 
 SessionRequest SessionRequest::fromActivityTypes(const std::set<ActivityType>& types) {
   SessionRequest r;
@@ -99,18 +107,24 @@ SessionRequest SessionRequest::fromActivityTypes(const std::set<ActivityType>& t
   return r;
 }
 
+void SessionRequest::writeTypes(common::JsonWriter& out) const {
+  out.beginArray();
+  const std::pair<bool, const char*> types[] = {{kernels, "kernel"},
+                                                {memcpy, "gpu_memcpy"},
+                                                {memset, "gpu_memset"},
+                                                {userAnnotations, "gpu_user_annotation"},
+                                                {runtime, "privateuse1_runtime"},
+                                                {syncs, "cuda_sync"}};
+  for (const auto& [on, name] : types) {
+    if (on) out.value(name);
+  }
+  out.endArray();
+}
+
 std::string SessionRequest::describe() const {
-  std::string out = "[";
-  auto add = [&](bool on, const char* name) {
-    if (on) out += (out.size() > 1 ? ", \"" : "\"") + std::string(name) + "\"";
-  };
-  add(kernels, "kernel");
-  add(memcpy, "gpu_memcpy");
-  add(memset, "gpu_memset");
-  add(userAnnotations, "gpu_user_annotation");
-  add(runtime, "privateuse1_runtime");
-  add(syncs, "cuda_sync");
-  return out + "]";
+  common::JsonWriter out;
+  writeTypes(out);
+  return out.take();
 }
 
 OpenregSession::OpenregSession(const ActivityApi& api, SessionRequest request)
@@ -239,18 +253,14 @@ void OpenregSession::start() {
     }
     return;
   }
-  {
-    std::lock_guard<std::mutex> guard(gWindowMutex);
-    if (gWindowOwner != nullptr) {
-      state_ = State::Inert;
-      addError(
-          "another openreg profiling session is already collecting (profilers nested or run from two "
-          "threads); this trace gets no device activity",
-          true);
-      return;
-    }
-    gWindowOwner = this;
-    ownsWindow_ = true;
+  window_ = WindowLease::tryAcquire();
+  if (!window_.held()) {
+    state_ = State::Inert;
+    addError(
+        "another openreg profiling session is already collecting (profilers nested or run from two "
+        "threads); this trace gets no device activity",
+        true);
+    return;
   }
   const auto& fn = api_.fn();
   auto& pool = bufferPool();
@@ -259,11 +269,7 @@ void OpenregSession::start() {
   if (orError_t rc = fn.registerCallbacks(&RecordBufferPool::onRequested, &RecordBufferPool::onCompleted, &pool);
       rc != orSuccess) {
     pool.setSink(nullptr, nullptr);
-    {
-      std::lock_guard<std::mutex> guard(gWindowMutex);
-      gWindowOwner = nullptr;
-      ownsWindow_ = false;
-    }
+    window_.release();
     state_ = State::Inert;
     addError("orActivityRegisterCallbacks failed: " + api_.describe(rc) + "; this trace gets no device activity",
              true);
@@ -322,11 +328,7 @@ void OpenregSession::stop() {
   uint64_t droppedNow = droppedAtStart_;
   fn.getNumDroppedRecords(-1, &droppedNow);
   droppedByRuntime_ = droppedNow >= droppedAtStart_ ? droppedNow - droppedAtStart_ : 0;
-  {
-    std::lock_guard<std::mutex> guard(gWindowMutex);
-    if (gWindowOwner == this) gWindowOwner = nullptr;
-    ownsWindow_ = false;
-  }
+  window_.release();
   state_ = State::Stopped;
   timings_.stopNs = nowNs() - stoppedNs_;
 
@@ -384,6 +386,34 @@ void OpenregSession::emitStatsWarnings(const EmitStats& stats) {
                  " record_function ranges interleaved on one stream and could not be drawn as nested spans",
              false);
   }
+}
+
+void OpenregSession::writeDebugLine(int64_t windowStart, int64_t windowEnd, int64_t processNs) const {
+  const EmitStats& st = emitStats_;
+  const SessionTimings& t = timings_;
+  common::JsonWriter w;
+  w.beginObject()
+      .field("window_start", windowStart)
+      .field("window_end", windowEnd)
+      .field("emitted", st.emitted)
+      .field("not_requested", st.notRequested)
+      .field("outside_window", st.outOfWindow)
+      .field("launched_inside_ended_outside", st.launchedInWindowButOutside)
+      .field("before_requested_start", st.beforeRequestedStart)
+      .field("flows", st.flows)
+      .field("causality_fixes", st.causalityFixes)
+      .field("max_causality_fix_ns", st.maxCausalityFixNs)
+      .field("row_overlap_fixes", st.rowOverlapFixes)
+      .field("annotation_overlaps_dropped", st.annotationOverlapsDropped)
+      .field("annotations_without_range", st.annotationsWithoutRange)
+      .field("records", t.records)
+      .field("record_bytes", t.recordBytes);
+  const std::pair<const char*, int64_t> millis[] = {{"stop_ms", t.stopNs},       {"flush_ms", t.flushNs},
+                                                    {"prepare_ms", t.prepareNs}, {"emit_ms", t.emitNs},
+                                                    {"process_ms", processNs}};
+  for (const auto& [key, ns] : millis) w.key(key).valueFixed(static_cast<double>(ns) / 1e6, 3);
+  w.endObject();
+  std::fprintf(stderr, "openreg profiler emit stats: %s\n", w.str().c_str());
 }
 
 void OpenregSession::processTrace(libkineto::ActivityLogger& logger) {
@@ -464,7 +494,6 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
   prepared_ = PreparedTrace{};
   prepared_.stats = prepareStats;
   records_.releaseRecords();
-  giveBackFreedMemory();
   // Kineto draws this buffer's span as a row of its own ("openreg (0)"):
   // the capture window, with the device activities counted.
   buffer->span.opCount = buffer->gpuOpCount;
@@ -475,21 +504,7 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
   emitStats_ = result.stats;
   if (std::getenv("OPENREG_PROFILER_DEBUG") != nullptr) {
     // One JSON line for tests and bug reports: what processTrace decided.
-    const EmitStats& st = emitStats_;
-    std::fprintf(stderr,
-                 "openreg profiler emit stats: {\"window_start\": %" PRId64 ", \"window_end\": %" PRId64
-                 ", \"emitted\": %" PRIu64 ", \"not_requested\": %" PRIu64 ", \"outside_window\": %" PRIu64
-                 ", \"launched_inside_ended_outside\": %" PRIu64 ", \"before_requested_start\": %" PRIu64
-                 ", \"flows\": %" PRIu64 ", \"causality_fixes\": %" PRIu64 ", \"max_causality_fix_ns\": %" PRId64
-                 ", \"row_overlap_fixes\": %" PRIu64 ", \"annotation_overlaps_dropped\": %" PRIu64
-                 ", \"annotations_without_range\": %" PRIu64 ", \"records\": %" PRIu64
-                 ", \"record_bytes\": %" PRIu64 ", \"stop_ms\": %.3f, \"flush_ms\": %.3f, \"prepare_ms\": %.3f"
-                 ", \"emit_ms\": %.3f, \"process_ms\": %.3f}\n",
-                 startTime, endTime, st.emitted, st.notRequested, st.outOfWindow, st.launchedInWindowButOutside,
-                 st.beforeRequestedStart, st.flows, st.causalityFixes, st.maxCausalityFixNs, st.rowOverlapFixes,
-                 st.annotationOverlapsDropped, st.annotationsWithoutRange, timings_.records, timings_.recordBytes,
-                 timings_.stopNs / 1e6, timings_.flushNs / 1e6, timings_.prepareNs / 1e6, timings_.emitNs / 1e6,
-                 (nowNs() - processStart) / 1e6);
+    writeDebugLine(startTime, endTime, nowNs() - processStart);
   }
   emitted_ = true;
   emitStatsWarnings(emitStats_);
@@ -590,14 +605,21 @@ void OpenregSession::pushUserCorrelationId(uint64_t id) { pushExternal(OR_EXTERN
 void OpenregSession::popUserCorrelationId() { popExternal(OR_EXTERNAL_CORRELATION_KIND_USER); }
 
 std::string OpenregSession::getDeviceProperties() {
+  // Kineto joins the sessions' texts with commas inside its "deviceProperties" array.
   std::string out;
   for (const auto& device : devices_) {
+    common::JsonWriter w;
+    w.beginObject()
+        .field("id", device.index)
+        .field("name", device.name)
+        .field("backend", "openreg")
+        .field("totalGlobalMem", device.info.totalMemory)
+        .field("computeUnits", device.info.computeUnits)
+        .field("clockRateKHz", device.info.clockRateKHz)
+        .field("executorThreads", device.info.executorThreads)
+        .endObject();
     if (!out.empty()) out += ",";
-    out += "\n      {\"id\": " + std::to_string(device.index) + ", \"name\": " + jsonString(device.name) +
-        ", \"backend\": \"openreg\", \"totalGlobalMem\": " + std::to_string(device.info.totalMemory) +
-        ", \"computeUnits\": " + std::to_string(device.info.computeUnits) +
-        ", \"clockRateKHz\": " + std::to_string(device.info.clockRateKHz) +
-        ", \"executorThreads\": " + std::to_string(device.info.executorThreads) + "}";
+    out += w.str();
   }
   return out;
 }
@@ -614,25 +636,31 @@ std::unordered_map<std::string, std::string> OpenregSession::getMetadata() {
   const uint64_t outside = counts_.outsideWindow;
   const uint64_t dropped = droppedByRuntime_;
   out["openreg_dropped_records"] = std::to_string(dropped);
-  std::ostringstream s;
-  s << "{\"library\": " << jsonString(api_.library()) << ", \"api_version\": " << api_.version()
-    << ", \"requested\": " << request_.describe() << ", \"records\": " << records_.recordsParsed
-    << ", \"device_activities\": " << counts_.deviceActivities << ", \"runtime_calls\": " << counts_.runtimeCalls
-    << ", \"dropped_by_runtime\": " << dropped << ", \"buffers_refused\": " << buffersRefused_
-    << ", \"buffers_completed\": " << buffersCompleted_ << ", \"unknown_records\": " << records_.unknownKinds
-    << ", \"truncated_records\": " << records_.truncatedRecords
-    << ", \"malformed_buffers\": " << records_.malformedBuffers
-    << ", \"duplicates\": " << trace.stats.duplicateRecords
-    << ", \"unmapped_device_activities\": " << trace.stats.unmappedDeviceOps
-    << ", \"clock_samples\": " << trace.stats.clockSamples
-    << ", \"rejected_clock_samples\": " << trace.stats.rejectedClockSamples
-    << ", \"device_activities_outside_window\": " << outside << ", \"flush_failures\": " << flushTimeouts_
-    << ", \"tracing_overhead_ns\": " << records_.overheadNs
-    << ", \"host_clock\": " << jsonString(hostClockSource_)
-    << ", \"requested_start_ms\": " << request_.requestedStartNs / 1000000
-    << ", \"requested_duration_ms\": " << request_.durationNs / 1000000
-    << ", \"deferred_start\": " << (deferredStart() ? "true" : "false") << "}";
-  out["openreg_profiler"] = s.str();
+  common::JsonWriter w;
+  w.beginObject().field("library", api_.library()).field("api_version", api_.version()).key("requested");
+  request_.writeTypes(w);
+  w.field("records", records_.recordsParsed)
+      .field("device_activities", counts_.deviceActivities)
+      .field("runtime_calls", counts_.runtimeCalls)
+      .field("dropped_by_runtime", dropped)
+      .field("buffers_refused", buffersRefused_)
+      .field("buffers_completed", buffersCompleted_)
+      .field("unknown_records", records_.unknownKinds)
+      .field("truncated_records", records_.truncatedRecords)
+      .field("malformed_buffers", records_.malformedBuffers)
+      .field("duplicates", trace.stats.duplicateRecords)
+      .field("unmapped_device_activities", trace.stats.unmappedDeviceOps)
+      .field("clock_samples", trace.stats.clockSamples)
+      .field("rejected_clock_samples", trace.stats.rejectedClockSamples)
+      .field("device_activities_outside_window", outside)
+      .field("flush_failures", flushTimeouts_)
+      .field("tracing_overhead_ns", records_.overheadNs)
+      .field("host_clock", hostClockSource_)
+      .field("requested_start_ms", request_.requestedStartNs / 1000000)
+      .field("requested_duration_ms", request_.durationNs / 1000000)
+      .field("deferred_start", deferredStart())
+      .endObject();
+  out["openreg_profiler"] = w.take();
   return out;
 }
 

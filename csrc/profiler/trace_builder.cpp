@@ -454,7 +454,8 @@ RowMap selectRowWork(const PreparedTrace& prepared, const EmitOptions& options,
   for (const auto& p : prepared.deviceOps) ++perRow[{p.op->device, p.op->stream}];
   std::vector<RowWork>* row = nullptr;
   RowKey rowKey{INT32_MIN, 0};
-  for (const auto& p : prepared.deviceOps) {
+  for (size_t i = 0; i < prepared.deviceOps.size(); ++i) {
+    const PreparedDeviceOp& p = prepared.deviceOps[i];
     const DeviceOp& op = *p.op;
     const bool wanted = requested(options, op.kind);
     // Annotations are spans over kernels, copies and memsets, so those are
@@ -478,7 +479,7 @@ RowMap selectRowWork(const PreparedTrace& prepared, const EmitOptions& options,
       continue;
     }
     if (!wanted) ++stats.notRequested;
-    RowWork work{&p, p.start, p.end, wanted};
+    RowWork work{p.start, p.end, static_cast<uint32_t>(i), wanted};
     if (p.runtimeIndex >= 0) {
       fixCausality(work, callStart(*prepared.runtime[static_cast<size_t>(p.runtimeIndex)].call), stats);
     }
@@ -512,12 +513,13 @@ bool hasLaunchFlow(const PreparedDeviceOp& op, const std::vector<char>& runtimeE
   return op.traceId != 0 && op.runtimeIndex >= 0 && runtimeEmitted[static_cast<size_t>(op.runtimeIndex)];
 }
 
-std::vector<char> markFlows(const RowMap& rows, const std::vector<char>& runtimeEmitted, EmitStats& stats) {
+std::vector<char> markFlows(const RowMap& rows, const PreparedTrace& prepared, const std::vector<char>& runtimeEmitted,
+                            EmitStats& stats) {
   std::vector<char> launchHasFlow(runtimeEmitted.size(), 0);
   for (const auto& [key, work] : rows) {
     for (const RowWork& w : work) {
-      if (!w.emit || !hasLaunchFlow(*w.op, runtimeEmitted)) continue;
-      launchHasFlow[static_cast<size_t>(w.op->runtimeIndex)] = 1;
+      if (!w.emit || !hasLaunchFlow(w.op(prepared), runtimeEmitted)) continue;
+      launchHasFlow[static_cast<size_t>(w.op(prepared).runtimeIndex)] = 1;
       ++stats.flows;
     }
   }
@@ -535,11 +537,11 @@ struct Span {
 };
 
 // Each user range's extent on each row it covers, per row outer spans first.
-std::vector<Span> userRangeExtents(const RowMap& rows) {
+std::vector<Span> userRangeExtents(const RowMap& rows, const PreparedTrace& prepared) {
   std::map<std::tuple<int32_t, uint64_t, uint64_t>, Span> spans;
   for (const auto& [key, work] : rows) {
     for (const auto& w : work) {
-      const PreparedDeviceOp& p = *w.op;
+      const PreparedDeviceOp& p = w.op(prepared);
       if (p.external.user == 0 || p.op->kind == DeviceOpKind::StreamWait) continue;
       auto [it, inserted] = spans.emplace(std::make_tuple(key.first, key.second, p.external.user),
                                           Span{key.first, key.second, p.external.user, w.start, w.end});
@@ -561,8 +563,9 @@ std::vector<Span> userRangeExtents(const RowMap& rows) {
 
 } // namespace
 
-std::vector<TraceEvent> buildSpans(const RowMap& rows, const UserRangeLookup& userRange, EmitResult& result) {
-  const std::vector<Span> ordered = userRangeExtents(rows);
+std::vector<TraceEvent> buildSpans(const RowMap& rows, const PreparedTrace& prepared, const UserRangeLookup& userRange,
+                                   EmitResult& result) {
+  const std::vector<Span> ordered = userRangeExtents(rows, prepared);
   std::vector<TraceEvent> spans;
   std::vector<const Span*> open;  // the enclosing spans on the current row
   for (size_t i = 0; i < ordered.size(); ++i) {
@@ -654,8 +657,8 @@ TraceEvent runtimeEvent(const PreparedTrace& prepared, size_t index, bool flowSt
   return e;
 }
 
-TraceEvent deviceEvent(const RowWork& work, bool flowEnd) {
-  const PreparedDeviceOp& p = *work.op;
+TraceEvent deviceEvent(const PreparedTrace& prepared, const RowWork& work, bool flowEnd) {
+  const PreparedDeviceOp& p = work.op(prepared);
   TraceEvent e;
   e.type = eventType(p.op->kind);
   e.name = deviceOpName(*p.op);
@@ -693,9 +696,9 @@ void emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const 
   const steps::RuntimeSelection runtime = steps::selectRuntime(prepared, options, result.stats);
   steps::RowMap rows = steps::selectRowWork(prepared, options, runtime.inWindow, result.stats);
   steps::fixRows(rows, result.stats);
-  const std::vector<char> launchHasFlow = steps::markFlows(rows, runtime.emitted, result.stats);
+  const std::vector<char> launchHasFlow = steps::markFlows(rows, prepared, runtime.emitted, result.stats);
   std::vector<TraceEvent> spans =
-      options.userAnnotations ? steps::buildSpans(rows, userRange, result) : std::vector<TraceEvent>{};
+      options.userAnnotations ? steps::buildSpans(rows, prepared, userRange, result) : std::vector<TraceEvent>{};
   const steps::EmitRuns runs = steps::orderRuns(rows, prepared, runtime, std::move(spans), result);
   struct Times {
     int64_t start, end;
@@ -719,7 +722,7 @@ void emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const 
       sink(steps::runtimeEvent(prepared, launch, launchHasFlow[launch]));
     } else {
       const steps::RowWork& work = (*runs.rows[run])[i];
-      sink(steps::deviceEvent(work, steps::hasLaunchFlow(*work.op, runtime.emitted)));
+      sink(steps::deviceEvent(prepared, work, steps::hasLaunchFlow(work.op(prepared), runtime.emitted)));
     }
     ++result.stats.emitted;
   });

@@ -160,11 +160,14 @@ RuntimeSelection selectRuntime(const PreparedTrace& prepared, const EmitOptions&
 
 // A piece of device work on its stream row, with its final host times.
 // emit is false for work kept only for the user-range spans over it.
+// 24 bytes: a trace has one per device activity.
 struct RowWork {
-  const PreparedDeviceOp* op = nullptr;
   int64_t start = 0;
   int64_t end = 0;
+  uint32_t index = 0;  // into PreparedTrace::deviceOps
   bool emit = false;
+
+  const PreparedDeviceOp& op(const PreparedTrace& prepared) const { return prepared.deviceOps[index]; }
 };
 using RowKey = std::pair<int32_t, uint64_t>;  // (device, stream)
 using RowMap = std::map<RowKey, std::vector<RowWork>>;
@@ -187,14 +190,16 @@ void fixRows(RowMap& rows, EmitStats& stats);
 bool hasLaunchFlow(const PreparedDeviceOp& op, const std::vector<char>& runtimeEmitted);
 
 // The launches with an arrow to emitted device work; counts the arrows.
-std::vector<char> markFlows(const RowMap& rows, const std::vector<char>& runtimeEmitted, EmitStats& stats);
+std::vector<char> markFlows(const RowMap& rows, const PreparedTrace& prepared, const std::vector<char>& runtimeEmitted,
+                            EmitStats& stats);
 
 // record_function ranges on the stream rows they cover: the innermost range
 // of each piece of work (the top of the user stack at submission), spanning
 // that range's work on one row, as Kineto does for CUDA. Per row in
 // emission order; a span crossing another's end cannot nest and is dropped.
 // Names go into result.rangeNames, rows into result.rows.
-std::vector<TraceEvent> buildSpans(const RowMap& rows, const UserRangeLookup& userRange, EmitResult& result);
+std::vector<TraceEvent> buildSpans(const RowMap& rows, const PreparedTrace& prepared, const UserRangeLookup& userRange,
+                                   EmitResult& result);
 
 // The order events are emitted in: by start, enclosing events first.
 inline bool emitBefore(int64_t startA, int64_t endA, int64_t startB, int64_t endB) {
@@ -218,6 +223,6 @@ EmitRuns orderRuns(RowMap& rows, const PreparedTrace& prepared, const RuntimeSel
                    std::vector<TraceEvent> spans, EmitResult& result);
 
 TraceEvent runtimeEvent(const PreparedTrace& prepared, size_t index, bool flowStart);
-TraceEvent deviceEvent(const RowWork& work, bool flowEnd);
+TraceEvent deviceEvent(const PreparedTrace& prepared, const RowWork& work, bool flowEnd);
 
 } // namespace openreg::profiler::steps

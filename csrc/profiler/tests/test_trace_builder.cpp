@@ -33,7 +33,6 @@ struct Builder {
                   uint64_t op = 0, uint64_t user = 0) {
     const uint64_t corr = nextCorr++;
     RuntimeCall call;
-    call.apiId = OR_API_LAUNCH_KERNEL;
     call.processId = 100;
     call.threadId = 101;
     call.device = device;

@@ -284,14 +284,14 @@ TEST(TraceSteps, RowWorkByRowWithCausalityFixed) {
 
 TEST(TraceSteps, FixCausalityMovesOnlyEarlyStarts) {
   EmitStats stats;
-  RowWork early{nullptr, 100, 105, true};
+  RowWork early{100, 105, 0, true};
   EXPECT_TRUE(fixCausality(early, 110, stats));
   EXPECT_EQ(early.start, 110);
   EXPECT_EQ(early.end, 110) << "a start moved past the end takes the end along";
-  RowWork fine{nullptr, 120, 130, true};
+  RowWork fine{120, 130, 0, true};
   EXPECT_FALSE(fixCausality(fine, 110, stats));
   EXPECT_EQ(fine.start, 120);
-  RowWork atLaunch{nullptr, 110, 115, true};
+  RowWork atLaunch{110, 115, 0, true};
   EXPECT_FALSE(fixCausality(atLaunch, 110, stats));
   EXPECT_EQ(stats.causalityFixes, 1u);
   EXPECT_EQ(stats.maxCausalityFixNs, 10);
@@ -299,7 +299,7 @@ TEST(TraceSteps, FixCausalityMovesOnlyEarlyStarts) {
 
 TEST(TraceSteps, FixRowsSortsAndRemovesOverlaps) {
   RowMap rows;
-  rows[{0, 1}] = {{nullptr, 30, 40, true}, {nullptr, 10, 20, true}, {nullptr, 15, 25, true}, {nullptr, 18, 19, true}};
+  rows[{0, 1}] = {{30, 40, 0, true}, {10, 20, 1, true}, {15, 25, 2, true}, {18, 19, 3, true}};
   EmitStats stats;
   fixRows(rows, stats);
   const auto& row = rows[{0, 1}];
@@ -313,15 +313,13 @@ TEST(TraceSteps, FlowsNeedBothEndsEmitted) {
   const DeviceOp k = kernel(1, 0, 1, 0, 0);
   const PreparedDeviceOp launched = prepared(k, 10, 20, 0), hidden = prepared(k, 20, 30, 1),
                          noId = prepared(k, 30, 40, 0, /*traceId=*/0), unlaunched = prepared(k, 40, 50);
+  PreparedTrace trace;
+  trace.deviceOps = {launched, hidden, noId, unlaunched};
   RowMap rows;
-  rows[{0, 1}] = {{&launched, 10, 20, true},
-                  {&hidden, 20, 30, true},
-                  {&noId, 30, 40, true},
-                  {&unlaunched, 40, 50, true},
-                  {&launched, 50, 60, false}};
+  rows[{0, 1}] = {{10, 20, 0, true}, {20, 30, 1, true}, {30, 40, 2, true}, {40, 50, 3, true}, {50, 60, 0, false}};
   EmitStats stats;
   const std::vector<char> emitted = {1, 0};
-  EXPECT_EQ(markFlows(rows, emitted, stats), (std::vector<char>{1, 0}));
+  EXPECT_EQ(markFlows(rows, trace, emitted, stats), (std::vector<char>{1, 0}));
   EXPECT_EQ(stats.flows, 1u);
   EXPECT_TRUE(hasLaunchFlow(launched, emitted));
   EXPECT_FALSE(hasLaunchFlow(hidden, emitted));
@@ -340,16 +338,17 @@ TEST(TraceSteps, SpansNestPerRowAndCountWhatCannot) {
   const PreparedDeviceOp a = withUser(prepared(k, 0, 0), 7), b = withUser(prepared(k, 0, 0), 8),
                          c = withUser(prepared(k, 0, 0), 9), w = withUser(prepared(wait, 0, 0), 7),
                          unknown = withUser(prepared(k, 0, 0), 66);
+  PreparedTrace trace;
+  trace.deviceOps = {a, b, c, w, unknown};
   RowMap rows;
   // Range 7 spans 10..40 and nests 8 (20..30); 9 crosses 7's end; the wait is no work.
-  rows[{0, 1}] = {{&a, 10, 20, true}, {&b, 20, 30, true}, {&a, 30, 40, false}, {&c, 35, 50, true},
-                  {&w, 50, 90, true}};
-  rows[{0, 2}] = {{&a, 5, 6, true}, {&unknown, 7, 8, true}};
+  rows[{0, 1}] = {{10, 20, 0, true}, {20, 30, 1, true}, {30, 40, 0, false}, {35, 50, 2, true}, {50, 90, 3, true}};
+  rows[{0, 2}] = {{5, 6, 0, true}, {7, 8, 4, true}};
   EmitResult result;
   auto names = [](uint64_t id) -> std::optional<std::string> {
     return id == 66 ? std::nullopt : std::optional<std::string>("r" + std::to_string(id));
   };
-  const std::vector<TraceEvent> spans = buildSpans(rows, names, result);
+  const std::vector<TraceEvent> spans = buildSpans(rows, trace, names, result);
   ASSERT_EQ(spans.size(), 3u);
   EXPECT_EQ(spans[0].name, "r7");
   EXPECT_EQ(spans[0].start, 10);
@@ -373,10 +372,8 @@ TEST(TraceSteps, RunsHoldOnlyEmittedWorkInEmissionOrder) {
   PreparedTrace trace;
   orderRuntimeCalls(calls, ExternalJoin{}, trace);
   RuntimeSelection runtime{{1, 1, 1}, {1, 1, 0}};
-  const DeviceOp k = kernel(1, 0, 1, 0, 0);
-  const PreparedDeviceOp p = prepared(k, 0, 0);
   RowMap rows;
-  rows[{0, 1}] = {{&p, 10, 10, true}, {&p, 10, 20, true}, {&p, 20, 30, false}};
+  rows[{0, 1}] = {{10, 10, 0, true}, {10, 20, 1, true}, {20, 30, 2, false}};
   TraceEvent span;
   span.start = 5;
   span.end = 50;
@@ -419,9 +416,10 @@ TEST(TraceSteps, EventsCarryTheirJoins) {
 
   DeviceOp wait = kernel(1, 2, 5, 0, 0);
   wait.kind = DeviceOpKind::StreamWait;
-  PreparedDeviceOp p = prepared(wait, 0, 0, 0);
-  p.external.op = 42;
-  const TraceEvent e = deviceEvent({&p, 130, 140, true}, true);
+  PreparedTrace work;
+  work.deviceOps.push_back(prepared(wait, 0, 0, 0));
+  work.deviceOps[0].external.op = 42;
+  const TraceEvent e = deviceEvent(work, {130, 140, 0, true}, true);
   EXPECT_EQ(e.type, TraceEventType::StreamWait);
   EXPECT_EQ(e.name, "Stream Wait Event");
   EXPECT_EQ(e.start, 130);
@@ -430,5 +428,5 @@ TEST(TraceSteps, EventsCarryTheirJoins) {
   EXPECT_EQ(e.linkedOp, 0u) << "waiting is not the op's device time";
   EXPECT_EQ(e.flowId, static_cast<uint32_t>(kFirstTraceId));
   EXPECT_FALSE(e.flowStart);
-  EXPECT_EQ(e.device, &p);
+  EXPECT_EQ(e.device, &work.deviceOps[0]);
 }

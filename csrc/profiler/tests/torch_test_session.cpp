@@ -96,6 +96,24 @@ const ActivityApi* SessionTest::api = nullptr;
 
 } // namespace
 
+TEST(WindowLease, OneHolderAtATimeUntilReleased) {
+  WindowLease first = WindowLease::tryAcquire();
+  ASSERT_TRUE(first.held());
+  EXPECT_FALSE(WindowLease::tryAcquire().held()) << "the window is taken";
+  WindowLease moved = std::move(first);
+  EXPECT_FALSE(first.held());
+  EXPECT_TRUE(moved.held());
+  EXPECT_FALSE(WindowLease::tryAcquire().held()) << "moving a lease keeps the window taken";
+  moved.release();
+  EXPECT_FALSE(moved.held());
+  {
+    WindowLease scoped = WindowLease::tryAcquire();
+    EXPECT_TRUE(scoped.held());
+  }
+  WindowLease again = WindowLease::tryAcquire();
+  EXPECT_TRUE(again.held()) << "a destroyed lease lets the window go";
+}
+
 TEST(SessionRequest, OnlyDeviceTypesAskForASession) {
   EXPECT_FALSE(SessionRequest::fromActivityTypes({ActivityType::CPU_OP, ActivityType::PRIVATEUSE1_RUNTIME,
                                                   ActivityType::PRIVATEUSE1_DRIVER})
@@ -352,7 +370,7 @@ TEST_F(SessionTest, DeferredStartBoundsOnlyOnDemandTraces) {
     session.processTrace(logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, begin, end);
     EXPECT_EQ(logger.ofType(ActivityType::CONCURRENT_KERNEL).size(), onDemand ? 0u : 1u) << onDemand;
     const std::string meta = session.getMetadata().at("openreg_profiler");
-    EXPECT_NE(meta.find(onDemand ? "\"deferred_start\": true" : "\"deferred_start\": false"), std::string::npos)
+    EXPECT_NE(meta.find(onDemand ? "\"deferred_start\":true" : "\"deferred_start\":false"), std::string::npos)
         << meta;
   }
 }
