@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "openreg/common/json_writer.h"
+
 namespace openreg::profiler {
 namespace {
 
@@ -39,25 +41,27 @@ size_t shapeHash(const ActivityShape& s, const char* nameKey) {
   return static_cast<size_t>(h ^ (h >> 29));
 }
 
-// Appends args as the body of a JSON object, the form metadataJson() has.
+// Args as the body of a JSON object, the form metadataJson() has.
 class JsonArgs final : public ArgWriter {
  public:
-  std::string out;
-  void integer(const char* key, int64_t value) override { put(key, std::to_string(value)); }
-  void unsignedInteger(const char* key, uint64_t value) override { put(key, std::to_string(value)); }
-  void text(const char* key, const char* value) override {
-    put(key, std::string("\"") + value + "\"");  // our values are fixed words: nothing to escape
+  JsonArgs() { json_.beginObject(); }
+  void integer(const char* key, int64_t value) override { json_.field(key, value); }
+  void unsignedInteger(const char* key, uint64_t value) override { json_.field(key, value); }
+  void text(const char* key, const char* value) override { json_.field(key, value); }
+  void boolean(const char* key, bool value) override { json_.field(key, value); }
+  void decimal(const char* key, double value, int decimals) override { json_.key(key).valueFixed(value, decimals); }
+  void dims(const char* key, const uint32_t (&value)[3]) override {
+    json_.key(key).beginArray().value(value[0]).value(value[1]).value(value[2]).endArray();
   }
-  void json(const char* key, std::string_view value) override { put(key, value); }
+  // What is inside the braces: Kineto writes the braces.
+  std::string body() {
+    json_.endObject();
+    const std::string& all = json_.str();
+    return all.substr(1, all.size() - 2);
+  }
 
  private:
-  void put(const char* key, std::string_view value) {
-    if (!out.empty()) out += ", ";
-    out += '"';
-    out += key;
-    out += "\": ";
-    out += value;
-  }
+  common::JsonWriter json_;
 };
 
 // Formats one arg's value, as getMetadataValue returns it (strings unquoted).
@@ -65,13 +69,17 @@ class OneArg final : public ArgWriter {
  public:
   explicit OneArg(const std::string& key) : key_(key) {}
   std::optional<std::string> value;
-  bool wants(const char* key) override { return !value && key_ == key; }
-  void integer(const char* key, int64_t v) override { if (wants(key)) value = std::to_string(v); }
-  void unsignedInteger(const char* key, uint64_t v) override { if (wants(key)) value = std::to_string(v); }
-  void text(const char* key, const char* v) override { if (wants(key)) value = v; }
-  void json(const char* key, std::string_view v) override { if (wants(key)) value = std::string(v); }
+  void integer(const char* key, int64_t v) override { if (wanted(key)) value = std::to_string(v); }
+  void unsignedInteger(const char* key, uint64_t v) override { if (wanted(key)) value = std::to_string(v); }
+  void text(const char* key, const char* v) override { if (wanted(key)) value = v; }
+  void boolean(const char* key, bool v) override { if (wanted(key)) value = v ? "true" : "false"; }
+  void decimal(const char* key, double v, int decimals) override {
+    if (wanted(key)) value = decimalText(v, decimals);
+  }
+  void dims(const char* key, const uint32_t (&v)[3]) override { if (wanted(key)) value = dimsText(v); }
 
  private:
+  bool wanted(const char* key) const { return !value && key_ == key; }
   const std::string& key_;
 };
 
@@ -107,7 +115,7 @@ EventArgs OpenregActivity::args() const {
 const std::string OpenregActivity::metadataJson() const {
   JsonArgs json;
   writeArgs(args(), json);
-  return json.out;
+  return json.body();
 }
 
 const std::string OpenregActivity::getMetadataValue(const std::string& key) const {

@@ -109,15 +109,13 @@ struct DeviceOp {
       uint32_t sharedMemBytes;
       int32_t streamPriority;
     };
-    struct {  // copies and memsets
-      uint64_t bytes;
+    struct {  // the other kinds
+      uint64_t bytes;     // copies and memsets
       int32_t srcDevice;  // copies
       int32_t dstDevice;
       uint32_t memsetValue;  // memsets
       uint32_t memsetElementSize;
-    };
-    struct {  // stream waits
-      uint64_t eventId;
+      uint64_t eventId;  // stream waits
     };
   };
 };

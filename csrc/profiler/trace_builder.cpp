@@ -74,16 +74,9 @@ std::string_view deviceOpName(const DeviceOp& op) {
   return "device op";
 }
 
-std::string_view dim3(const uint32_t (&d)[3], char (&text)[48]) {
-  const int n = std::snprintf(text, sizeof(text), "[%u, %u, %u]", d[0], d[1], d[2]);
-  return {text, static_cast<size_t>(n)};
-}
-
-// GB/s = bytes per ns. Fixed notation keeps it a valid JSON number.
-std::string_view bandwidth(uint64_t bytes, int64_t durationNs, char (&text)[48]) {
-  const double gbps = durationNs > 0 ? static_cast<double>(bytes) / static_cast<double>(durationNs) : 0.0;
-  const int n = std::snprintf(text, sizeof(text), "%.3f", gbps);
-  return {text, static_cast<size_t>(n)};
+// GB/s = bytes per ns.
+double gigabytesPerSecond(uint64_t bytes, int64_t durationNs) {
+  return durationNs > 0 ? static_cast<double>(bytes) / static_cast<double>(durationNs) : 0.0;
 }
 
 // Collects args as strings, for eventArgs().
@@ -93,10 +86,27 @@ class StringArgs final : public ArgWriter {
   void integer(const char* key, int64_t value) override { args.push_back({key, std::to_string(value)}); }
   void unsignedInteger(const char* key, uint64_t value) override { args.push_back({key, std::to_string(value)}); }
   void text(const char* key, const char* value) override { args.push_back({key, value, true}); }
-  void json(const char* key, std::string_view value) override { args.push_back({key, std::string(value)}); }
+  void boolean(const char* key, bool value) override { args.push_back({key, value ? "true" : "false"}); }
+  void decimal(const char* key, double value, int decimals) override {
+    args.push_back({key, decimalText(value, decimals)});
+  }
+  void dims(const char* key, const uint32_t (&value)[3]) override { args.push_back({key, dimsText(value)}); }
 };
 
 } // namespace
+
+std::string dimsText(const uint32_t (&value)[3]) {
+  char text[48];
+  const int n = std::snprintf(text, sizeof(text), "[%u, %u, %u]", value[0], value[1], value[2]);
+  return std::string(text, static_cast<size_t>(n));
+}
+
+// Fixed notation: a valid JSON number, as written to the trace.
+std::string decimalText(double value, int decimals) {
+  char text[48];
+  const int n = std::snprintf(text, sizeof(text), "%.*f", decimals, value);
+  return std::string(text, static_cast<size_t>(n));
+}
 
 const char* memcpyKindName(uint8_t copyKind) {
   switch (copyKind) {
@@ -174,39 +184,34 @@ EventArgs eventArgsOf(const TraceEvent& event) {
 }
 
 void writeArgs(const EventArgs& a, ArgWriter& out) {
-  char text[48];
   if (a.source == EventArgs::Source::Device) {
     out.integer("device", a.device);
     out.unsignedInteger("stream", a.stream);
     out.integer("correlation", a.correlation);
     switch (a.kind) {
       case DeviceOpKind::Kernel:
-        if (out.wants("grid")) out.json("grid", dim3(a.grid, text));
-        if (out.wants("block")) out.json("block", dim3(a.block, text));
+        out.dims("grid", a.grid);
+        out.dims("block", a.block);
         out.unsignedInteger("shared memory", a.sharedMemBytes);
         out.integer("stream priority", a.streamPriority);
         break;
       case DeviceOpKind::Memcpy:
         out.text("kind", memcpyKindName(a.copyKind));
         out.unsignedInteger("bytes", a.bytes);
-        if (out.wants("memory bandwidth (GB/s)")) {
-          out.json("memory bandwidth (GB/s)", bandwidth(a.bytes, a.durationNs, text));
-        }
+        out.decimal("memory bandwidth (GB/s)", gigabytesPerSecond(a.bytes, a.durationNs), 3);
         out.text("src kind", memoryKindName(a.srcKind));
         out.text("dst kind", memoryKindName(a.dstKind));
         out.integer("src device", a.srcDevice);
         out.integer("dst device", a.dstDevice);
-        out.json("async", a.isAsync ? "true" : "false");
+        out.boolean("async", a.isAsync);
         break;
       case DeviceOpKind::Memset:
         out.text("kind", "Memset");
         out.unsignedInteger("bytes", a.bytes);
-        if (out.wants("memory bandwidth (GB/s)")) {
-          out.json("memory bandwidth (GB/s)", bandwidth(a.bytes, a.durationNs, text));
-        }
+        out.decimal("memory bandwidth (GB/s)", gigabytesPerSecond(a.bytes, a.durationNs), 3);
         out.unsignedInteger("value", a.memsetValue);
         out.unsignedInteger("element size", a.memsetElementSize);
-        out.json("async", a.isAsync ? "true" : "false");
+        out.boolean("async", a.isAsync);
         break;
       case DeviceOpKind::StreamWait:
         out.unsignedInteger("event", a.eventId);

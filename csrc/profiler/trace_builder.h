@@ -140,17 +140,25 @@ struct EventArgs {
 
 EventArgs eventArgsOf(const TraceEvent& event);
 
-// Receives an event's args in a fixed order. Keys are literals.
+// Receives an event's args in a fixed order, each as what it is; the writer
+// formats it (JSON, or text). Keys are literals.
 class ArgWriter {
  public:
   virtual ~ArgWriter() = default;
-  // False skips formatting that key's value (lookups of one key).
-  virtual bool wants(const char* /*key*/) { return true; }
   virtual void integer(const char* key, int64_t value) = 0;
   virtual void unsignedInteger(const char* key, uint64_t value) = 0;
-  virtual void text(const char* key, const char* value) = 0;      // a JSON string (plain text)
-  virtual void json(const char* key, std::string_view value) = 0;  // a JSON value as written
+  virtual void text(const char* key, const char* value) = 0;  // plain text: a JSON string
+  virtual void boolean(const char* key, bool value) = 0;
+  // A number written with exactly `decimals` digits after the point.
+  virtual void decimal(const char* key, double value, int decimals) = 0;
+  // A CUDA-style dim3: a list of three numbers.
+  virtual void dims(const char* key, const uint32_t (&value)[3]) = 0;
 };
+
+// The text forms of dims and decimals ("[4, 1, 1]", "1048.576"), as
+// getMetadataValue and eventArgs give them.
+std::string dimsText(const uint32_t (&value)[3]);
+std::string decimalText(double value, int decimals);
 
 // device/stream/correlation (HTA keys device work on them) and what each
 // kind of work adds; launches get correlation/device and their sync.

@@ -175,8 +175,8 @@ TEST_F(SessionTest, LinksThroughTruncatedOpIdsAndFlows) {
   EXPECT_EQ(copies[0]->getMetadataValue("kind"), "HtoD");
   EXPECT_EQ(kernels[0]->getMetadataValue("no such key"), "");
   const std::string json = kernels[0]->metadataJson();
-  EXPECT_EQ(json.rfind("\"device\": 0, \"stream\": 1, \"correlation\": ", 0), 0u) << json;
-  EXPECT_NE(copies[0]->metadataJson().find("\"kind\": \"HtoD\""), std::string::npos);
+  EXPECT_EQ(json.rfind("\"device\":0,\"stream\":1,\"correlation\":", 0), 0u) << json;
+  EXPECT_NE(copies[0]->metadataJson().find("\"kind\":\"HtoD\""), std::string::npos);
   EXPECT_EQ(kernels[0]->traceSpan()->name, "openreg");
 
   auto info = session.getDeviceInfo();
