@@ -9,7 +9,9 @@ namespace {
 
 using libkineto::ActivityType;
 
-constexpr size_t kBlockBytes = SlabArena::kMaxObjectBytes;
+// 32 blocks fill a slab exactly (its first 16 bytes are the slab's own).
+constexpr size_t kBlockBytes = (SlabArena::kSlabBytes - 16) / 32 / 16 * 16;
+static_assert(kBlockBytes <= SlabArena::kMaxObjectBytes && kBlockBytes % 16 == 0);
 constexpr size_t kShapeCacheSlots = 4096;
 constexpr uint32_t kNoShape = UINT32_MAX;
 
