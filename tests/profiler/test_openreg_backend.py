@@ -241,23 +241,36 @@ def test_skewed_drifting_device_clock(run_backend, tmp_path, clock):
 
 
 def test_legacy_device_time_comes_from_device_events(run_backend):
-    """The stubs' elapsed() measures the device: an op whose kernel is held on the device for 0.3 s
-    (a gate opened from another thread) gets at least that much device time, although its launch
-    returns at once."""
+    """The stubs' elapsed() measures the device: an op whose kernel is held on the device gets at
+    least the device time between two events recorded on another stream while the kernel was
+    certainly running (after it started, before its gate opened), although its launch returns at
+    once. All in one device clock."""
     body = """
-import threading
+import time
 x = torch.ones(16, device="openreg")
+side = torch.openreg.Stream()
 torch.openreg.synchronize()
+inside = [torch.openreg.Event(enable_timing=True) for _ in range(2)]
 with torch.autograd.profiler.profile(use_device="openreg") as legacy:
-    threading.Timer(0.3, torch_openreg._C._open_gate, args=(5,)).start()
     torch.ops.openreg._wait_gate(x, 5, 30.0)
+    deadline = time.monotonic() + 30
+    while not torch_openreg._C._gate_waiting(5):
+        assert time.monotonic() < deadline, "the gate kernel never started"
+        time.sleep(0.001)
+    for event in inside:
+        event.record(side)
+        event.synchronize()
+        time.sleep(0.05)  # only to make the interval worth measuring; nothing asserts on it
+    torch_openreg._C._open_gate(5)
     torch.openreg.synchronize()
 times = {e.key: e.device_time_total for e in legacy.key_averages()}
-write_result(dict(kind=str(legacy.profiler_kind), wait_us=times.get("openreg::_wait_gate", 0)))
+write_result(dict(kind=str(legacy.profiler_kind), wait_us=times.get("openreg::_wait_gate", 0),
+                  inside_us=inside[0].elapsed_time(inside[1]) * 1000.0))
 """
     r = run_backend(body).check().result
     assert r["kind"] == "ProfilerState.KINETO_PRIVATEUSE1_FALLBACK"
-    assert r["wait_us"] >= 250_000, r
+    assert r["inside_us"] > 0, r
+    assert r["wait_us"] >= r["inside_us"], r
 
 
 NESTING_WORKLOAD = """
