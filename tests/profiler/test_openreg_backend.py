@@ -441,3 +441,77 @@ write_result({})
     assert len({e.tid for e in trace.runtime_events()}) >= 2
     # Three kernels forward (mm, relu, sum), three backward.
     ti.assert_clean(trace, device_events=6)
+
+
+ARGS_WORKLOAD = """
+from torch.profiler import profile, ProfilerActivity
+x = torch.ones(256, device="openreg")
+pinned = torch.ones(256).pin_memory()
+high = torch.openreg.Stream(priority=-1)
+other = torch.openreg.Stream()
+torch.openreg.synchronize()
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    with torch.openreg.stream(high):
+        y = x + 1
+    z = x * 2
+    d = pinned.to("openreg", non_blocking=True)
+    h = x.cpu()
+    p = x.to("openreg:1")
+    f = torch.empty(1000, dtype=torch.int32, device="openreg").fill_(7)
+    s = torch.empty(10, dtype=torch.int16, device="openreg").zero_()
+    done = torch.openreg.Event()
+    done.record(high)
+    other.wait_event(done)
+    with torch.openreg.stream(other):
+        w = x - 1
+    done.synchronize()
+    other.synchronize()
+    torch.openreg.synchronize(1)
+prof.export_chrome_trace("trace.json")
+write_result(dict(high=int(high.stream_id), other=int(other.stream_id), pinned=pinned.is_pinned()))
+"""
+
+
+def _bandwidth_matches(event) -> bool:
+    expected = event.args["bytes"] / event.dur  # bytes per ns = GB/s
+    return abs(float(event.args["memory bandwidth (GB/s)"]) - expected) <= 0.01 * expected + 1e-3
+
+
+def test_trace_args_of_copies_memsets_waits_and_syncs(run_backend, tmp_path):
+    """Every arg csrc/profiler/README.md's table promises, with the values this workload makes."""
+    case = run_backend(ARGS_WORKLOAD).check()
+    r = case.result
+    assert r["pinned"]
+    trace = Trace.load(tmp_path / "trace.json")
+    kernels = {e.name: e for e in trace.kernels()}
+    assert kernels["elementwise_add_f32"].args["stream priority"] == -1
+    assert kernels["elementwise_add_f32"].tid == r["high"]
+    assert kernels["elementwise_mul_f32"].args["stream priority"] == 0
+    copies = {e.args["kind"]: e for e in trace.complete(["gpu_memcpy"])}
+    assert set(copies) == {"HtoD", "DtoH", "PtoP"}, copies
+    # Host memory has device -1. x.cpu() is an async copy the backend then waits for.
+    expected = {
+        "HtoD": ("Memcpy HtoD (Host -> Device)", "Pinned", "Device", -1, 0, True),
+        "DtoH": ("Memcpy DtoH (Device -> Host)", "Device", "Pageable", 0, -1, True),
+        "PtoP": ("Memcpy PtoP (Device -> Device)", "Device", "Device", 0, 1, True),
+    }
+    for kind, (name, src, dst, src_device, dst_device, is_async) in expected.items():
+        e = copies[kind]
+        got = (e.name, e.args["src kind"], e.args["dst kind"], e.args["src device"], e.args["dst device"],
+               e.args["async"])
+        assert got == (name, src, dst, src_device, dst_device, is_async), (kind, e.args)
+        assert e.args["bytes"] == 256 * 4 and _bandwidth_matches(e), e.args
+    memsets = sorted(trace.complete(["gpu_memset"]), key=lambda e: e.args["bytes"])
+    assert [(e.name, e.args["bytes"], e.args["value"], e.args["element size"]) for e in memsets] == [
+        ("Memset (Device)", 20, 0, 2), ("Memset (Device)", 4000, 7, 4)], [e.args for e in memsets]
+    assert all(_bandwidth_matches(e) for e in memsets)
+    # The wait on `other` names the event the host then synchronized on.
+    syncs = [(e.name, e.args) for e in trace.runtime_events() if "sync" in e.args]
+    event_syncs = [a for n, a in syncs if n == "orEventSynchronize"]
+    assert len(event_syncs) == 1 and event_syncs[0]["sync"] == "event", syncs
+    waits = [w for w in trace.complete(["cuda_sync"]) if w.tid == r["other"]]
+    assert [(w.name, w.args["event"]) for w in waits] == [("Stream Wait Event", event_syncs[0]["sync event"])]
+    stream_syncs = sorted(a["sync stream"] for n, a in syncs if n == "orStreamSynchronize")
+    assert stream_syncs == [1, r["other"]], syncs  # after x.cpu(), and other.synchronize()
+    assert all(a["sync"] == "stream" for n, a in syncs if n == "orStreamSynchronize")
+    assert not any("stream" in e.args for e in trace.runtime_events())
