@@ -347,6 +347,7 @@ class Replay {
         const std::string copy = item.str("copy", "HtoD");
         if (copy == "DtoH") copyKind = OR_ACTIVITY_MEMCPY_DTOH;
         if (copy == "DtoD") copyKind = OR_ACTIVITY_MEMCPY_DTOD;
+        if (copy == "HtoH") copyKind = OR_ACTIVITY_MEMCPY_HTOH;
         if (copy == "PtoP") copyKind = OR_ACTIVITY_MEMCPY_PTOP;
         const int repeat = static_cast<int>(item.num("repeat", 1));
         const uint64_t period = static_cast<uint64_t>(item.num("period_us", 0) * 1000.0L);

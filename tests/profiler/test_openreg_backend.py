@@ -515,3 +515,54 @@ def test_trace_args_of_copies_memsets_waits_and_syncs(run_backend, tmp_path):
     assert stream_syncs == [1, r["other"]], syncs  # after x.cpu(), and other.synchronize()
     assert all(a["sync"] == "stream" for n, a in syncs if n == "orStreamSynchronize")
     assert not any("stream" in e.args for e in trace.runtime_events())
+
+
+def test_metadata_device_properties_and_overhead(run_backend, tmp_path):
+    """deviceProperties carries every field the README lists, equal to the runtime's own properties
+    (with OPENREG_DEVICE_MEMORY and OPENREG_WORKERS_PER_DEVICE set, so defaults cannot pass), and the
+    metadata counts the tracing overhead and no flush failure."""
+    body = """
+from torch.profiler import profile, ProfilerActivity
+x = torch.ones(64, device="openreg")
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    for _ in range(50):
+        x = x + 1
+prof.export_chrome_trace("trace.json")
+write_result(dict(props=[torch_openreg._C._get_device_properties(d) for d in range(torch.openreg.device_count())]))
+"""
+    case = run_backend(body, env={"OPENREG_DEVICE_COUNT": "3", "OPENREG_DEVICE_MEMORY": "3G",
+                                  "OPENREG_WORKERS_PER_DEVICE": "3"}).check()
+    trace = Trace.load(tmp_path / "trace.json")
+    expected = [dict(id=d, name=p["name"], backend="openreg", totalGlobalMem=p["total_memory"],
+                     computeUnits=p["multi_processor_count"], clockRateKHz=p["clock_rate_khz"],
+                     executorThreads=p["executor_threads"]) for d, p in enumerate(case.result["props"])]
+    assert len(expected) == 3 and expected[0]["totalGlobalMem"] == 3 << 30 and expected[0]["executorThreads"] == 3
+    assert trace.raw["deviceProperties"] == expected
+    meta = trace.openreg_metadata()
+    assert meta["flush_failures"] == 0
+    assert meta["tracing_overhead_ns"] > 0, meta
+    ti.assert_clean(trace, device_events=50)
+
+
+def test_stop_with_a_kernel_that_never_finishes(run_backend, tmp_path):
+    """stop() gives up on device work after OPENREG_FLUSH_TIMEOUT_MS: the trace is written while the
+    kernel is still blocked (its gate opens only afterwards), with a warning and a counted flush failure."""
+    body = """
+from torch.profiler import profile, ProfilerActivity
+x = torch.ones(16, device="openreg")
+held = torch.ones(16, device="openreg:1")
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    y = x + 1
+    torch.ops.openreg._wait_gate(held, 9, 120.0)  # on device 1: the profiler's exit syncs device 0 only
+still_blocked = torch_openreg._C._gate_waiting(9)
+prof.export_chrome_trace("trace.json")
+torch_openreg._C._open_gate(9)
+torch.openreg.synchronize(1)
+write_result(dict(still_blocked=still_blocked))
+"""
+    case = run_backend(body, env={"OPENREG_FLUSH_TIMEOUT_MS": "300"}, timeout=100).check()
+    assert case.result["still_blocked"], "stop() waited for the kernel"
+    trace = Trace.load(tmp_path / "trace.json")
+    assert trace.openreg_metadata()["flush_failures"] == 1
+    assert "orActivityFlushAll failed" in case.stderr, case.stderr[-3000:]
+    assert [e.name for e in trace.kernels()] == ["elementwise_add_f32"]

@@ -138,3 +138,18 @@ def test_host_syncs_stay_on_the_host_row(run_case, tmp_path):
     assert len(syncs) == 1
     assert syncs[0].args["sync"] == "stream" and syncs[0].args["sync stream"] == 1
     assert not trace.complete(["cuda_sync"])
+
+
+def test_every_copy_kind_has_its_name(run_case, tmp_path):
+    """The five copy kinds of the activity API, each named as CUDA's are (HtoH is one the backend
+    never makes, so only a replayed record shows it)."""
+    kinds = ["HtoD", "DtoH", "DtoD", "HtoH", "PtoP"]
+    scenario = "".join(f"memcpy device=0 stream=1 start_us={1000 + 100 * i} dur_us=10 copy={kind} bytes=4096\n"
+                       for i, kind in enumerate(kinds))
+    _, trace = run_scenario(run_case, tmp_path, scenario)
+    names = {e.args["kind"]: e.name for e in trace.complete(["gpu_memcpy"])}
+    assert names == {
+        "HtoD": "Memcpy HtoD (Host -> Device)", "DtoH": "Memcpy DtoH (Device -> Host)",
+        "DtoD": "Memcpy DtoD (Device -> Device)", "HtoH": "Memcpy HtoH (Host -> Host)",
+        "PtoP": "Memcpy PtoP (Device -> Device)"}
+    ti.assert_clean(trace, device_events=5)
