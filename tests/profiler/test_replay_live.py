@@ -76,9 +76,8 @@ def test_structural_invariants(run_case, tmp_path):
 def test_device_args(run_case, tmp_path):
     run_case(PROFILE_MIXED).check()
     trace = Trace.load(tmp_path / "trace.json")
-    kernel = trace.kernels()[0]
-    assert kernel.args["grid"] == [4, 1, 1] and kernel.args["block"] == [128, 1, 1]
-    assert kernel.args["shared memory"] == 256
+    # Launch shapes are checked on real kernels (test_openreg_backend.py's
+    # test_launch_shapes_come_from_the_backend), not against the replay's own.
     copy = trace.complete(["gpu_memcpy"])[0]
     assert copy.args["bytes"] == 256 * 4
     assert copy.args["kind"] in ("HtoD", "DtoH")
