@@ -135,7 +135,8 @@ def traces(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def cpu_trace(tmp_path_factory) -> Path:
     """A real torch.profiler trace (CPU only, with memory, shapes and stacks)."""
-    torch = pytest.importorskip("torch")
+    import torch
+
     from torch.profiler import ProfilerActivity, profile, schedule
 
     path = tmp_path_factory.mktemp("cpu") / "cpu.pt.trace.json"
@@ -339,7 +340,8 @@ def test_vendor_categories(tmp_path):
 
 
 def test_timeline_writes_an_image(traces, tmp_path):
-    pytest.importorskip("matplotlib")
+    import matplotlib  # noqa: F401  (pinned in requirements-test.txt: missing fails, never skips)
+
     out = tmp_path / "timeline.png"
     r = run_cli("timeline", traces["device"], "-o", out)
     assert r.returncode == 0, r.stderr
