@@ -408,7 +408,7 @@ def test_with_stack_trace_has_no_import_from_the_first_record_function(run_backe
     # of a process. Inside a with_stack trace that import's module code is a
     # python_function event named through a pointer into a code object freed once
     # the import ends, so parsing the trace read freed memory (a wrong name, or
-    # UnicodeDecodeError in evt.name(), about 1 demo run in 8). Importing
+    # UnicodeDecodeError in evt.name() in some runs). Importing
     # torch_openreg runs that import, outside any trace.
     body = """
 from torch.profiler import profile, ProfilerActivity, record_function
