@@ -37,6 +37,21 @@ def profiler_library_path(lib_dir: str | os.PathLike | None = None) -> Path:
     return base / PROFILER_LIBRARY_NAME
 
 
+def _run_lazy_torch_profiler_imports() -> None:
+    """Runs, now and outside any trace, the import torch 2.13 does on the first ``record_function``.
+
+    That import (``torch.profiler._cupti_monitor``) inside a ``with_stack`` trace
+    is a python_function event named through a pointer into the module's code
+    object, which dies with the import: parsing the trace then reads freed
+    memory (a wrong name, or UnicodeDecodeError in ``evt.name()``).
+    """
+    import torch.autograd.profiler
+
+    import_once = getattr(torch.autograd.profiler, "_maybe_cupti_monitor", None)  # absent in other torch versions
+    if import_once is not None:
+        import_once()  # torch's own cached import: record_function never imports again
+
+
 def load_profiler_plugin(lib_dir: str | os.PathLike | None = None, *, required: bool = False) -> bool:
     """Loads the plugin once per process; later calls are no-ops.
 
@@ -50,6 +65,7 @@ def load_profiler_plugin(lib_dir: str | os.PathLike | None = None, *, required: 
     with _lock:
         if _loaded is not None:
             return True
+        _run_lazy_torch_profiler_imports()
         path = profiler_library_path(lib_dir)
         try:
             # RTLD_GLOBAL like torch.ops.load_library: its static registrars

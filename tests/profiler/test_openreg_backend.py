@@ -566,3 +566,36 @@ write_result(dict(still_blocked=still_blocked))
     assert trace.openreg_metadata()["flush_failures"] == 1
     assert "orActivityFlushAll failed" in case.stderr, case.stderr[-3000:]
     assert [e.name for e in trace.kernels()] == ["elementwise_add_f32"]
+
+
+def test_with_stack_trace_has_no_import_from_the_first_record_function(run_backend):
+    # torch 2.13 imports torch.profiler._cupti_monitor on the first record_function
+    # of a process. Inside a with_stack trace that import's module code is a
+    # python_function event named through a pointer into a code object freed once
+    # the import ends, so parsing the trace read freed memory (a wrong name, or
+    # UnicodeDecodeError in evt.name() in some runs). Importing
+    # torch_openreg runs that import, outside any trace.
+    body = """
+from torch.profiler import profile, ProfilerActivity, record_function
+x = torch.randn(64, device="openreg")
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], with_stack=True) as prof:
+    with record_function("first range of the process"):
+        total = (x + 1).sum().item()
+python_events, unreadable, imports = 0, [], []
+for event in prof.profiler.kineto_results.events():  # unparsed: each name read once, here
+    if not event.is_python_function():
+        continue
+    python_events += 1
+    try:
+        name = event.name()
+    except UnicodeDecodeError as error:
+        unreadable.append(repr(error))
+        continue
+    if ".py(0): " in name:  # a module's code, starting: an import inside the trace
+        imports.append(name)
+write_result(dict(python_events=python_events, unreadable=unreadable, imports=imports))
+"""
+    result = run_backend(body).check().result
+    assert result["python_events"] > 0, result  # with_stack recorded the script's calls
+    assert result["imports"] == [], result
+    assert result["unreadable"] == [], result
