@@ -335,8 +335,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", TORCH_FN(convolutionOverrideable));
   m.impl("convolution_backward_overrideable", TORCH_FN(convolutionBackwardOverrideable));
-  recordOpPath("aten::convolution_overrideable", OpPath::kDevice, "conv<d>d_fwd_im2col_gemm");
-  recordOpPath("aten::convolution_backward_overrideable", OpPath::kDevice, "conv<d>d_bwd_{data,filter}");
+  recordOpPath("aten::convolution_overrideable", OpPath::kDevice,
+               "conv{1,2,3}d_fwd_im2col_gemm / conv_transpose{1,2,3}d_fwd_gemm_col2im");
+  recordOpPath("aten::convolution_backward_overrideable", OpPath::kDevice,
+               "conv*_bwd_data_* + conv*_bwd_filter_im2col_gemm + conv_bwd_bias_reduce");
 }
 
 }  // namespace openreg::backend
