@@ -229,3 +229,35 @@ def test_empty_batch():
     assert out.shape == (0, 3, 3, 3)
     out.sum().backward()
     assert conv.weight.grad.abs().sum().item() == 0 and conv.bias.grad.abs().sum().item() == 0
+
+
+def test_a_resnet18_shaped_network_trains_with_cpus_losses():
+    """The demo's ResNet (convolutions, batch norm, max pooling, residual adds) trains step for step like CPU."""
+    import copy
+
+    from torch_openreg.demo.resnet import ResNet, ResNetConfig, SyntheticImages
+
+    config = ResNetConfig(width=8, image=32, classes=4, batch_size=8)
+    torch.manual_seed(0)
+    cpu_model = ResNet(config)
+    device_model = copy.deepcopy(cpu_model).to("openreg")
+    batches = SyntheticImages(config, torch.device("openreg"), seed=0)
+    host_batches = [batches.draw() for _ in range(5)]
+
+    def train(model, device):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
+        losses = []
+        for images, labels in host_batches:
+            loss = model(images.to(device), labels.to(device))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        return losses
+
+    expected = train(cpu_model, "cpu")
+    actual = train(device_model, "openreg")
+    assert min(expected[1:]) < expected[0]  # it learns
+    assert actual == pytest.approx(expected, rel=1e-3)
+    for (name, b_cpu), b_dev in zip(cpu_model.named_buffers(), device_model.buffers()):
+        torch.testing.assert_close(b_dev.cpu(), b_cpu, rtol=1e-3, atol=1e-4, msg=lambda m: f"{name}: {m}")
