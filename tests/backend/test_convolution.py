@@ -261,3 +261,35 @@ def test_a_resnet18_shaped_network_trains_with_cpus_losses():
     assert actual == pytest.approx(expected, rel=1e-3)
     for (name, b_cpu), b_dev in zip(cpu_model.named_buffers(), device_model.buffers()):
         torch.testing.assert_close(b_dev.cpu(), b_cpu, rtol=1e-3, atol=1e-4, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("fn, kernel", [
+    (lambda d: F.conv2d(torch.randn(1, 2, 5, 5, device=d, dtype=F16), torch.randn(3, 2, 3, 3, device=d, dtype=F16)),
+     "conv2d_fwd_im2col_gemm_nchw_f16"),
+    # ATen's _convolution views a 1-d convolution as a 2-d one of height 1 before it reaches the backend.
+    (lambda d: F.conv1d(torch.randn(1, 2, 5, device=d), torch.randn(3, 2, 3, device=d)),
+     "conv2d_fwd_im2col_gemm_nchw_f32"),
+    (lambda d: torch.ops.aten.convolution_overrideable(torch.randn(1, 2, 5, device=d), torch.randn(3, 2, 3, device=d),
+                                                       None, [1], [0], [1], False, [0], 1),
+     "conv1d_fwd_im2col_gemm_ncw_f32"),
+    (lambda d: F.conv3d(torch.randn(1, 2, 3, 3, 3, device=d, dtype=BF16),
+                        torch.randn(2, 2, 2, 2, 2, device=d, dtype=BF16)), "conv3d_fwd_im2col_gemm_ncdhw_bf16"),
+    (lambda d: F.conv_transpose3d(torch.randn(1, 2, 3, 3, 3, device=d, dtype=F64),
+                                  torch.randn(2, 2, 2, 2, 2, device=d, dtype=F64)),
+     "conv_transpose3d_fwd_gemm_col2im_ncdhw_f64"),
+], ids=["2d_f16", "conv1d_module", "1d_direct", "3d_bf16", "transpose3d_f64"])
+def test_kernel_names_say_dimensions_layout_and_dtype(fn, kernel):
+    torch.openreg.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        fn("openreg")
+        torch.openreg.synchronize()
+    assert [e.name for e in prof.events() if e.device_type == DEVICE and e.name.startswith("conv")] == [kernel]
+
+
+def test_direct_1d_convolution_matches_cpu():
+    g = torch.Generator().manual_seed(4)
+    x, w, b = torch.randn(2, 3, 9, generator=g), torch.randn(4, 3, 3, generator=g), torch.randn(4, generator=g)
+    args = ([2], [1], [2], False, [0], 1)
+    expected = torch.ops.aten.convolution(x, w, b, *args)
+    actual = torch.ops.aten.convolution_overrideable(x.to("openreg"), w.to("openreg"), b.to("openreg"), *args)
+    torch.testing.assert_close(actual.cpu(), expected)
