@@ -231,8 +231,9 @@ def test_empty_batch():
     assert conv.weight.grad.abs().sum().item() == 0 and conv.bias.grad.abs().sum().item() == 0
 
 
-def test_a_resnet18_shaped_network_trains_with_cpus_losses():
-    """The demo's ResNet (convolutions, batch norm, max pooling, residual adds) trains step for step like CPU."""
+def test_a_resnet18_shaped_network_trains_with_cpus_losses(fallback_counts):
+    """The demo's ResNet (convolutions, batch norm, max pooling, residual adds) trains step for step like CPU,
+    every op on device kernels."""
     import copy
 
     from torch_openreg.demo.resnet import ResNet, ResNetConfig, SyntheticImages
@@ -257,6 +258,7 @@ def test_a_resnet18_shaped_network_trains_with_cpus_losses():
 
     expected = train(cpu_model, "cpu")
     actual = train(device_model, "openreg")
+    assert fallback_counts() == {}
     assert min(expected[1:]) < expected[0]  # it learns
     assert actual == pytest.approx(expected, rel=1e-3)
     for (name, b_cpu), b_dev in zip(cpu_model.named_buffers(), device_model.buffers()):

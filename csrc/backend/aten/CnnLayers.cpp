@@ -1,5 +1,6 @@
-// Batch normalization forward and backward as device kernels (ATen's CPU
-// implementation in the body, on views of device memory).
+// The layers of a CNN's training step besides the convolutions: batch
+// normalization and 2-d max/average pooling, forward and backward, as device
+// kernels (ATen's CPU implementation in the body, on views of device memory).
 //
 // Through the CPU fallback, training-mode batch norm lost its running
 // statistics: native_batch_norm updates running_mean/running_var in place
@@ -85,6 +86,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm_backward", TORCH_FN(nativeBatchNormBackward));
   recordOpPath("aten::native_batch_norm", OpPath::kDevice, "batch_norm_fwd_train / batch_norm_fwd_infer");
   recordOpPath("aten::native_batch_norm_backward", OpPath::kDevice, "batch_norm_bwd");
+  // Pooling: structured families (ATen's meta functions size the outputs).
+  OPENREG_STRUCTURED(m, "max_pool2d_with_indices.out", max_pool2d_with_indices, NO_INPLACE, "max_pool2d_fwd");
+  OPENREG_STRUCTURED(m, "max_pool2d_with_indices_backward.grad_input", max_pool2d_with_indices_backward, NO_INPLACE,
+                     "max_pool2d_bwd");
+  OPENREG_STRUCTURED(m, "avg_pool2d.out", avg_pool2d, NO_INPLACE, "avg_pool2d_fwd");
+  OPENREG_STRUCTURED(m, "avg_pool2d_backward.grad_input", avg_pool2d_backward, NO_INPLACE, "avg_pool2d_bwd");
 }
 
 }  // namespace openreg::backend
