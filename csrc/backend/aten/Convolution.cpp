@@ -211,11 +211,6 @@ Dims outputSizes(const ConvCall& call, c10::IntArrayRef inSizes) {
   return out;
 }
 
-// Launch shape of a pass: a GEMM of m x n per group.
-LaunchShape convShape(int64_t m, int64_t n, int64_t groups) {
-  return gemmShape(m, n, groups);
-}
-
 at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
                                    const std::optional<at::Tensor>& bias_opt, c10::IntArrayRef stride,
                                    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
@@ -228,7 +223,6 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
   const int64_t outChannels = transposed ? weight.size(1) * groups : weight.size(0);
   c10::SmallVector<int64_t, 5> sizes{input.size(0), outChannels};
   sizes.append(outSizes.begin(), outSizes.end());
-  at::Tensor out = emptyDevice(sizes, input.scalar_type());
   const bool hasBias = bias_opt.has_value() && bias_opt->defined();
   if (hasBias) {
     TORCH_CHECK(bias_opt->dim() == 1 && bias_opt->size(0) == outChannels, "convolution: expected a bias of ",
@@ -236,11 +230,12 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
     TORCH_CHECK(bias_opt->scalar_type() == input.scalar_type(), "convolution: bias type (",
                 bias_opt->scalar_type(), ") and input type (", input.scalar_type(), ") should be the same");
   }
+  at::Tensor out = emptyDevice(sizes, input.scalar_type());
   if (out.numel() == 0) return out;
   const char* pass = transposed ? "fwd_gemm_col2im" : "fwd_im2col_gemm";
   const int64_t positions = input.size(0) * product(outSizes);
   launchKernel(streamFor(out), convKernelName(transposed, call.geometry.dims(), pass, input.scalar_type()),
-               convShape(outChannels / groups, positions, groups),
+               gemmShape(outChannels / groups, positions, groups),
                [x = describeTensor(input), w = describeTensor(weight),
                 b = hasBias ? std::optional<TensorDesc>(describeTensor(*bias_opt)) : std::nullopt,
                 y = describeTensor(out), call]() {
@@ -259,6 +254,57 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
   return out;
 }
 
+// The backward passes. Non-transposed: the data gradient is a transposed
+// convolution of grad_output, the weight gradient correlates grad_output with
+// im2col(input). Transposed: the data gradient is a plain convolution of
+// grad_output with the same weight, and the weight gradient correlates the
+// input with im2col(grad_output).
+void launchBackwardData(const at::Tensor& gradOutput, const at::Tensor& weight, const at::Tensor& gradInput,
+                        const ConvCall& call) {
+  const char* pass = call.transposed ? "bwd_data_im2col_gemm" : "bwd_data_gemm_col2im";
+  const at::Tensor& positionsOf = call.transposed ? gradInput : gradOutput;
+  launchKernel(streamFor(gradOutput),
+               convKernelName(call.transposed, call.geometry.dims(), pass, gradOutput.scalar_type()),
+               gemmShape(gradInput.size(1) / call.geometry.groups, positionsOf.numel() / positionsOf.size(1),
+                         call.geometry.groups),
+               [go = describeTensor(gradOutput), w = describeTensor(weight), gi = describeTensor(gradInput),
+                call]() {
+                 const at::Tensor gov = computeCopy(go.view());
+                 const at::Tensor wv = computeCopy(w.view());
+                 at::Tensor giv = gi.view();
+                 giv.copy_(call.transposed ? convForward(gov, wv, call.geometry, spatial(giv.sizes()))
+                                           : convBackwardData(gov, wv, call.geometry, spatial(giv.sizes())));
+               });
+}
+
+void launchBackwardWeight(const at::Tensor& gradOutput, const at::Tensor& input, const at::Tensor& gradWeight,
+                          const ConvCall& call) {
+  launchKernel(streamFor(gradOutput),
+               convKernelName(call.transposed, call.geometry.dims(), "bwd_filter_im2col_gemm",
+                              gradOutput.scalar_type()),
+               gemmShape(gradWeight.size(0) / call.geometry.groups, gradWeight.numel() / gradWeight.size(0),
+                         call.geometry.groups),
+               [go = describeTensor(gradOutput), x = describeTensor(input), gw = describeTensor(gradWeight),
+                call]() {
+                 const at::Tensor gov = computeCopy(go.view());
+                 const at::Tensor xv = computeCopy(x.view());
+                 at::Tensor gwv = gw.view();
+                 gwv.copy_(call.transposed ? convBackwardWeight(xv, gov, gwv.sizes(), call.geometry)
+                                           : convBackwardWeight(gov, xv, gwv.sizes(), call.geometry));
+               });
+}
+
+void launchBackwardBias(const at::Tensor& gradOutput, const at::Tensor& gradBias) {
+  launchKernel(streamFor(gradOutput), kernelName("conv_bwd_bias_reduce", gradOutput.scalar_type()),
+               reductionShape(gradBias.numel(), gradOutput.numel() / gradOutput.size(1)),
+               [go = describeTensor(gradOutput), gb = describeTensor(gradBias)]() {
+                 const at::Tensor gov = computeCopy(go.view());
+                 std::vector<int64_t> reduced{0};
+                 for (int64_t d = 2; d < gov.dim(); ++d) reduced.push_back(d);
+                 gb.view().copy_(gov.sum(reduced));
+               });
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
@@ -269,64 +315,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
   const ConvCall call = describeConv(input, weight, stride, padding, dilation, transposed, output_padding, groups);
   TORCH_CHECK(grad_output.scalar_type() == input.scalar_type(), "convolution_backward: grad_output type (",
               grad_output.scalar_type(), ") and input type (", input.scalar_type(), ") should be the same");
-  const Dims outSizes = outputSizes(call, spatial(input.sizes()));
-  TORCH_CHECK(spatial(grad_output.sizes()) == outSizes && grad_output.size(0) == input.size(0),
+  TORCH_CHECK(grad_output.dim() == input.dim() && grad_output.size(0) == input.size(0) &&
+                  spatial(grad_output.sizes()) == outputSizes(call, spatial(input.sizes())),
               "convolution_backward: grad_output has sizes ", grad_output.sizes(), ", the output's do not match");
-  const size_t dims = call.geometry.dims();
   const c10::ScalarType dtype = input.scalar_type();
-  const int64_t outChannels = grad_output.size(1);
-  const int64_t positions = input.size(0) * product(outSizes);
-  const int64_t inPositions = input.size(0) * product(spatial(input.sizes()));
   at::Tensor gradInput, gradWeight, gradBias;
   if (output_mask[0]) gradInput = emptyDevice(input.sizes(), dtype);
   if (output_mask[1]) gradWeight = emptyDevice(weight.sizes(), dtype);
-  if (output_mask[2]) gradBias = emptyDevice({outChannels}, dtype);
-  const bool empty = grad_output.numel() == 0 || input.numel() == 0 || weight.numel() == 0;
-  if (empty) {
+  if (output_mask[2]) gradBias = emptyDevice({grad_output.size(1)}, dtype);
+  if (grad_output.numel() == 0 || input.numel() == 0 || weight.numel() == 0) {
     for (at::Tensor* t : {&gradInput, &gradWeight, &gradBias})
       if (t->defined()) t->zero_();
     return {gradInput, gradWeight, gradBias};
   }
-  const orStream_t stream = streamFor(grad_output);
-  // Non-transposed: the data gradient is a transposed convolution of grad_output,
-  // the weight gradient correlates grad_output with im2col(input). Transposed:
-  // the data gradient is a plain convolution of grad_output with the same weight,
-  // and the weight gradient correlates the input with im2col(grad_output).
-  if (gradInput.defined()) {
-    const char* pass = transposed ? "bwd_data_im2col_gemm" : "bwd_data_gemm_col2im";
-    launchKernel(stream, convKernelName(transposed, dims, pass, dtype),
-                 convShape(input.size(1) / groups, transposed ? inPositions : positions, groups),
-                 [go = describeTensor(grad_output), w = describeTensor(weight), gi = describeTensor(gradInput),
-                  call]() {
-                   const at::Tensor gov = computeCopy(go.view());
-                   const at::Tensor wv = computeCopy(w.view());
-                   at::Tensor giv = gi.view();
-                   giv.copy_(call.transposed ? convForward(gov, wv, call.geometry, spatial(giv.sizes()))
-                                             : convBackwardData(gov, wv, call.geometry, spatial(giv.sizes())));
-                 });
-  }
-  if (gradWeight.defined()) {
-    launchKernel(stream, convKernelName(transposed, dims, "bwd_filter_im2col_gemm", dtype),
-                 convShape(weight.size(0) / groups, weight.numel() / weight.size(0),
-                           groups),
-                 [go = describeTensor(grad_output), x = describeTensor(input), gw = describeTensor(gradWeight),
-                  call]() {
-                   const at::Tensor gov = computeCopy(go.view());
-                   const at::Tensor xv = computeCopy(x.view());
-                   at::Tensor gwv = gw.view();
-                   gwv.copy_(call.transposed ? convBackwardWeight(xv, gov, gwv.sizes(), call.geometry)
-                                             : convBackwardWeight(gov, xv, gwv.sizes(), call.geometry));
-                 });
-  }
-  if (gradBias.defined()) {
-    launchKernel(stream, kernelName("conv_bwd_bias_reduce", dtype), reductionShape(outChannels, positions),
-                 [go = describeTensor(grad_output), gb = describeTensor(gradBias)]() {
-                   const at::Tensor gov = computeCopy(go.view());
-                   std::vector<int64_t> reduced{0};
-                   for (int64_t d = 2; d < gov.dim(); ++d) reduced.push_back(d);
-                   gb.view().copy_(gov.sum(reduced));
-                 });
-  }
+  if (gradInput.defined()) launchBackwardData(grad_output, weight, gradInput, call);
+  if (gradWeight.defined()) launchBackwardWeight(grad_output, input, gradWeight, call);
+  if (gradBias.defined()) launchBackwardBias(grad_output, gradBias);
   return {gradInput, gradWeight, gradBias};
 }
 
