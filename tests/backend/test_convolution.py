@@ -5,7 +5,7 @@ of the same inputs, backpropagates the same upstream gradient, and compares
 the output and the gradients of input, weight and bias within the dtype's
 tolerance. The grid covers every geometry (1-d/2-d/3-d, transposed, stride,
 padding, dilation, groups, depthwise, bias or not) in float32 and float64 and
-a representative part of it in the reduced dtypes.
+a representative part of it in the reduced dtypes and in complex64.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-F64, F32, F16, BF16 = torch.float64, torch.float32, torch.float16, torch.bfloat16
+F64, F32, F16, BF16, C64 = torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64
 DEVICE = torch.autograd.DeviceType.PrivateUse1
 
 FORWARD = {(1, False): F.conv1d, (2, False): F.conv2d, (3, False): F.conv3d,
@@ -52,7 +52,8 @@ class Conv:
 REDUCED = (F32, F64, BF16, F16)
 CONVS = [
     Conv("2d", (2, 3, 8, 7), 4, (3, 3), dtypes=REDUCED),
-    Conv("2d_strided_padded", (2, 3, 9, 8), 5, (3, 2), kwargs=dict(stride=(2, 1), padding=(1, 2)), dtypes=REDUCED),
+    Conv("2d_strided_padded", (2, 3, 9, 8), 5, (3, 2), kwargs=dict(stride=(2, 1), padding=(1, 2)),
+         dtypes=REDUCED + (C64,)),
     Conv("2d_dilated_no_bias", (1, 2, 10, 9), 3, (3, 3), bias=False, kwargs=dict(dilation=(2, 3), padding=1)),
     Conv("2d_grouped", (2, 4, 6, 6), 6, (3, 3), kwargs=dict(groups=2, padding=1), dtypes=REDUCED),
     Conv("2d_depthwise", (2, 4, 7, 7), 8, (3, 3), kwargs=dict(groups=4, stride=2, padding=1)),
@@ -62,7 +63,8 @@ CONVS = [
     Conv("3d", (1, 2, 5, 6, 4), 3, (3, 2, 3), kwargs=dict(padding=(1, 0, 1)), dtypes=REDUCED),
     Conv("3d_strided_depthwise_no_bias", (2, 3, 6, 5, 5), 3, (3, 3, 3), bias=False,
          kwargs=dict(stride=2, padding=1, groups=3)),
-    Conv("transpose2d", (2, 3, 5, 4), 4, (3, 3), transposed=True, dtypes=REDUCED),
+    # Complex convolutions reach the backend as three real ones (ATen's Gauss trick).
+    Conv("transpose2d", (2, 3, 5, 4), 4, (3, 3), transposed=True, dtypes=REDUCED + (C64,)),
     Conv("transpose2d_strided_output_padding", (2, 4, 4, 5), 6, (3, 3), transposed=True,
          kwargs=dict(stride=2, padding=1, output_padding=1, groups=2)),
     Conv("transpose2d_dilated_no_bias", (1, 2, 4, 4), 3, (2, 3), transposed=True, bias=False,
@@ -99,7 +101,8 @@ def host_inputs(conv: Conv, dtype: torch.dtype, seed: int = 0) -> dict[str, torc
     if conv.bias:
         host["b"] = torch.randn(conv.out_channels, generator=g).to(dtype)
     fn = FORWARD[(conv.dims, conv.transposed)]
-    shape = fn(host["x"].float(), host["w"].float(), None, **conv.kwargs).shape
+    shape = fn(torch.empty(conv.input, device="meta"), torch.empty(conv.weight_shape(), device="meta"), None,
+               **conv.kwargs).shape
     host["grad"] = torch.randn(shape, generator=g).to(dtype)
     return host
 
