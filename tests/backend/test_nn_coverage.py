@@ -11,7 +11,9 @@ openreg's generator is not CPU's.
 A module that cannot run on openreg is listed, with the reason, in the
 "nn modules that cannot run on openreg" section of csrc/backend/README.md;
 this test expects exactly those to fail, so the list has to shrink when one is
-fixed.
+fixed. The same README lists the modules that still reach the CPU fallback
+(correct, but each call synchronizes and copies), with the operators; the test
+checks that list exactly too.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import torch_openreg
 
 README = Path(__file__).resolve().parents[2] / "csrc" / "backend" / "README.md"
 
@@ -285,11 +289,19 @@ def cannot_run() -> dict[str, str]:
     return dict(re.findall(r"^- `nn\.(\w+)`: (.+)$", section, flags=re.M))
 
 
+def fallback_ops() -> dict[str, list[str]]:
+    """The README's list: module -> the operators it runs through the CPU fallback."""
+    text = README.read_text()
+    section = text.split("### nn modules that reach the CPU fallback", 1)[1].split("\n#", 1)[0]
+    return {name: re.findall(r"`aten::([\w.]+)`", ops)
+            for name, ops in re.findall(r"^- `nn\.(\w+)`: (.+)$", section, flags=re.M)}
+
+
 def test_every_nn_module_has_a_configuration():
     names = set(module_names())
     assert names - set(SPECS) - set(NOT_APPLICABLE) == set()
     assert set(SPECS) - names == set() and set(NOT_APPLICABLE) - names == set()
-    assert set(cannot_run()) <= set(SPECS)
+    assert set(cannot_run()) <= set(SPECS) and set(fallback_ops()) <= set(SPECS)
 
 
 def flatten(value) -> list[torch.Tensor]:
@@ -320,7 +332,8 @@ def run(module: nn.Module, inputs: list[torch.Tensor], grad_indices: tuple[int, 
     return outputs, grads
 
 
-def check_module(name: str) -> None:
+def check_module(name: str) -> list[str]:
+    """Compares the module on openreg with CPU; returns the operators it ran through the CPU fallback."""
     spec = SPECS[name]
     torch.manual_seed(0)
     cpu_module = spec.make()
@@ -333,6 +346,7 @@ def check_module(name: str) -> None:
     if spec.eval:
         cpu_module.eval()
     device_module = copy.deepcopy(cpu_module).to("openreg")
+    torch_openreg._C._reset_fallback_counts()
 
     probe = copy.deepcopy(cpu_module)
     reference, _ = run(probe, inputs, grad_indices, "cpu", None)
@@ -355,13 +369,15 @@ def check_module(name: str) -> None:
     cpu_buffers = dict(cpu_module.named_buffers())
     for key, buffer in device_module.named_buffers():
         torch.testing.assert_close(buffer.cpu(), cpu_buffers[key], **tol, msg=lambda m: f"buffer {key}: {m}")
+    return sorted(op.removeprefix("aten::") for op in torch_openreg._C._fallback_counts())
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_module_matches_cpu_forward_and_backward(name: str):
     reason = cannot_run().get(name)
     if reason is None:
-        check_module(name)
+        assert check_module(name) == sorted(fallback_ops().get(name, [])), (
+            "the README's list of modules that reach the CPU fallback is out of date")
         return
     # Listed as unable to run: it must still fail, or the README list is stale.
     with pytest.raises(Exception):

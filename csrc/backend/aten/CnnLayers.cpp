@@ -1,6 +1,7 @@
 // The layers of a CNN's training step besides the convolutions: batch
-// normalization and 2-d max/average pooling, forward and backward, as device
-// kernels (ATen's CPU implementation in the body, on views of device memory).
+// normalization, pooling, padding and upsampling, forward and backward, as
+// device kernels (ATen's CPU implementation in the body, on views of device
+// memory).
 //
 // Through the CPU fallback, training-mode batch norm lost its running
 // statistics: native_batch_norm updates running_mean/running_var in place
@@ -92,6 +93,78 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
                      "max_pool2d_bwd");
   OPENREG_STRUCTURED(m, "avg_pool2d.out", avg_pool2d, NO_INPLACE, "avg_pool2d_fwd");
   OPENREG_STRUCTURED(m, "avg_pool2d_backward.grad_input", avg_pool2d_backward, NO_INPLACE, "avg_pool2d_bwd");
+  // The other structured pooling, padding, upsampling and shrink families
+  // torch.nn's modules reach (tests/backend/test_nn_coverage.py).
+  OPENREG_STRUCTURED(m, "hardshrink.out", hardshrink, NO_INPLACE, "hardshrink_fwd");
+  OPENREG_STRUCTURED(m, "hardshrink_backward.grad_input", hardshrink_backward, NO_INPLACE, "hardshrink_bwd");
+  OPENREG_STRUCTURED(m, "softshrink.out", softshrink, NO_INPLACE, "softshrink_fwd");
+  OPENREG_STRUCTURED(m, "softshrink_backward.grad_input", softshrink_backward, NO_INPLACE, "softshrink_bwd");
+  OPENREG_STRUCTURED(m, "adaptive_max_pool2d.out", adaptive_max_pool2d, NO_INPLACE, "adaptive_max_pool2d_fwd");
+  OPENREG_STRUCTURED(m, "adaptive_max_pool2d_backward.grad_input", adaptive_max_pool2d_backward, NO_INPLACE,
+                     "adaptive_max_pool2d_bwd");
+  OPENREG_STRUCTURED(m, "adaptive_max_pool3d.out", adaptive_max_pool3d, NO_INPLACE, "adaptive_max_pool3d_fwd");
+  OPENREG_STRUCTURED(m, "adaptive_max_pool3d_backward.grad_input", adaptive_max_pool3d_backward, NO_INPLACE,
+                     "adaptive_max_pool3d_bwd");
+  OPENREG_STRUCTURED(m, "avg_pool3d.out", avg_pool3d, NO_INPLACE, "avg_pool3d_fwd");
+  OPENREG_STRUCTURED(m, "avg_pool3d_backward.grad_input", avg_pool3d_backward, NO_INPLACE, "avg_pool3d_bwd");
+  OPENREG_STRUCTURED(m, "fractional_max_pool2d.output", fractional_max_pool2d, NO_INPLACE, "fractional_max_pool2d_fwd");
+  OPENREG_STRUCTURED(m, "fractional_max_pool2d_backward.grad_input", fractional_max_pool2d_backward, NO_INPLACE,
+                     "fractional_max_pool2d_bwd");
+  OPENREG_STRUCTURED(m, "fractional_max_pool3d.output", fractional_max_pool3d, NO_INPLACE, "fractional_max_pool3d_fwd");
+  OPENREG_STRUCTURED(m, "reflection_pad1d.out", reflection_pad1d, NO_INPLACE, "reflection_pad1d_fwd");
+  OPENREG_STRUCTURED(m, "reflection_pad1d_backward.grad_input", reflection_pad1d_backward, NO_INPLACE,
+                     "reflection_pad1d_bwd");
+  OPENREG_STRUCTURED(m, "reflection_pad3d.out", reflection_pad3d, NO_INPLACE, "reflection_pad3d_fwd");
+  OPENREG_STRUCTURED(m, "reflection_pad3d_backward.grad_input", reflection_pad3d_backward, NO_INPLACE,
+                     "reflection_pad3d_bwd");
+  OPENREG_STRUCTURED(m, "replication_pad1d.out", replication_pad1d, NO_INPLACE, "replication_pad1d_fwd");
+  OPENREG_STRUCTURED(m, "replication_pad1d_backward.grad_input", replication_pad1d_backward, NO_INPLACE,
+                     "replication_pad1d_bwd");
+  OPENREG_STRUCTURED(m, "replication_pad2d.out", replication_pad2d, NO_INPLACE, "replication_pad2d_fwd");
+  OPENREG_STRUCTURED(m, "replication_pad3d.out", replication_pad3d, NO_INPLACE, "replication_pad3d_fwd");
+  OPENREG_STRUCTURED(m, "upsample_linear1d.out", upsample_linear1d, NO_INPLACE, "upsample_linear1d_fwd");
+  OPENREG_STRUCTURED(m, "upsample_linear1d_backward.grad_input", upsample_linear1d_backward, NO_INPLACE,
+                     "upsample_linear1d_bwd");
+  OPENREG_STRUCTURED(m, "upsample_bilinear2d.out", upsample_bilinear2d, NO_INPLACE, "upsample_bilinear2d_fwd");
+  OPENREG_STRUCTURED(m, "upsample_bilinear2d_backward.grad_input", upsample_bilinear2d_backward, NO_INPLACE,
+                     "upsample_bilinear2d_bwd");
+  OPENREG_STRUCTURED(m, "_upsample_bilinear2d_aa.out", _upsample_bilinear2d_aa, NO_INPLACE,
+                     "upsample_bilinear2d_aa_fwd");
+  OPENREG_STRUCTURED(m, "_upsample_bilinear2d_aa_backward.grad_input", _upsample_bilinear2d_aa_backward, NO_INPLACE,
+                     "upsample_bilinear2d_aa_bwd");
+  OPENREG_STRUCTURED(m, "upsample_bicubic2d.out", upsample_bicubic2d, NO_INPLACE, "upsample_bicubic2d_fwd");
+  OPENREG_STRUCTURED(m, "upsample_bicubic2d_backward.grad_input", upsample_bicubic2d_backward, NO_INPLACE,
+                     "upsample_bicubic2d_bwd");
+  OPENREG_STRUCTURED(m, "_upsample_bicubic2d_aa.out", _upsample_bicubic2d_aa, NO_INPLACE, "upsample_bicubic2d_aa_fwd");
+  OPENREG_STRUCTURED(m, "_upsample_bicubic2d_aa_backward.grad_input", _upsample_bicubic2d_aa_backward, NO_INPLACE,
+                     "upsample_bicubic2d_aa_bwd");
+  OPENREG_STRUCTURED(m, "_upsample_lanczos2d_aa.out", _upsample_lanczos2d_aa, NO_INPLACE, "upsample_lanczos2d_aa_fwd");
+  OPENREG_STRUCTURED(m, "_upsample_lanczos2d_aa_backward.grad_input", _upsample_lanczos2d_aa_backward, NO_INPLACE,
+                     "upsample_lanczos2d_aa_bwd");
+  OPENREG_STRUCTURED(m, "upsample_trilinear3d.out", upsample_trilinear3d, NO_INPLACE, "upsample_trilinear3d_fwd");
+  OPENREG_STRUCTURED(m, "upsample_trilinear3d_backward.grad_input", upsample_trilinear3d_backward, NO_INPLACE,
+                     "upsample_trilinear3d_bwd");
+  OPENREG_STRUCTURED(m, "upsample_nearest1d.out", upsample_nearest1d, NO_INPLACE, "upsample_nearest1d_fwd");
+  OPENREG_STRUCTURED(m, "_upsample_nearest_exact1d.out", _upsample_nearest_exact1d, NO_INPLACE,
+                     "upsample_nearest_exact1d_fwd");
+  OPENREG_STRUCTURED(m, "upsample_nearest1d_backward.grad_input", upsample_nearest1d_backward, NO_INPLACE,
+                     "upsample_nearest1d_bwd");
+  OPENREG_STRUCTURED(m, "_upsample_nearest_exact1d_backward.grad_input", _upsample_nearest_exact1d_backward, NO_INPLACE,
+                     "upsample_nearest_exact1d_bwd");
+  OPENREG_STRUCTURED(m, "upsample_nearest2d.out", upsample_nearest2d, NO_INPLACE, "upsample_nearest2d_fwd");
+  OPENREG_STRUCTURED(m, "_upsample_nearest_exact2d.out", _upsample_nearest_exact2d, NO_INPLACE,
+                     "upsample_nearest_exact2d_fwd");
+  OPENREG_STRUCTURED(m, "upsample_nearest2d_backward.grad_input", upsample_nearest2d_backward, NO_INPLACE,
+                     "upsample_nearest2d_bwd");
+  OPENREG_STRUCTURED(m, "_upsample_nearest_exact2d_backward.grad_input", _upsample_nearest_exact2d_backward, NO_INPLACE,
+                     "upsample_nearest_exact2d_bwd");
+  OPENREG_STRUCTURED(m, "upsample_nearest3d.out", upsample_nearest3d, NO_INPLACE, "upsample_nearest3d_fwd");
+  OPENREG_STRUCTURED(m, "_upsample_nearest_exact3d.out", _upsample_nearest_exact3d, NO_INPLACE,
+                     "upsample_nearest_exact3d_fwd");
+  OPENREG_STRUCTURED(m, "upsample_nearest3d_backward.grad_input", upsample_nearest3d_backward, NO_INPLACE,
+                     "upsample_nearest3d_bwd");
+  OPENREG_STRUCTURED(m, "_upsample_nearest_exact3d_backward.grad_input", _upsample_nearest_exact3d_backward, NO_INPLACE,
+                     "upsample_nearest_exact3d_bwd");
 }
 
 }  // namespace openreg::backend
