@@ -130,6 +130,29 @@ def test_channels_last_and_strided_inputs_match_cpu():
     torch.testing.assert_close(actual.cpu(), expected)
 
 
+@pytest.mark.parametrize("input_format, weight_format", [
+    (torch.channels_last, torch.contiguous_format), (torch.contiguous_format, torch.channels_last),
+    (torch.contiguous_format, torch.contiguous_format)], ids=["input_nhwc", "weight_nhwc", "nchw"])
+@pytest.mark.parametrize("transposed", [False, True], ids=["conv", "transposed"])
+def test_results_keep_cpus_memory_format(input_format, weight_format, transposed):
+    """Channels-last operands give channels-last outputs and gradients, as on CPU (and CUDA)."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 4, 6, 6, generator=g).to(memory_format=input_format)
+    w = torch.randn(4, 2, 3, 3, generator=g).to(memory_format=weight_format)
+    args = ([2, 2], [1, 1], [1, 1], transposed, [1, 1] if transposed else [0, 0], 2)
+    expected = torch.ops.aten.convolution(x, w, None, *args)
+    actual = torch.ops.aten.convolution(x.to("openreg"), w.to("openreg"), None, *args)
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(actual.cpu(), expected)
+    grad = torch.randn(expected.shape, generator=g)
+    expected_grads = torch.ops.aten.convolution_backward(grad, x, w, None, *args, [True, True, False])
+    actual_grads = torch.ops.aten.convolution_backward(grad.to("openreg"), x.to("openreg"), w.to("openreg"), None,
+                                                       *args, [True, True, False])
+    for a, e in zip(actual_grads[:2], expected_grads[:2]):
+        assert a.stride() == e.stride()
+        torch.testing.assert_close(a.cpu(), e)
+
+
 @pytest.mark.parametrize("transposed", [False, True], ids=["conv", "transposed"])
 @pytest.mark.parametrize("mask", [(True, False, False), (False, True, False), (False, False, True),
                                   (False, True, True), (True, True, True)])

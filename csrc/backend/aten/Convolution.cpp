@@ -10,6 +10,7 @@
 // batched GEMM over the groups, or for the data gradient a GEMM followed by a
 // col2im scatter-add, on contiguous NC(D)(H)W data. Half and bfloat16 compute
 // in float and round once at the end, as CPU's convolutions accumulate.
+#include <ATen/EmptyTensor.h>
 #include <torch/library.h>
 
 #include "backend/OpRegistry.h"
@@ -211,6 +212,23 @@ Dims outputSizes(const ConvCall& call, c10::IntArrayRef inSizes) {
   return out;
 }
 
+// The layout of the results, as CPU's (oneDNN) convolutions choose it: 2-d
+// convolutions with a channels-last input or weight give channels-last
+// output and gradients; everything else is contiguous. The kernels compute
+// on contiguous copies whatever the layout, hence the nchw in their names.
+c10::MemoryFormat resultFormat(const at::Tensor& input, const at::Tensor& weight) {
+  const bool channelsLast = input.suggest_memory_format() == c10::MemoryFormat::ChannelsLast ||
+                            weight.suggest_memory_format() == c10::MemoryFormat::ChannelsLast;
+  return input.dim() == 4 && channelsLast ? c10::MemoryFormat::ChannelsLast : c10::MemoryFormat::Contiguous;
+}
+
+at::Tensor emptyDeviceIn(c10::IntArrayRef sizes, c10::ScalarType dtype, c10::MemoryFormat format) {
+  if (format != c10::MemoryFormat::ChannelsLast) return emptyDevice(sizes, dtype);
+  const std::vector<int64_t> strides = c10::get_channels_last_strides_2d(sizes);
+  return emptyDeviceLike(at::detail::empty_strided_meta(sizes, strides, dtype, std::nullopt, std::nullopt,
+                                                         std::nullopt));
+}
+
 at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
                                    const std::optional<at::Tensor>& bias_opt, c10::IntArrayRef stride,
                                    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
@@ -230,7 +248,7 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
     TORCH_CHECK(bias_opt->scalar_type() == input.scalar_type(), "convolution: bias type (",
                 bias_opt->scalar_type(), ") and input type (", input.scalar_type(), ") should be the same");
   }
-  at::Tensor out = emptyDevice(sizes, input.scalar_type());
+  at::Tensor out = emptyDeviceIn(sizes, input.scalar_type(), resultFormat(input, weight));
   if (out.numel() == 0) return out;
   const char* pass = transposed ? "fwd_gemm_col2im" : "fwd_im2col_gemm";
   const int64_t positions = input.size(0) * product(outSizes);
@@ -320,8 +338,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
               "convolution_backward: grad_output has sizes ", grad_output.sizes(), ", the output's do not match");
   const c10::ScalarType dtype = input.scalar_type();
   at::Tensor gradInput, gradWeight, gradBias;
-  if (output_mask[0]) gradInput = emptyDevice(input.sizes(), dtype);
-  if (output_mask[1]) gradWeight = emptyDevice(weight.sizes(), dtype);
+  const c10::MemoryFormat format = resultFormat(input, weight);
+  if (output_mask[0]) gradInput = emptyDeviceIn(input.sizes(), dtype, format);
+  if (output_mask[1]) gradWeight = emptyDeviceIn(weight.sizes(), dtype, format);
   if (output_mask[2]) gradBias = emptyDevice({grad_output.size(1)}, dtype);
   if (grad_output.numel() == 0 || input.numel() == 0 || weight.numel() == 0) {
     for (at::Tensor* t : {&gradInput, &gradWeight, &gradBias})
