@@ -117,7 +117,8 @@ def test_forward_and_every_gradient_match_cpu(conv: Conv, dtype: torch.dtype, fa
     assert set(actual_grads) == set(expected_grads) == ({"x", "w", "b"} if conv.bias else {"x", "w"})
     for name, grad in expected_grads.items():
         assert grad.abs().sum() > 0, name  # a gradient the comparison cannot miss
-        torch.testing.assert_close(actual_grads[name].cpu(), grad, **tolerance(dtype, grad), msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(actual_grads[name].cpu(), grad, **tolerance(dtype, grad),
+                                   msg=lambda m: f"{name}: {m}")
     assert fallback_counts() == {}
 
 
