@@ -1,7 +1,8 @@
-// The layers of a CNN's training step besides the convolutions: batch
-// normalization, pooling, padding and upsampling, forward and backward, as
-// device kernels (ATen's CPU implementation in the body, on views of device
-// memory).
+// Operators torch.nn's modules reach besides those of NN.cpp, Convolution.cpp
+// and Recurrent.cpp: batch normalization, pooling, padding, upsampling, the
+// shrink and hard activations, and the backward of several losses, as device
+// kernels (ATen's CPU implementation in the body, on views of device memory).
+// tests/backend/test_nn_coverage.py lists what still reaches the fallback.
 //
 // Through the CPU fallback, training-mode batch norm lost its running
 // statistics: native_batch_norm updates running_mean/running_var in place
@@ -78,6 +79,44 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNormBackward(
               rowwiseShape(channels, channels == 0 ? 0 : input.numel() / channels),
               {gradInput, gradWeight, gradBias});
   return {gradInput, gradWeight, gradBias};
+}
+
+// For operators without a C++ meta function whose results are shaped like
+// some of their arguments (most backward ops: grad_input like self). Boxed:
+// these are rare ops, where the boxed call's extra reference counting (see
+// DeviceKernel.h) does not matter.
+class LikeArgumentsKernel final : public c10::OperatorKernel {
+ public:
+  LikeArgumentsKernel(const c10::OperatorHandle& op, std::string stem, std::vector<size_t> like)
+      : numArgs_(op.schema().arguments().size()), stem_(std::move(stem)), like_(std::move(like)) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) const {
+    c10::ArrayRef<c10::IValue> args = torch::jit::last(*stack, numArgs_);
+    const c10::Device device = commonDevice(args, op);
+    c10::DeviceGuard guard(device);
+    std::vector<at::Tensor> outputs;
+    for (size_t index : like_) {
+      const at::Tensor& like = args[index].toTensor();
+      outputs.push_back(like.is_non_overlapping_and_dense() ? emptyDeviceLike(like)
+                                                            : emptyDevice(like.sizes(), like.scalar_type()));
+    }
+    const at::Tensor& first = outputs.front();
+    launchCpuOp(op, args, device.index(), kernelName(stem_, first.scalar_type()), elementwiseShape(first.numel()),
+                outputs);
+    torch::jit::drop(*stack, numArgs_);
+    for (at::Tensor& out : outputs) stack->emplace_back(std::move(out));
+  }
+
+ private:
+  size_t numArgs_;
+  std::string stem_;
+  std::vector<size_t> like_;
+};
+
+void registerLikeArguments(torch::Library& m, const char* schema, const char* stem, std::vector<size_t> like) {
+  const c10::OperatorHandle op = detail::findSchema(schema);
+  m.impl(schema, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<LikeArgumentsKernel>(op, stem, like)));
+  recordOpPath(std::string("aten::") + schema, OpPath::kDevice, stem);
 }
 
 }  // namespace
@@ -165,6 +204,28 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
                      "upsample_nearest3d_bwd");
   OPENREG_STRUCTURED(m, "_upsample_nearest_exact3d_backward.grad_input", _upsample_nearest_exact3d_backward, NO_INPLACE,
                      "upsample_nearest_exact3d_bwd");
+  // Operators without a C++ meta function, by the arguments their results are shaped like.
+  registerLikeArguments(m, "hardtanh", "elementwise_hardtanh", {0});
+  registerLikeArguments(m, "hardtanh_backward", "elementwise_hardtanh_bwd", {0});
+  registerLikeArguments(m, "hardswish", "elementwise_hardswish", {0});
+  registerLikeArguments(m, "hardswish_backward", "elementwise_hardswish_bwd", {0});
+  registerLikeArguments(m, "_prelu_kernel", "elementwise_prelu", {0});
+  registerLikeArguments(m, "_prelu_kernel_backward", "elementwise_prelu_bwd", {1, 1});  // grad_weight unreduced
+  registerLikeArguments(m, "log_sigmoid_backward", "elementwise_log_sigmoid_bwd", {1});
+  registerLikeArguments(m, "glu_backward", "glu_bwd", {1});
+  registerLikeArguments(m, "channel_shuffle", "channel_shuffle", {0});
+  registerLikeArguments(m, "_adaptive_avg_pool2d_backward", "adaptive_avg_pool2d_bwd", {1});
+  registerLikeArguments(m, "_adaptive_avg_pool3d_backward", "adaptive_avg_pool3d_bwd", {1});
+  registerLikeArguments(m, "max_pool3d_with_indices_backward", "max_pool3d_bwd", {1});
+  registerLikeArguments(m, "fractional_max_pool3d_backward", "fractional_max_pool3d_bwd", {1});
+  registerLikeArguments(m, "reflection_pad2d_backward", "reflection_pad2d_bwd", {1});
+  registerLikeArguments(m, "replication_pad2d_backward", "replication_pad2d_bwd", {1});
+  registerLikeArguments(m, "replication_pad3d_backward", "replication_pad3d_bwd", {1});
+  registerLikeArguments(m, "smooth_l1_loss_backward", "smooth_l1_loss_bwd", {1});
+  registerLikeArguments(m, "huber_loss_backward", "huber_loss_bwd", {1});
+  registerLikeArguments(m, "binary_cross_entropy_backward", "binary_cross_entropy_bwd", {1});
+  registerLikeArguments(m, "multi_margin_loss_backward", "multi_margin_loss_bwd", {1});
+  registerLikeArguments(m, "multilabel_margin_loss_backward", "multilabel_margin_loss_bwd", {1});
 }
 
 }  // namespace openreg::backend
