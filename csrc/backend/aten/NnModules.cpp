@@ -134,9 +134,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_STRUCTURED(m, "avg_pool2d_backward.grad_input", avg_pool2d_backward, NO_INPLACE, "avg_pool2d_bwd");
   // The other structured pooling, padding, upsampling and shrink families
   // torch.nn's modules reach (tests/backend/test_nn_coverage.py).
-  OPENREG_STRUCTURED(m, "hardshrink.out", hardshrink, NO_INPLACE, "hardshrink_fwd");
+  OPENREG_STRUCTURED(m, "hardshrink.out", hardshrink, NO_INPLACE, "elementwise_hardshrink");
   OPENREG_STRUCTURED(m, "hardshrink_backward.grad_input", hardshrink_backward, NO_INPLACE, "hardshrink_bwd");
-  OPENREG_STRUCTURED(m, "softshrink.out", softshrink, NO_INPLACE, "softshrink_fwd");
+  OPENREG_STRUCTURED(m, "softshrink.out", softshrink, NO_INPLACE, "elementwise_softshrink");
   OPENREG_STRUCTURED(m, "softshrink_backward.grad_input", softshrink_backward, NO_INPLACE, "softshrink_bwd");
   OPENREG_STRUCTURED(m, "adaptive_max_pool2d.out", adaptive_max_pool2d, NO_INPLACE, "adaptive_max_pool2d_fwd");
   OPENREG_STRUCTURED(m, "adaptive_max_pool2d_backward.grad_input", adaptive_max_pool2d_backward, NO_INPLACE,
@@ -206,12 +206,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
                      "upsample_nearest_exact3d_bwd");
   // Operators without a C++ meta function, by the arguments their results are shaped like.
   registerLikeArguments(m, "hardtanh", "elementwise_hardtanh", {0});
-  registerLikeArguments(m, "hardtanh_backward", "elementwise_hardtanh_bwd", {0});
+  registerLikeArguments(m, "hardtanh_backward", "hardtanh_bwd", {0});
   registerLikeArguments(m, "hardswish", "elementwise_hardswish", {0});
-  registerLikeArguments(m, "hardswish_backward", "elementwise_hardswish_bwd", {0});
+  registerLikeArguments(m, "hardswish_backward", "hardswish_bwd", {0});
   registerLikeArguments(m, "_prelu_kernel", "elementwise_prelu", {0});
-  registerLikeArguments(m, "_prelu_kernel_backward", "elementwise_prelu_bwd", {1, 1});  // grad_weight unreduced
-  registerLikeArguments(m, "log_sigmoid_backward", "elementwise_log_sigmoid_bwd", {1});
+  registerLikeArguments(m, "_prelu_kernel_backward", "prelu_bwd", {1, 1});  // grad_weight unreduced
+  registerLikeArguments(m, "log_sigmoid_backward", "log_sigmoid_bwd", {1});
   registerLikeArguments(m, "glu_backward", "glu_bwd", {1});
   registerLikeArguments(m, "channel_shuffle", "channel_shuffle", {0});
   registerLikeArguments(m, "_adaptive_avg_pool2d_backward", "adaptive_avg_pool2d_bwd", {1});
