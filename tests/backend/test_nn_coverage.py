@@ -382,3 +382,31 @@ def test_module_matches_cpu_forward_and_backward(name: str):
     # Listed as unable to run: it must still fail, or the README list is stale.
     with pytest.raises(Exception):
         check_module(name)
+
+
+@pytest.mark.parametrize("name", ["BatchNorm2d", "MaxPool2d", "ReLU6", "Hardswish", "PReLU", "ReplicationPad2d",
+                                  "Upsample", "AdaptiveMaxPool2d", "SmoothL1Loss"])
+def test_modules_on_device_kernels_stay_on_the_device_when_profiled(name):
+    """No host round trip (a fallback's copies) in a forward and backward; every kernel linked to one op."""
+    spec = SPECS[name]
+    module = spec.make().to("openreg")
+    inputs = [t.to("openreg") for t in build_inputs(spec)]
+    grad_indices = spec.grad if spec.grad is not None else tuple(
+        i for i, t in enumerate(inputs) if t.is_floating_point())
+    for i in grad_indices:
+        inputs[i].requires_grad_()
+
+    def step():
+        flatten(module(*inputs))[0].sum().backward()
+
+    step()
+    torch.openreg.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.PrivateUse1]) as prof:
+        step()
+        torch.openreg.synchronize()
+    events = prof.events()
+    device = [e for e in events if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+    assert device and not [e.name for e in device if e.name.startswith("Memcpy")]
+    linked = [k.name for e in events if e.device_type != torch.autograd.DeviceType.PrivateUse1 for k in e.kernels]
+    assert sorted(linked) == sorted(e.name for e in device)
