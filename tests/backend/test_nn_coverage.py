@@ -410,3 +410,20 @@ def test_modules_on_device_kernels_stay_on_the_device_when_profiled(name):
     assert device and not [e.name for e in device if e.name.startswith("Memcpy")]
     linked = [k.name for e in events if e.device_type != torch.autograd.DeviceType.PrivateUse1 for k in e.kernels]
     assert sorted(linked) == sorted(e.name for e in device)
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum"])
+@pytest.mark.parametrize("loss", [nn.HuberLoss, nn.BCELoss, nn.SmoothL1Loss], ids=lambda c: c.__name__)
+def test_losses_match_cpu_with_and_without_reduction(loss, reduction, fallback_counts):
+    g = torch.Generator().manual_seed(6)
+    x, target = torch.rand(4, 5, generator=g) * 0.8 + 0.1, torch.rand(4, 5, generator=g)
+    expected_x = x.clone().requires_grad_()
+    expected = loss(reduction=reduction)(expected_x, target)
+    expected.backward(torch.ones_like(expected) * 0.5)
+    actual_x = x.to("openreg").requires_grad_()
+    actual = loss(reduction=reduction)(actual_x, target.to("openreg"))
+    actual.backward(torch.ones_like(actual) * 0.5)
+    assert actual.shape == expected.shape
+    torch.testing.assert_close(actual.cpu(), expected)
+    torch.testing.assert_close(actual_x.grad.cpu(), expected_x.grad)
+    assert fallback_counts() == {}

@@ -10,6 +10,10 @@
 // so the fallback never copied them back. Here the body updates the device
 // buffers themselves. nn.BatchNorm*, InstanceNorm* with running statistics and
 // SyncBatchNorm in eval mode reach these kernels.
+#include <algorithm>
+#include <functional>
+
+#include <ATen/core/Reduction.h>
 #include <torch/library.h>
 
 #include "backend/OpRegistry.h"
@@ -81,27 +85,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNormBackward(
   return {gradInput, gradWeight, gradBias};
 }
 
-// For operators without a C++ meta function whose results are shaped like
-// some of their arguments (most backward ops: grad_input like self). Boxed:
-// these are rare ops, where the boxed call's extra reference counting (see
-// DeviceKernel.h) does not matter.
-class LikeArgumentsKernel final : public c10::OperatorKernel {
+// For operators without a C++ meta function: `allocate` computes the results'
+// sizes from the arguments (most backward ops: grad_input like self), the body
+// runs the CPU kernel. Boxed: these are rare ops, where the boxed call's extra
+// reference counting (see DeviceKernel.h) does not matter.
+using Allocate = std::function<std::vector<at::Tensor>(c10::ArrayRef<c10::IValue>)>;
+
+class AllocatingKernel final : public c10::OperatorKernel {
  public:
-  LikeArgumentsKernel(const c10::OperatorHandle& op, std::string stem, std::vector<size_t> like)
-      : numArgs_(op.schema().arguments().size()), stem_(std::move(stem)), like_(std::move(like)) {}
+  AllocatingKernel(const c10::OperatorHandle& op, std::string stem, Allocate allocate)
+      : numArgs_(op.schema().arguments().size()), stem_(std::move(stem)), allocate_(std::move(allocate)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) const {
     c10::ArrayRef<c10::IValue> args = torch::jit::last(*stack, numArgs_);
     const c10::Device device = commonDevice(args, op);
     c10::DeviceGuard guard(device);
-    std::vector<at::Tensor> outputs;
-    for (size_t index : like_) {
-      const at::Tensor& like = args[index].toTensor();
-      outputs.push_back(like.is_non_overlapping_and_dense() ? emptyDeviceLike(like)
-                                                            : emptyDevice(like.sizes(), like.scalar_type()));
-    }
-    const at::Tensor& first = outputs.front();
-    launchCpuOp(op, args, device.index(), kernelName(stem_, first.scalar_type()), elementwiseShape(first.numel()),
+    std::vector<at::Tensor> outputs = allocate_(args);
+    const auto named = std::find_if(outputs.begin(), outputs.end(), [](const at::Tensor& t) { return t.defined(); });
+    TORCH_INTERNAL_ASSERT(named != outputs.end(), "a kernel without outputs");
+    launchCpuOp(op, args, device.index(), kernelName(stem_, named->scalar_type()), elementwiseShape(named->numel()),
                 outputs);
     torch::jit::drop(*stack, numArgs_);
     for (at::Tensor& out : outputs) stack->emplace_back(std::move(out));
@@ -110,13 +112,71 @@ class LikeArgumentsKernel final : public c10::OperatorKernel {
  private:
   size_t numArgs_;
   std::string stem_;
-  std::vector<size_t> like_;
+  Allocate allocate_;
 };
 
-void registerLikeArguments(torch::Library& m, const char* schema, const char* stem, std::vector<size_t> like) {
+void registerAllocating(torch::Library& m, const char* schema, const char* stem, Allocate allocate) {
   const c10::OperatorHandle op = detail::findSchema(schema);
-  m.impl(schema, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<LikeArgumentsKernel>(op, stem, like)));
+  m.impl(schema,
+         torch::CppFunction::makeFromBoxedFunctor(std::make_unique<AllocatingKernel>(op, stem, std::move(allocate))));
   recordOpPath(std::string("aten::") + schema, OpPath::kDevice, stem);
+}
+
+at::Tensor emptyLike(const at::Tensor& like) {
+  return like.is_non_overlapping_and_dense() ? emptyDeviceLike(like) : emptyDevice(like.sizes(), like.scalar_type());
+}
+
+// Results shaped like the arguments at `like`.
+void registerLikeArguments(torch::Library& m, const char* schema, const char* stem, std::vector<size_t> like) {
+  registerAllocating(m, schema, stem, [like = std::move(like)](c10::ArrayRef<c10::IValue> args) {
+    std::vector<at::Tensor> outputs;
+    for (size_t index : like) outputs.push_back(emptyLike(args[index].toTensor()));
+    return outputs;
+  });
+}
+
+// A loss of (self, ..., reduction at `reductionArg`): elementwise without reduction, a scalar otherwise.
+void registerLoss(torch::Library& m, const char* schema, const char* stem, size_t reductionArg) {
+  registerAllocating(m, schema, stem, [reductionArg](c10::ArrayRef<c10::IValue> args) {
+    const at::Tensor& self = args[0].toTensor();
+    const bool unreduced = args[reductionArg].toInt() == at::Reduction::None;
+    return std::vector<at::Tensor>{unreduced ? emptyLike(self) : emptyDevice({}, self.scalar_type())};
+  });
+}
+
+// Adaptive average pooling over the last `dims` dimensions to `output_size`.
+void registerAdaptiveAvgPool(torch::Library& m, const char* schema, const char* stem, size_t dims) {
+  registerAllocating(m, schema, stem, [dims](c10::ArrayRef<c10::IValue> args) {
+    const at::Tensor& self = args[0].toTensor();
+    const auto outputSize = args[1].toDimVector();
+    TORCH_CHECK(self.dim() > static_cast<int64_t>(dims) && outputSize.size() == dims,
+                "adaptive_avg_pool: expected an input of more than ", dims, " dimensions and ", dims,
+                " output sizes");
+    c10::DimVector sizes(self.sizes().begin(), self.sizes().end() - dims);
+    sizes.append(outputSize.begin(), outputSize.end());
+    return std::vector<at::Tensor>{emptyDevice(sizes, self.scalar_type())};
+  });
+}
+
+// reflection_pad2d(self, [left, right, top, bottom]).
+std::vector<at::Tensor> allocateReflectionPad2d(c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor& self = args[0].toTensor();
+  const auto padding = args[1].toDimVector();
+  TORCH_CHECK(self.dim() >= 3 && padding.size() == 4, "reflection_pad2d: expected a 3-d or 4-d input and 4 pads");
+  c10::DimVector sizes(self.sizes().begin(), self.sizes().end());
+  sizes[self.dim() - 1] += padding[0] + padding[1];
+  sizes[self.dim() - 2] += padding[2] + padding[3];
+  return {emptyDevice(sizes, self.scalar_type())};
+}
+
+// native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group, output_mask).
+std::vector<at::Tensor> allocateGroupNormBackward(c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor& input = args[1].toTensor();
+  const int64_t channels = args[6].toInt();
+  const c10::ScalarType paramType = args[4].isTensor() ? args[4].toTensor().scalar_type() : input.scalar_type();
+  const auto mask = args[9].toBoolList();
+  return {mask[0] ? emptyLike(input) : at::Tensor(), mask[1] ? emptyDevice({channels}, paramType) : at::Tensor(),
+          mask[2] ? emptyDevice({channels}, paramType) : at::Tensor()};
 }
 
 }  // namespace
@@ -226,6 +286,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   registerLikeArguments(m, "binary_cross_entropy_backward", "binary_cross_entropy_bwd", {1});
   registerLikeArguments(m, "multi_margin_loss_backward", "multi_margin_loss_bwd", {1});
   registerLikeArguments(m, "multilabel_margin_loss_backward", "multilabel_margin_loss_bwd", {1});
+  registerLikeArguments(m, "log_sigmoid_forward", "elementwise_log_sigmoid", {0, 0});  // output and buffer
+  registerLoss(m, "huber_loss", "huber_loss_fwd", 2);
+  registerLoss(m, "binary_cross_entropy", "binary_cross_entropy_fwd", 3);
+  registerAdaptiveAvgPool(m, "_adaptive_avg_pool2d", "adaptive_avg_pool2d_fwd", 2);
+  registerAdaptiveAvgPool(m, "_adaptive_avg_pool3d", "adaptive_avg_pool3d_fwd", 3);
+  registerAllocating(m, "reflection_pad2d", "reflection_pad2d_fwd", allocateReflectionPad2d);
+  registerAllocating(m, "native_group_norm_backward", "group_norm_bwd", allocateGroupNormBackward);
 }
 
 }  // namespace openreg::backend
