@@ -427,3 +427,17 @@ def test_losses_match_cpu_with_and_without_reduction(loss, reduction, fallback_c
     torch.testing.assert_close(actual.cpu(), expected)
     torch.testing.assert_close(actual_x.grad.cpu(), expected_x.grad)
     assert fallback_counts() == {}
+
+
+def test_batch_norm_keeps_channels_last_as_cpu_does():
+    x = torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last)
+    cpu = nn.BatchNorm2d(3)
+    device = copy.deepcopy(cpu).to("openreg")
+    xc, xd = x.clone().requires_grad_(), x.to("openreg").requires_grad_()
+    expected, actual = cpu(xc), device(xd)
+    assert actual.stride() == expected.stride()
+    grad = torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last)
+    expected.backward(grad)
+    actual.backward(grad.to("openreg"))
+    assert xd.grad.stride() == xc.grad.stride()
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-5)

@@ -23,6 +23,12 @@ namespace openreg::backend {
 
 namespace {
 
+// A new device tensor like `like`, keeping its layout when it is dense (as
+// empty_like's preserve_format does).
+at::Tensor emptyLike(const at::Tensor& like) {
+  return like.is_non_overlapping_and_dense() ? emptyDeviceLike(like) : emptyDevice(like.sizes(), like.scalar_type());
+}
+
 bool isReduced(c10::ScalarType type) {
   return type == at::kHalf || type == at::kBFloat16;
 }
@@ -51,7 +57,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNorm(const at::Tensor&
   TORCH_CHECK(input.dim() >= 2, "batch_norm: expected an input with at least 2 dimensions, got ", input.dim());
   const int64_t channels = input.size(1);
   const int64_t statSize = training ? channels : 0;
-  at::Tensor out = emptyDevice(input.sizes(), input.scalar_type());
+  at::Tensor out = emptyLike(input);
   const c10::ScalarType stats = statType(input, weight, running_mean);
   at::Tensor saveMean = emptyDevice({statSize}, stats);
   at::Tensor saveInvstd = emptyDevice({statSize}, stats);
@@ -76,7 +82,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNormBackward(
   const int64_t channels = input.size(1);
   const bool hasWeight = weight.has_value() && weight->defined();
   const c10::ScalarType paramType = hasWeight ? weight->scalar_type() : input.scalar_type();
-  at::Tensor gradInput = output_mask[0] ? emptyDevice(input.sizes(), input.scalar_type()) : at::Tensor();
+  at::Tensor gradInput = output_mask[0] ? emptyLike(input) : at::Tensor();
   at::Tensor gradWeight = output_mask[1] ? emptyDevice({channels}, paramType) : at::Tensor();
   at::Tensor gradBias = output_mask[2] ? emptyDevice({channels}, paramType) : at::Tensor();
   launchCpuOp(op, args, device.index(), kernelName("batch_norm_bwd", input.scalar_type()),
@@ -120,10 +126,6 @@ void registerAllocating(torch::Library& m, const char* schema, const char* stem,
   m.impl(schema,
          torch::CppFunction::makeFromBoxedFunctor(std::make_unique<AllocatingKernel>(op, stem, std::move(allocate))));
   recordOpPath(std::string("aten::") + schema, OpPath::kDevice, stem);
-}
-
-at::Tensor emptyLike(const at::Tensor& like) {
-  return like.is_non_overlapping_and_dense() ? emptyDeviceLike(like) : emptyDevice(like.sizes(), like.scalar_type());
 }
 
 // Results shaped like the arguments at `like`.
