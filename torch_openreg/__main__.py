@@ -168,7 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--steps", type=_count(1), default=None,
                       help="training steps (default: the schedule's (wait+warmup+active)*repeat)")
     demo.add_argument("--size", choices=["tiny", "small", "medium"], default="small",
-                      help="model size (default small: 2 blocks, width 64, context 32)")
+                      help="model size (default small: a GPT of 2 blocks, width 64, context 32; a ResNet of widths "
+                           "16-128 on 32x32 images)")
     demo.add_argument("--model", choices=["gpt", "resnet"], default="gpt",
                       help="workload (default gpt: a GPT-style language model; resnet: a ResNet-18-shaped CNN "
                            "on synthetic images)")
