@@ -441,3 +441,36 @@ def test_batch_norm_keeps_channels_last_as_cpu_does():
     actual.backward(grad.to("openreg"))
     assert xd.grad.stride() == xc.grad.stride()
     torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_per_pixel_cross_entropy_matches_cpu(reduction, fallback_counts):
+    """Segmentation's loss: cross-entropy over [N, C, H, W] (nll_loss2d), with an ignored label."""
+    g = torch.Generator().manual_seed(7)
+    logits = torch.randn(2, 4, 3, 5, generator=g)
+    target = torch.randint(0, 4, (2, 3, 5), generator=g)
+    target[0, 0, :2] = -1
+    expected_logits = logits.clone().requires_grad_()
+    expected = F.cross_entropy(expected_logits, target, ignore_index=-1, reduction=reduction)
+    expected.sum().backward()
+    actual_logits = logits.to("openreg").requires_grad_()
+    actual = F.cross_entropy(actual_logits, target.to("openreg"), ignore_index=-1, reduction=reduction)
+    actual.sum().backward()
+    torch.testing.assert_close(actual.cpu(), expected)
+    torch.testing.assert_close(actual_logits.grad.cpu(), expected_logits.grad)
+    assert fallback_counts() == {}
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True])
+def test_max_pool3d_matches_cpu(ceil_mode, fallback_counts):
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(2, 3, 5, 6, 7, generator=g)
+    expected_x, actual_x = x.clone().requires_grad_(), x.to("openreg").requires_grad_()
+    expected = F.max_pool3d(expected_x, (2, 3, 2), stride=(2, 2, 3), padding=(1, 0, 1), ceil_mode=ceil_mode)
+    actual = F.max_pool3d(actual_x, (2, 3, 2), stride=(2, 2, 3), padding=(1, 0, 1), ceil_mode=ceil_mode)
+    assert actual.shape == expected.shape
+    torch.testing.assert_close(actual.cpu(), expected)
+    expected.sum().backward()
+    actual.sum().backward()
+    torch.testing.assert_close(actual_x.grad.cpu(), expected_x.grad)
+    assert fallback_counts() == {}

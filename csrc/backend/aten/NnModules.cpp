@@ -14,6 +14,7 @@
 #include <functional>
 
 #include <ATen/core/Reduction.h>
+#include <ATen/native/Pool.h>
 #include <torch/library.h>
 
 #include "backend/OpRegistry.h"
@@ -181,6 +182,82 @@ std::vector<at::Tensor> allocateGroupNormBackward(c10::ArrayRef<c10::IValue> arg
           mask[2] ? emptyDevice({channels}, paramType) : at::Tensor()};
 }
 
+// nll_loss2d_forward(self, target, weight?, reduction, ignore_index): the
+// loss (per pixel without reduction) and the total weight.
+std::vector<at::Tensor> allocateNllLoss2d(c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor& self = args[0].toTensor();
+  const at::Tensor& target = args[1].toTensor();
+  const bool unreduced = args[3].toInt() == at::Reduction::None;
+  return {unreduced ? emptyDevice(target.sizes(), self.scalar_type()) : emptyDevice({}, self.scalar_type()),
+          emptyDevice({}, self.scalar_type())};
+}
+
+// The value at `i` of a pooling parameter given as one value or one per dimension.
+int64_t pick(const c10::DimVector& values, size_t i, int64_t fallback) {
+  if (values.empty()) return fallback;
+  return values.size() == 1 ? values[0] : values[i];
+}
+
+// max_pool3d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode): values and int64 indices.
+std::vector<at::Tensor> allocateMaxPool3d(c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor& self = args[0].toTensor();
+  const auto kernel = args[1].toDimVector(), stride = args[2].toDimVector(), padding = args[3].toDimVector(),
+             dilation = args[4].toDimVector();
+  TORCH_CHECK((self.dim() == 4 || self.dim() == 5) && !kernel.empty(),
+              "max_pool3d: expected a 4-d or 5-d input and a kernel size");
+  c10::DimVector sizes(self.sizes().begin(), self.sizes().end() - 3);
+  for (size_t i = 0; i < 3; ++i) {
+    const int64_t k = pick(kernel, i, 1);
+    sizes.push_back(at::native::pooling_output_shape<int64_t>(self.size(self.dim() - 3 + i), k, pick(padding, i, 0),
+                                                              pick(stride, i, k), pick(dilation, i, 1),
+                                                              args[5].toBool()));
+  }
+  return {emptyDevice(sizes, self.scalar_type()), emptyDevice(sizes, at::kLong)};
+}
+
+// im2col(self [N, C, H, W], kernel_size, dilation, padding, stride) -> [N, C * kh * kw, L].
+std::vector<at::Tensor> allocateIm2col(c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor& self = args[0].toTensor();
+  const auto kernel = args[1].toDimVector(), dilation = args[2].toDimVector(), padding = args[3].toDimVector(),
+             stride = args[4].toDimVector();
+  TORCH_CHECK((self.dim() == 3 || self.dim() == 4) && kernel.size() == 2 && dilation.size() == 2 &&
+                  padding.size() == 2 && stride.size() == 2,
+              "im2col: expected a 3-d or 4-d input and two values per parameter");
+  int64_t blocks = 1;
+  for (size_t i = 0; i < 2; ++i) {
+    const int64_t span = dilation[i] * (kernel[i] - 1) + 1;
+    blocks *= (self.size(self.dim() - 2 + i) + 2 * padding[i] - span) / stride[i] + 1;
+  }
+  c10::DimVector sizes(self.sizes().begin(), self.sizes().end() - 3);
+  sizes.push_back(self.size(self.dim() - 3) * kernel[0] * kernel[1]);
+  sizes.push_back(blocks);
+  return {emptyDevice(sizes, self.scalar_type())};
+}
+
+// col2im(self [N, C * kh * kw, L], output_size, kernel_size, ...) -> [N, C, *output_size].
+std::vector<at::Tensor> allocateCol2im(c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor& self = args[0].toTensor();
+  const auto outputSize = args[1].toDimVector(), kernel = args[2].toDimVector();
+  TORCH_CHECK((self.dim() == 2 || self.dim() == 3) && outputSize.size() == 2 && kernel.size() == 2 &&
+                  kernel[0] * kernel[1] > 0,
+              "col2im: expected a 2-d or 3-d input, an output size and a kernel size");
+  c10::DimVector sizes(self.sizes().begin(), self.sizes().end() - 2);
+  sizes.push_back(self.size(self.dim() - 2) / (kernel[0] * kernel[1]));
+  sizes.append(outputSize.begin(), outputSize.end());
+  return {emptyDevice(sizes, self.scalar_type())};
+}
+
+// max_unpool2d/3d(self [N, C, *in], indices, output_size, ...) -> [N, C, *output_size].
+std::vector<at::Tensor> allocateMaxUnpool(c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor& self = args[0].toTensor();
+  const auto outputSize = args[2].toDimVector();
+  TORCH_CHECK(self.dim() > static_cast<int64_t>(outputSize.size()), "max_unpool: expected an input of more than ",
+              outputSize.size(), " dimensions");
+  c10::DimVector sizes(self.sizes().begin(), self.sizes().end() - outputSize.size());
+  sizes.append(outputSize.begin(), outputSize.end());
+  return {emptyDevice(sizes, self.scalar_type())};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -295,6 +372,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   registerAdaptiveAvgPool(m, "_adaptive_avg_pool3d", "adaptive_avg_pool3d_fwd", 3);
   registerAllocating(m, "reflection_pad2d", "reflection_pad2d_fwd", allocateReflectionPad2d);
   registerAllocating(m, "native_group_norm_backward", "group_norm_bwd", allocateGroupNormBackward);
+  registerAllocating(m, "nll_loss2d_forward", "nll_loss2d_fwd", allocateNllLoss2d);
+  registerLikeArguments(m, "nll_loss2d_backward", "nll_loss2d_bwd", {1});
+  registerAllocating(m, "max_pool3d_with_indices", "max_pool3d_fwd", allocateMaxPool3d);
+  registerAllocating(m, "im2col", "im2col", allocateIm2col);
+  registerAllocating(m, "col2im", "col2im", allocateCol2im);
+  registerAllocating(m, "max_unpool2d", "max_unpool2d", allocateMaxUnpool);
+  registerAllocating(m, "max_unpool3d", "max_unpool3d", allocateMaxUnpool);
 }
 
 }  // namespace openreg::backend
