@@ -474,3 +474,24 @@ def test_max_pool3d_matches_cpu(ceil_mode, fallback_counts):
     actual.sum().backward()
     torch.testing.assert_close(actual_x.grad.cpu(), expected_x.grad)
     assert fallback_counts() == {}
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum"])
+@pytest.mark.parametrize("batched", [True, False], ids=["batched", "single"])
+def test_margin_losses_match_cpu(reduction, batched, fallback_counts):
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(3, 4, generator=g)
+    labels = torch.tensor([1, 0, 3])
+    multilabel = torch.tensor([[3, 0, -1, 1], [0, 1, 2, 3], [1, -1, 0, 0]])
+    if not batched:
+        x, labels, multilabel = x[0], labels[:1], multilabel[0]
+    for loss, target in ((nn.MultiMarginLoss(reduction=reduction), labels),
+                         (nn.MultiLabelMarginLoss(reduction=reduction), multilabel)):
+        expected_x, actual_x = x.clone().requires_grad_(), x.to("openreg").requires_grad_()
+        expected, actual = loss(expected_x, target), loss(actual_x, target.to("openreg"))
+        assert actual.shape == expected.shape
+        torch.testing.assert_close(actual.cpu(), expected)
+        expected.sum().backward()
+        actual.sum().backward()
+        torch.testing.assert_close(actual_x.grad.cpu(), expected_x.grad)
+    assert fallback_counts() == {}

@@ -192,6 +192,23 @@ std::vector<at::Tensor> allocateNllLoss2d(c10::ArrayRef<c10::IValue> args) {
           emptyDevice({}, self.scalar_type())};
 }
 
+// multi_margin_loss(self [N, C] or [C], target, p, margin, weight?, reduction).
+std::vector<at::Tensor> allocateMultiMarginLoss(c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor& self = args[0].toTensor();
+  const bool unreduced = args[5].toInt() == at::Reduction::None;
+  return {unreduced ? emptyDevice({self.dim() == 2 ? self.size(0) : 1}, self.scalar_type())
+                    : emptyDevice({}, self.scalar_type())};
+}
+
+// multilabel_margin_loss_forward(self [N, C] or [C], target, reduction): the loss and the target mask.
+std::vector<at::Tensor> allocateMultilabelMarginLoss(c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor& self = args[0].toTensor();
+  const at::Tensor& target = args[1].toTensor();
+  const bool unreduced = args[2].toInt() == at::Reduction::None && self.dim() == 2;
+  return {unreduced ? emptyDevice({self.size(0)}, self.scalar_type()) : emptyDevice({}, self.scalar_type()),
+          emptyDevice(target.sizes(), self.scalar_type())};
+}
+
 // The value at `i` of a pooling parameter given as one value or one per dimension.
 int64_t pick(const c10::DimVector& values, size_t i, int64_t fallback) {
   if (values.empty()) return fallback;
@@ -379,6 +396,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   registerAllocating(m, "col2im", "col2im", allocateCol2im);
   registerAllocating(m, "max_unpool2d", "max_unpool2d", allocateMaxUnpool);
   registerAllocating(m, "max_unpool3d", "max_unpool3d", allocateMaxUnpool);
+  registerAllocating(m, "multi_margin_loss", "multi_margin_loss_fwd", allocateMultiMarginLoss);
+  registerAllocating(m, "multilabel_margin_loss_forward", "multilabel_margin_loss_fwd", allocateMultilabelMarginLoss);
 }
 
 }  // namespace openreg::backend
