@@ -495,3 +495,17 @@ def test_margin_losses_match_cpu(reduction, batched, fallback_counts):
         actual.sum().backward()
         torch.testing.assert_close(actual_x.grad.cpu(), expected_x.grad)
     assert fallback_counts() == {}
+
+
+if __name__ == "__main__":
+    # Prints the README's list of modules that reach the CPU fallback, as this test measures it:
+    #     python tests/backend/test_nn_coverage.py
+    import warnings
+
+    warnings.simplefilter("ignore")
+    for module_name in sorted(SPECS):
+        if module_name in cannot_run():
+            continue
+        ops = check_module(module_name)
+        if ops:
+            print(f"- `nn.{module_name}`: " + ", ".join(f"`aten::{op}`" for op in ops))
