@@ -105,12 +105,15 @@ class AllocatingKernel final : public c10::OperatorKernel {
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) const {
     c10::ArrayRef<c10::IValue> args = torch::jit::last(*stack, numArgs_);
-    const c10::Device device = commonDevice(args, op);
+    std::vector<ArgRef> refs;
+    refs.reserve(args.size());
+    for (const c10::IValue& arg : args) refs.push_back(argRef(arg));
+    const c10::Device device = commonDevice(refs, op);
     c10::DeviceGuard guard(device);
     std::vector<at::Tensor> outputs = allocate_(args);
     const auto named = std::find_if(outputs.begin(), outputs.end(), [](const at::Tensor& t) { return t.defined(); });
     TORCH_INTERNAL_ASSERT(named != outputs.end(), "a kernel without outputs");
-    launchCpuOp(op, args, device.index(), kernelName(stem_, named->scalar_type()), elementwiseShape(named->numel()),
+    launchCpuOp(op, refs, device.index(), kernelName(stem_, named->scalar_type()), elementwiseShape(named->numel()),
                 outputs);
     torch::jit::drop(*stack, numArgs_);
     for (at::Tensor& out : outputs) stack->emplace_back(std::move(out));
