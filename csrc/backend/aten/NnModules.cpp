@@ -113,8 +113,8 @@ class AllocatingKernel final : public c10::OperatorKernel {
     std::vector<at::Tensor> outputs = allocate_(args);
     const auto named = std::find_if(outputs.begin(), outputs.end(), [](const at::Tensor& t) { return t.defined(); });
     TORCH_INTERNAL_ASSERT(named != outputs.end(), "a kernel without outputs");
-    launchCpuOp(op, refs, device.index(), kernelName(stem_, named->scalar_type()), elementwiseShape(named->numel()),
-                outputs);
+    launchCpuOp(op, c10::ArrayRef<ArgRef>(refs), device.index(), kernelName(stem_, named->scalar_type()),
+                elementwiseShape(named->numel()), outputs);
     torch::jit::drop(*stack, numArgs_);
     for (at::Tensor& out : outputs) stack->emplace_back(std::move(out));
   }
