@@ -199,7 +199,8 @@ ConvCall describeConv(const at::Tensor& input, const at::Tensor& weight, c10::In
   return call;
 }
 
-// Output spatial sizes of the call (ATen has checked them positive).
+// Output spatial sizes of the call (ATen's _convolution checks shapes first; a
+// direct call of the overrideable op gets this check).
 Dims outputSizes(const ConvCall& call, c10::IntArrayRef inSizes) {
   const ConvGeometry& g = call.geometry;
   Dims out;
@@ -215,7 +216,7 @@ Dims outputSizes(const ConvCall& call, c10::IntArrayRef inSizes) {
 // The layout of the results, as CPU's (oneDNN) convolutions choose it: 2-d
 // convolutions with a channels-last input or weight give channels-last
 // output and gradients; everything else is contiguous. The kernels compute
-// on contiguous copies whatever the layout, hence the nchw in their names.
+// on contiguous copies whatever the layout, hence NC(D)HW in their names.
 c10::MemoryFormat resultFormat(const at::Tensor& input, const at::Tensor& weight) {
   const bool channelsLast = input.suggest_memory_format() == c10::MemoryFormat::ChannelsLast ||
                             weight.suggest_memory_format() == c10::MemoryFormat::ChannelsLast;
