@@ -172,7 +172,8 @@ def _count(minimum: int):
 def _cmd_demo(args: argparse.Namespace) -> int:
     from torch_openreg.demo import DemoOptions, run
 
-    options = DemoOptions(output=Path(args.output), steps=args.steps, size=args.size, seed=args.seed,
+    options = DemoOptions(output=Path(args.output), steps=args.steps, size=args.size, model=args.model,
+                          seed=args.seed,
                           wait=args.wait, warmup=args.warmup, active=args.active, repeat=args.repeat,
                           gzip=args.gzip, check=args.check, top=args.top, gaps=args.gaps)
     return run(options)
@@ -199,7 +200,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--steps", type=_count(1), default=None,
                       help="training steps (default: the schedule's (wait+warmup+active)*repeat)")
     demo.add_argument("--size", choices=["tiny", "small", "medium"], default="small",
-                      help="model size (default small: 2 blocks, width 64, context 32)")
+                      help="model size (default small: a GPT of 2 blocks, width 64, context 32; a ResNet of widths "
+                           "16-128 on 32x32 images)")
+    demo.add_argument("--model", choices=["gpt", "resnet"], default="gpt",
+                      help="workload (default gpt: a GPT-style language model; resnet: a ResNet-18-shaped CNN "
+                           "on synthetic images)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the weights, dropout and batches (default 0)")
     sched = demo.add_argument_group("profiler schedule", "torch.profiler.schedule(wait, warmup, active, repeat)")
     sched.add_argument("--wait", type=_count(0), default=1, help="default 1")

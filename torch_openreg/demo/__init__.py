@@ -2,6 +2,7 @@
 
     data.py      the embedded text and a batch source that prefetches on a copy stream
     model.py     the GPT-style model (stock torch.nn)
+    resnet.py    the ResNet-18-shaped CNN and synthetic images (--model resnet)
     progress.py  the progress bar
     run.py       backend checks, the profiled training loop, key_averages, summary and checks
 

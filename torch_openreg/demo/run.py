@@ -30,6 +30,7 @@ class DemoOptions:
     output: Path = Path("openreg_demo_traces")
     steps: int | None = None  # None: exactly the schedule's cycles
     size: str = "small"
+    model: str = "gpt"  # "gpt" or "resnet"
     seed: int = 0
     wait: int = 1
     warmup: int = 1
@@ -145,22 +146,16 @@ def run(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = No
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    from .data import TEXT, CharacterVocabulary, PrefetchingBatches
-    from .model import GPT, config_for
-
     torch.manual_seed(options.seed)
-    vocabulary = CharacterVocabulary(TEXT)
-    config = config_for(options.size, len(vocabulary))
     device = torch.device("openreg", torch.openreg.current_device())
-    model = GPT(config).to(device)
+    if options.model == "resnet":
+        model, batches, description = _resnet_workload(options, device)
+    else:
+        model, batches, description = _gpt_workload(options, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=options.learning_rate, weight_decay=0.1, foreach=True)
-    batches = PrefetchingBatches(vocabulary.encode(TEXT), config.batch_size, config.context, device, options.seed)
 
     steps = options.total_steps
-    print(f"openreg demo: a GPT-style model ({config.layers} blocks, width {config.width}, {config.heads} heads, "
-          f"context {config.context}, batch {config.batch_size}, {model.parameter_count():,} parameters, "
-          f"{'tied' if config.tied_head else 'untied'} LM head) learns a {len(TEXT):,}-character text "
-          f"on {device} ({torch.openreg.get_device_name(device)}), AdamW, {steps} steps", file=out)
+    print(f"{description} on {device} ({torch.openreg.get_device_name(device)}), AdamW, {steps} steps", file=out)
     print(f"torch.profiler: activities CPU + PrivateUse1, schedule(wait={options.wait}, warmup={options.warmup}, "
           f"active={options.active}, repeat={options.repeat}), record_shapes, profile_memory, with_stack; "
           f"traces to {options.output}/", file=out)
@@ -194,6 +189,34 @@ def run(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = No
     print(f"\nloss {losses[0]:.3f} -> {losses[-1]:.3f} over {steps} steps", file=out)
     _print_key_averages(prof, options, out)
     return _report_traces(writer.written, options, out, err)
+
+
+def _gpt_workload(options: DemoOptions, device: Any) -> tuple[Any, Any, str]:
+    from .data import TEXT, CharacterVocabulary, PrefetchingBatches
+    from .model import GPT, config_for
+
+    vocabulary = CharacterVocabulary(TEXT)
+    config = config_for(options.size, len(vocabulary))
+    model = GPT(config).to(device)
+    batches = PrefetchingBatches(vocabulary.encode(TEXT), config.batch_size, config.context, device, options.seed)
+    description = (f"openreg demo: a GPT-style model ({config.layers} blocks, width {config.width}, "
+                   f"{config.heads} heads, context {config.context}, batch {config.batch_size}, "
+                   f"{model.parameter_count():,} parameters, {'tied' if config.tied_head else 'untied'} LM head) "
+                   f"learns a {len(TEXT):,}-character text")
+    return model, batches, description
+
+
+def _resnet_workload(options: DemoOptions, device: Any) -> tuple[Any, Any, str]:
+    from .resnet import ResNet, SyntheticImages, config_for
+
+    config = config_for(options.size)
+    model = ResNet(config).to(device)
+    batches = SyntheticImages(config, device, options.seed)
+    description = (f"openreg demo: a ResNet-18-shaped network ({model.convolution_count()} convolutions, "
+                   f"widths {config.width}-{config.width * 8}, batch norm, {model.parameter_count():,} parameters) "
+                   f"classifies synthetic {config.image}x{config.image} images into {config.classes} classes, "
+                   f"batch {config.batch_size}")
+    return model, batches, description
 
 
 def _print_key_averages(prof: Any, options: DemoOptions, out: TextIO) -> None:
