@@ -237,6 +237,29 @@ def test_steps_that_reach_no_active_cycle_fail(tmp_path):
     assert list((tmp_path / "traces").iterdir()) == []
 
 
+def test_a_failed_check_exits_one(tmp_path):
+    """A device record on stream 0 (which the activity API forbids) from a replayed activity library
+    reaches the trace; --check reports device_args failing and the demo exits 1."""
+    replay_dir = Path(os.environ.get("OPENREG_REPLAY_DIR", REPO / "build" / "py" / "tests" / "activity_replay"))
+    library = replay_dir / "libopenreg_activity_replay.so"
+    assert library.exists(), f"{library} is not built (scripts/bootstrap.sh builds it)"
+    scenario = tmp_path / "scenario.txt"
+    scenario.write_text("kernel device=0 stream=0 start_us=1000 dur_us=40 name=on_stream_zero\n")
+    run = run_demo(["--size", "tiny", "-o", "traces", "--check", "--wait", "0", "--warmup", "0", "--active", "1",
+                    "--repeat", "1"], tmp_path,
+                   env=_env(OPENREG_ACTIVITY_LIBRARY=str(library), OPENREG_REPLAY_SCENARIO=str(scenario)))
+    assert run.returncode == 1, run.describe()
+    assert "Traceback" not in run.stderr, run.stderr[-3000:]
+    traces = written_traces(run)
+    assert len(traces) == 1
+    from torch_openreg.trace import open_trace
+
+    with open_trace(traces[0]) as trace:
+        result = trace.check()
+    failed = [c["name"] for c in result["checks"] if c["status"] == "fail" and c.get("severity") == "error"]
+    assert failed == ["device_args"], result
+
+
 def test_bad_arguments_are_usage_errors(tmp_path):
     for args in (["--repeat", "0"], ["--active", "-1"], ["--size", "huge"]):
         run = run_demo(args, tmp_path)
