@@ -1,5 +1,6 @@
 """summary answers what HolisticTraceAnalysis 0.5.0 answers, on the same traces:
-the real ones in ../shared/traces and synthetic rank traces.
+the real ones in ../shared/traces, a torch.profiler trace of the openreg device,
+and synthetic rank traces.
 
 Both tools read one "HTA-comparable" copy of each trace, which removes the
 three places where the definitions differ on purpose (trace/README.md,
@@ -16,6 +17,7 @@ import gzip
 import json
 import logging
 import math
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -92,8 +94,8 @@ class Both:
             self.ours[rank if rank is not None else 0] = s
 
 
-def comparable_folder(tmp_path: Path, name: str) -> Path:
-    doc = json.loads(gzip.open(shared_trace(name)).read())
+def comparable_folder(tmp_path: Path, name: str, source: Path | None = None) -> Path:
+    doc = json.loads(gzip.open(source or shared_trace(name)).read())
     folder = tmp_path / name
     folder.mkdir()
     (folder / f"{name}.json").write_text(json.dumps(hta_comparable(doc)))
@@ -105,9 +107,35 @@ REAL = ["cuda_alexnet", "cuda_event_sync_multi_stream", "cuda_sampled_rank0", "c
         "rocm_mi250_train", "mtia_inference"]
 
 
-@pytest.fixture(scope="module", params=REAL)
+# Our own: a torch.profiler trace of a few steps on the openreg device.
+OWN_PROFILE = """
+import sys, torch, torch_openreg
+from torch.profiler import ProfilerActivity, profile, schedule
+x = torch.randn(64, 64, device="openreg")
+w = torch.randn(64, 64, device="openreg")
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+             schedule=schedule(wait=0, warmup=1, active=3),
+             on_trace_ready=lambda p: p.export_chrome_trace(sys.argv[1])) as prof:
+    for _ in range(4):
+        (x @ w).relu().sum().item()
+        prof.step()
+"""
+
+
+def own_trace(folder: Path) -> Path:
+    path = folder / "openreg_own.json.gz"
+    r = subprocess.run([sys.executable, "-c", OWN_PROFILE, str(folder / "raw.json")], cwd=REPO, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    path.write_bytes(gzip.compress((folder / "raw.json").read_bytes()))
+    return path
+
+
+@pytest.fixture(scope="module", params=REAL + ["openreg_own"])
 def real(request, tmp_path_factory) -> Both:
-    return Both(comparable_folder(tmp_path_factory.mktemp("hta"), request.param))
+    tmp = tmp_path_factory.mktemp("hta")
+    source = own_trace(tmp) if request.param == "openreg_own" else shared_trace(request.param)
+    return Both(comparable_folder(tmp, request.param, source))
 
 
 def kernel_rows(both: Both) -> tuple[dict, dict]:

@@ -270,7 +270,11 @@ struct TimelineOptions {
 };
 std::string timelineJson(const Trace& t, const TimelineOptions& options);
 
-// Shared by the renderers.
+// Shared by the analyses and renderers.
+bool startsWith(std::string_view s, std::string_view prefix);
+double ratio(int64_t num, int64_t den);  // 0 when den <= 0
+void writeKey(JsonWriter& w, const Trace& t, const Key& k);
+void writeName(JsonWriter& w, const Trace& t, uint32_t id);  // null for kNoString
 void writeEventRef(JsonWriter& w, const Trace& t, const EventRef& ref);
 void writeTraceInfo(JsonWriter& w, const Trace& t);
 

@@ -14,20 +14,7 @@ namespace openreg::trace {
 
 namespace {
 
-bool startsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
-
-double ratio(int64_t num, int64_t den) { return den > 0 ? static_cast<double>(num) / static_cast<double>(den) : 0.0; }
-
-void writeKey(JsonWriter& w, const Trace& t, const Key& k) {
-  if (k.isString) w.value(t.str(static_cast<uint32_t>(k.value)));
-  else w.value(k.value);
-}
-
-void writeName(JsonWriter& w, const Trace& t, uint32_t id) {
-  if (id == kNoString) w.null();
-  else w.value(t.str(id));
-}
 
 void writeLane(JsonWriter& w, const Trace& t, uint32_t lane) {
   w.key("device");

@@ -9,8 +9,6 @@ namespace openreg::trace {
 
 namespace {
 
-bool startsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
-
 HostActivity describeGap(const Trace& t, int64_t a, int64_t b) {
   HostActivity h;
   const int64_t mid = a + (b - a) / 2;
@@ -71,18 +69,6 @@ HostActivity describeGap(const Trace& t, int64_t a, int64_t b) {
   return h;
 }
 
-void writeKey(JsonWriter& w, const Trace& t, const Key& k) {
-  if (k.isString) w.value(t.str(static_cast<uint32_t>(k.value)));
-  else w.value(k.value);
-}
-
-void writeName(JsonWriter& w, const Trace& t, uint32_t id) {
-  if (id == kNoString) w.null();
-  else w.value(t.str(id));
-}
-
-double ratio(int64_t num, int64_t den) { return den > 0 ? static_cast<double>(num) / static_cast<double>(den) : 0.0; }
-
 const char* roleName(CategoryRole r) {
   switch (r) {
     case CategoryRole::kDevice: return "device";
@@ -135,6 +121,20 @@ void writeMemory(JsonWriter& w, const Trace& t, const std::vector<MemoryStat>& s
 }
 
 }  // namespace
+
+bool startsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+double ratio(int64_t num, int64_t den) { return den > 0 ? static_cast<double>(num) / static_cast<double>(den) : 0.0; }
+
+void writeKey(JsonWriter& w, const Trace& t, const Key& k) {
+  if (k.isString) w.value(t.str(static_cast<uint32_t>(k.value)));
+  else w.value(k.value);
+}
+
+void writeName(JsonWriter& w, const Trace& t, uint32_t id) {
+  if (id == kNoString) w.null();
+  else w.value(t.str(id));
+}
 
 int64_t mergeUnion(std::vector<Interval>& iv) {
   std::sort(iv.begin(), iv.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
