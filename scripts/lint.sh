@@ -34,10 +34,19 @@ fi
 db=build/lint
 mkdir -p "$db"
 "$PYTHON" - build/py/compile_commands.json "$db/compile_commands.json" <<'EOF'
-import json, re, sys
+import json, os, re, shutil, sys
 source, target = sys.argv[1:]
+# clang finds gcc's .gch beside cmake_pch.hxx and rejects it: include a copy
+# of the header instead, so the sources see the same headers without the PCH.
+def without_gcc_pch(command):
+    def copy(match):
+        header = match.group(1)
+        plain = os.path.join(os.path.dirname(target), "pch_" + header.replace("/", "_"))
+        shutil.copyfile(header, plain)
+        return " -include " + plain
+    return re.sub(r" -include (\S*cmake_pch\.hxx)", copy, command).replace(" -Winvalid-pch", "")
 commands = [
-    dict(c, command=re.sub(r" -include \S*cmake_pch\.hxx| -Winvalid-pch", "", c["command"]))
+    dict(c, command=without_gcc_pch(c["command"]))
     for c in json.load(open(source))
     if "cmake_pch" not in c["file"] and "/build/" not in c["file"]
 ]
