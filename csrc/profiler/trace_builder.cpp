@@ -447,7 +447,6 @@ bool fixCausality(RowWork& work, int64_t launch, EmitStats& stats) {
   ++stats.causalityFixes;
   stats.maxCausalityFixNs = std::max(stats.maxCausalityFixNs, elapsed(work.start, launch));
   work.start = launch;
-  work.end = std::max(work.end, work.start);
   return true;
 }
 
@@ -484,7 +483,7 @@ RowMap selectRowWork(const PreparedTrace& prepared, const EmitOptions& options,
       continue;
     }
     if (!wanted) ++stats.notRequested;
-    RowWork work{p.start, p.end, static_cast<uint32_t>(i), wanted};
+    RowWork work{p.start, static_cast<uint32_t>(i), wanted};
     if (p.runtimeIndex >= 0) {
       fixCausality(work, callStart(*prepared.runtime[static_cast<size_t>(p.runtimeIndex)].call), stats);
     }
@@ -498,17 +497,19 @@ RowMap selectRowWork(const PreparedTrace& prepared, const EmitOptions& options,
   return rows;
 }
 
-void fixRows(RowMap& rows, EmitStats& stats) {
-  auto byTime = [](const RowWork& a, const RowWork& b) { return std::tie(a.start, a.end) < std::tie(b.start, b.end); };
+void fixRows(RowMap& rows, const PreparedTrace& prepared, EmitStats& stats) {
+  auto byTime = [&](const RowWork& a, const RowWork& b) {
+    return a.start != b.start ? a.start < b.start : a.end(prepared) < b.end(prepared);
+  };
   for (auto& [key, work] : rows) {
     if (!std::is_sorted(work.begin(), work.end(), byTime)) {
       std::stable_sort(work.begin(), work.end(), byTime);  // causality fixes can reorder
     }
     for (size_t i = 1; i < work.size(); ++i) {
-      if (work[i].start < work[i - 1].end) {
+      const int64_t previousEnd = work[i - 1].end(prepared);
+      if (work[i].start < previousEnd) {
         ++stats.rowOverlapFixes;
-        work[i].start = work[i - 1].end;
-        work[i].end = std::max(work[i].end, work[i].start);
+        work[i].start = previousEnd;
       }
     }
   }
@@ -549,10 +550,10 @@ std::vector<Span> userRangeExtents(const RowMap& rows, const PreparedTrace& prep
       const PreparedDeviceOp& p = w.op(prepared);
       if (p.external.user == 0 || p.op->kind == DeviceOpKind::StreamWait) continue;
       auto [it, inserted] = spans.emplace(std::make_tuple(key.first, key.second, p.external.user),
-                                          Span{key.first, key.second, p.external.user, w.start, w.end});
+                                          Span{key.first, key.second, p.external.user, w.start, w.end(prepared)});
       if (!inserted) {
         it->second.start = std::min(it->second.start, w.start);
-        it->second.end = std::max(it->second.end, w.end);
+        it->second.end = std::max(it->second.end, w.end(prepared));
       }
     }
   }
@@ -613,7 +614,9 @@ std::vector<size_t> EmitRuns::lengths() const {
 
 EmitRuns orderRuns(RowMap& rows, const PreparedTrace& prepared, const RuntimeSelection& runtime,
                    std::vector<TraceEvent> spans, EmitResult& result) {
-  auto workBefore = [](const RowWork& a, const RowWork& b) { return emitBefore(a.start, a.end, b.start, b.end); };
+  auto workBefore = [&](const RowWork& a, const RowWork& b) {
+    return emitBefore(a.start, a.end(prepared), b.start, b.end(prepared));
+  };
   EmitRuns out;
   for (auto& [key, work] : rows) {
     std::erase_if(work, [](const RowWork& w) { return !w.emit; });
@@ -668,7 +671,7 @@ TraceEvent deviceEvent(const PreparedTrace& prepared, const RowWork& work, bool 
   e.type = eventType(p.op->kind);
   e.name = deviceOpName(*p.op);
   e.start = work.start;
-  e.end = work.end;
+  e.end = work.end(prepared);
   e.pid = p.op->device;
   e.tid = static_cast<int64_t>(p.op->stream);
   e.id = p.traceId;
@@ -700,7 +703,7 @@ void emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const 
                EmitResult& result, const EventSink& sink) {
   const steps::RuntimeSelection runtime = steps::selectRuntime(prepared, options, result.stats);
   steps::RowMap rows = steps::selectRowWork(prepared, options, runtime.inWindow, result.stats);
-  steps::fixRows(rows, result.stats);
+  steps::fixRows(rows, prepared, result.stats);
   const std::vector<char> launchHasFlow = steps::markFlows(rows, prepared, runtime.emitted, result.stats);
   std::vector<TraceEvent> spans =
       options.userAnnotations ? steps::buildSpans(rows, prepared, userRange, result) : std::vector<TraceEvent>{};
@@ -715,7 +718,7 @@ void emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const 
       return {callStart(call), callEnd(call)};
     }
     const steps::RowWork& work = (*runs.rows[run])[i];
-    return {work.start, work.end};
+    return {work.start, work.end(prepared)};
   };
   auto before = [](const Times& a, const Times& b) { return steps::emitBefore(a.start, a.end, b.start, b.end); };
   // Merged stably across the runs: device rows, launches, spans.

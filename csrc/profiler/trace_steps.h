@@ -3,6 +3,7 @@
 // tests (tests/test_trace_steps.cpp) use this header.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <queue>
@@ -158,16 +159,18 @@ struct RuntimeSelection {
 };
 RuntimeSelection selectRuntime(const PreparedTrace& prepared, const EmitOptions& options, EmitStats& stats);
 
-// A piece of device work on its stream row, with its final host times.
+// A piece of device work on its stream row, with its final host start.
 // emit is false for work kept only for the user-range spans over it.
-// 24 bytes: a trace has one per device activity.
+// 16 bytes: a trace has one per device activity. Fixes only move starts
+// later, taking the end along when they pass it, so the end is always the
+// prepared end or the start, whichever is later.
 struct RowWork {
   int64_t start = 0;
-  int64_t end = 0;
   uint32_t index = 0;  // into PreparedTrace::deviceOps
   bool emit = false;
 
   const PreparedDeviceOp& op(const PreparedTrace& prepared) const { return prepared.deviceOps[index]; }
+  int64_t end(const PreparedTrace& prepared) const { return std::max(op(prepared).end, start); }
 };
 using RowKey = std::pair<int32_t, uint64_t>;  // (device, stream)
 using RowMap = std::map<RowKey, std::vector<RowWork>>;
@@ -184,7 +187,7 @@ bool fixCausality(RowWork& work, int64_t launch, EmitStats& stats);
 
 // A stream runs one thing at a time: sorts each row by time and moves each
 // start past the previous end, so rounding never makes neighbours overlap.
-void fixRows(RowMap& rows, EmitStats& stats);
+void fixRows(RowMap& rows, const PreparedTrace& prepared, EmitStats& stats);
 
 // Whether device work gets an arrow from its launch: both ends emitted.
 bool hasLaunchFlow(const PreparedDeviceOp& op, const std::vector<char>& runtimeEmitted);

@@ -267,7 +267,7 @@ TEST(TraceSteps, RowWorkByRowWithCausalityFixed) {
   const auto& row01 = rows.at({0, 1});
   ASSERT_EQ(row01.size(), 1u);
   EXPECT_EQ(row01[0].start, 300);
-  EXPECT_EQ(row01[0].end, 310);
+  EXPECT_EQ(row01[0].end(trace), 310);
   EXPECT_TRUE(row01[0].emit);
   ASSERT_EQ(rows.at({0, 2}).size(), 1u);
   EXPECT_FALSE(rows.at({0, 2})[0].emit);
@@ -283,28 +283,35 @@ TEST(TraceSteps, RowWorkByRowWithCausalityFixed) {
 }
 
 TEST(TraceSteps, FixCausalityMovesOnlyEarlyStarts) {
+  const DeviceOp k = kernel(1, 0, 1, 0, 0);
+  PreparedTrace trace;
+  trace.deviceOps = {prepared(k, 100, 105), prepared(k, 120, 130), prepared(k, 110, 115)};
   EmitStats stats;
-  RowWork early{100, 105, 0, true};
+  RowWork early{100, 0, true};
   EXPECT_TRUE(fixCausality(early, 110, stats));
   EXPECT_EQ(early.start, 110);
-  EXPECT_EQ(early.end, 110) << "a start moved past the end takes the end along";
-  RowWork fine{120, 130, 0, true};
+  EXPECT_EQ(early.end(trace), 110) << "a start moved past the end takes the end along";
+  RowWork fine{120, 1, true};
   EXPECT_FALSE(fixCausality(fine, 110, stats));
   EXPECT_EQ(fine.start, 120);
-  RowWork atLaunch{110, 115, 0, true};
+  EXPECT_EQ(fine.end(trace), 130);
+  RowWork atLaunch{110, 2, true};
   EXPECT_FALSE(fixCausality(atLaunch, 110, stats));
   EXPECT_EQ(stats.causalityFixes, 1u);
   EXPECT_EQ(stats.maxCausalityFixNs, 10);
 }
 
 TEST(TraceSteps, FixRowsSortsAndRemovesOverlaps) {
+  const DeviceOp k = kernel(1, 0, 1, 0, 0);
+  PreparedTrace trace;
+  trace.deviceOps = {prepared(k, 30, 40), prepared(k, 10, 20), prepared(k, 15, 25), prepared(k, 18, 19)};
   RowMap rows;
-  rows[{0, 1}] = {{30, 40, 0, true}, {10, 20, 1, true}, {15, 25, 2, true}, {18, 19, 3, true}};
+  rows[{0, 1}] = {{30, 0, true}, {10, 1, true}, {15, 2, true}, {18, 3, true}};
   EmitStats stats;
-  fixRows(rows, stats);
+  fixRows(rows, trace, stats);
   const auto& row = rows[{0, 1}];
   std::vector<std::pair<int64_t, int64_t>> times;
-  for (const auto& w : row) times.push_back({w.start, w.end});
+  for (const auto& w : row) times.push_back({w.start, w.end(trace)});
   EXPECT_EQ(times, (std::vector<std::pair<int64_t, int64_t>>{{10, 20}, {20, 25}, {25, 25}, {30, 40}}));
   EXPECT_EQ(stats.rowOverlapFixes, 2u);
 }
@@ -316,7 +323,7 @@ TEST(TraceSteps, FlowsNeedBothEndsEmitted) {
   PreparedTrace trace;
   trace.deviceOps = {launched, hidden, noId, unlaunched};
   RowMap rows;
-  rows[{0, 1}] = {{10, 20, 0, true}, {20, 30, 1, true}, {30, 40, 2, true}, {40, 50, 3, true}, {50, 60, 0, false}};
+  rows[{0, 1}] = {{10, 0, true}, {20, 1, true}, {30, 2, true}, {40, 3, true}, {50, 0, false}};
   EmitStats stats;
   const std::vector<char> emitted = {1, 0};
   EXPECT_EQ(markFlows(rows, trace, emitted, stats), (std::vector<char>{1, 0}));
@@ -335,15 +342,15 @@ TEST(TraceSteps, SpansNestPerRowAndCountWhatCannot) {
     p.external.user = user;
     return p;
   };
-  const PreparedDeviceOp a = withUser(prepared(k, 0, 0), 7), b = withUser(prepared(k, 0, 0), 8),
-                         c = withUser(prepared(k, 0, 0), 9), w = withUser(prepared(wait, 0, 0), 7),
-                         unknown = withUser(prepared(k, 0, 0), 66);
   PreparedTrace trace;
-  trace.deviceOps = {a, b, c, w, unknown};
+  trace.deviceOps = {withUser(prepared(k, 10, 20), 7),   withUser(prepared(k, 20, 30), 8),
+                     withUser(prepared(k, 30, 40), 7),   withUser(prepared(k, 35, 50), 9),
+                     withUser(prepared(wait, 50, 90), 7), withUser(prepared(k, 5, 6), 7),
+                     withUser(prepared(k, 7, 8), 66)};
   RowMap rows;
   // Range 7 spans 10..40 and nests 8 (20..30); 9 crosses 7's end; the wait is no work.
-  rows[{0, 1}] = {{10, 20, 0, true}, {20, 30, 1, true}, {30, 40, 0, false}, {35, 50, 2, true}, {50, 90, 3, true}};
-  rows[{0, 2}] = {{5, 6, 0, true}, {7, 8, 4, true}};
+  rows[{0, 1}] = {{10, 0, true}, {20, 1, true}, {30, 2, false}, {35, 3, true}, {50, 4, true}};
+  rows[{0, 2}] = {{5, 5, true}, {7, 6, true}};
   EmitResult result;
   auto names = [](uint64_t id) -> std::optional<std::string> {
     return id == 66 ? std::nullopt : std::optional<std::string>("r" + std::to_string(id));
@@ -372,8 +379,10 @@ TEST(TraceSteps, RunsHoldOnlyEmittedWorkInEmissionOrder) {
   PreparedTrace trace;
   orderRuntimeCalls(calls, ExternalJoin{}, trace);
   RuntimeSelection runtime{{1, 1, 1}, {1, 1, 0}};
+  const DeviceOp k = kernel(1, 0, 1, 0, 0);
+  trace.deviceOps = {prepared(k, 10, 10), prepared(k, 10, 20), prepared(k, 20, 30)};
   RowMap rows;
-  rows[{0, 1}] = {{10, 10, 0, true}, {10, 20, 1, true}, {20, 30, 2, false}};
+  rows[{0, 1}] = {{10, 0, true}, {10, 1, true}, {20, 2, false}};
   TraceEvent span;
   span.start = 5;
   span.end = 50;
@@ -381,7 +390,7 @@ TEST(TraceSteps, RunsHoldOnlyEmittedWorkInEmissionOrder) {
   const EmitRuns runs = orderRuns(rows, trace, runtime, {span}, result);
   ASSERT_EQ(runs.rows.size(), 1u);
   ASSERT_EQ(runs.rows[0]->size(), 2u);
-  EXPECT_EQ((*runs.rows[0])[0].end, 20) << "enclosing first at an equal start";
+  EXPECT_EQ((*runs.rows[0])[0].end(trace), 20) << "enclosing first at an equal start";
   EXPECT_EQ(runs.launches, (std::vector<uint32_t>{1, 0}));
   EXPECT_EQ(runs.lengths(), (std::vector<size_t>{2, 2, 1}));
   EXPECT_EQ(runs.launchRun(), 1u);
@@ -417,12 +426,13 @@ TEST(TraceSteps, EventsCarryTheirJoins) {
   DeviceOp wait = kernel(1, 2, 5, 0, 0);
   wait.kind = DeviceOpKind::StreamWait;
   PreparedTrace work;
-  work.deviceOps.push_back(prepared(wait, 0, 0, 0));
+  work.deviceOps.push_back(prepared(wait, 120, 140, 0));
   work.deviceOps[0].external.op = 42;
-  const TraceEvent e = deviceEvent(work, {130, 140, 0, true}, true);
+  const TraceEvent e = deviceEvent(work, {130, 0, true}, true);
   EXPECT_EQ(e.type, TraceEventType::StreamWait);
   EXPECT_EQ(e.name, "Stream Wait Event");
   EXPECT_EQ(e.start, 130);
+  EXPECT_EQ(e.end, 140);
   EXPECT_EQ(e.pid, 2);
   EXPECT_EQ(e.tid, 5);
   EXPECT_EQ(e.linkedOp, 0u) << "waiting is not the op's device time";

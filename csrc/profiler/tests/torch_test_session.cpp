@@ -210,7 +210,11 @@ TEST_F(SessionTest, ActivitiesLiveAsLongAsTheTraceBuffer) {
     for (int k = 0; k < 3000; ++k) ASSERT_EQ(replay.submit(1, 0, 1, "kernel_name_past_small_strings", 0, 1'000, 0), 0);
     replay.synchronize();
     session.stop();
+    const std::string before = session.getMetadata().at("openreg_profiler");
+    EXPECT_NE(before.find("\"device_activities\":3000,"), std::string::npos) << before;
     session.processTrace(logger, [](int32_t) { return nullptr; }, begin, now());
+    // The records are gone (the activities have what they need); the figures stay.
+    EXPECT_EQ(session.getMetadata().at("openreg_profiler"), before);
     buffer = session.getTraceBuffer();
   }
   // The session is gone; the activities are not.
