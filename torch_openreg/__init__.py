@@ -8,7 +8,8 @@ once per process:
 - the device module ``torch.openreg`` (see ``torch_openreg/openreg``);
 - ``Tensor.openreg()``, ``Tensor.is_openreg``, ``Module.openreg()`` and the
   storage methods ``torch.load`` needs;
-- the profiler plugin, when its library is present.
+- the profiler plugin, when its library is present;
+- the c10d backend ``orccl`` for openreg tensors (``torch_openreg/distributed.py``).
 
 When torch or the compiled backend cannot be loaded (not built, a broken or
 mismatched library), the import still succeeds, with a ``RuntimeWarning``
@@ -93,6 +94,9 @@ else:
     __all__.append("openreg")
     _register()
     _load_profiler()
+    from torch_openreg import distributed as _distributed
+
+    _distributed.register()
     atexit.register(_synchronize_at_exit)
 
 _importing = False

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "activity/recorder.h"
+#include "collective.h"
 #include "event.h"
 #include "runtime_state.h"
 #include "stream.h"
@@ -286,6 +287,9 @@ bool Executor::run(const std::shared_ptr<Stream>& stream, Task& task) {
       } catch (...) {
         stream->setError(orErrorLaunchFailure, "a host function queued with orLaunchHostFunc threw");
       }
+      return true;
+    case TaskKind::Collective:
+      runCollective(*stream, task, device_, *clock_);
       return true;
   }
   return true;

@@ -68,7 +68,7 @@ void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, 
       "orMalloc",           "orFree",              "orMallocHost",
       "orFreeHost",         "orStreamSynchronize", "orEventSynchronize",
       "orDeviceSynchronize", "orEventRecord",      "orStreamWaitEvent",
-      "orLaunchHostFunc"};
+      "orLaunchHostFunc",   "orLaunchCollective"};
   if (context.threadId == 0) currentThreadId();
   BufferWriter writer(context);
   // Fields are written one by one (no zero-fill first): this is the launch path.

@@ -1,0 +1,131 @@
+// orccl: the c10d backend for openreg devices.
+//
+// Every collective runs on a communication stream of its device (one per
+// group and device, high priority, from the device's pool): the stream waits
+// for the caller's current stream, copies the inputs to pinned host memory,
+// runs the transfer through a Gloo group built for the same store (the
+// `host` backend, made in Python), and copies the results back. The host
+// returns once this is queued. The transfer is one orLaunchCollective, so
+// profilers see one COMMUNICATION event per collective, between its staging
+// copies. Each call opens torch's record_param_comms with NCCL's arguments.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <c10/core/Stream.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include "distributed/Work.h"
+
+namespace openreg::distributed {
+
+class ProcessGroupOpenReg : public c10d::Backend {
+ public:
+  static constexpr const char* kName = "orccl";
+
+  // host: a Gloo backend over the same ranks; globalRanks: this group's
+  // ranks in the default group (empty means 0..size-1).
+  ProcessGroupOpenReg(c10::intrusive_ptr<c10d::Backend> host, int rank, int size,
+                      std::vector<int64_t> globalRanks, std::chrono::milliseconds timeout);
+
+  const std::string getBackendName() const override { return kName; }
+  bool supportsCoalescing() const override { return false; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits,
+                                               std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override;
+
+  // The communication stream of `device` (for tests and tools).
+  c10::Stream communicationStream(c10::DeviceIndex device);
+
+  // One device tensor that a collective reads (staged to the host before the
+  // transfer) and/or writes (staged back after it).
+  struct Slot {
+    at::Tensor tensor;
+    bool read;
+    bool write;
+  };
+  // Runs the Gloo side on host views of the slots, in slot order; waits for it.
+  using Transfer = std::function<void(c10d::Backend& host, std::vector<at::Tensor>& views)>;
+
+  // Everything one collective needs; built by each operation.
+  struct Request {
+    c10d::OpType opType;
+    std::string collective;  // record_param_comms "Collective name"
+    std::string eventStem;   // "AllReduce_Sum": event openregComm_<stem>_<dtype>
+    std::vector<Slot> slots;
+    std::vector<at::Tensor> outputs;  // what the future and result() hold
+    at::ScalarType dtype = at::kFloat;
+    int64_t inNelems = 0;
+    int64_t outNelems = 0;
+    std::vector<int64_t> inSplits;
+    std::vector<int64_t> outSplits;
+    int peer = -1;  // group rank, point-to-point only
+    bool blocking = false;
+    Transfer transfer;
+  };
+
+ private:
+  c10::intrusive_ptr<c10d::Work> launch(Request& request);
+  c10::intrusive_ptr<c10d::Work> enqueue(Request& request, c10::DeviceIndex device, uint64_t sequence);
+  c10::DeviceIndex checkTensors(const Request& request) const;
+  void throwIfFailedBefore();
+  std::string describe(const Request& request, uint64_t sequence) const;
+
+  c10::intrusive_ptr<c10d::Backend> host_;
+  std::vector<int64_t> globalRanks_;
+  std::chrono::milliseconds timeout_;
+  std::mutex mutex_;
+  std::map<c10::DeviceIndex, c10::Stream> streams_;
+  uint64_t collectiveSeq_ = 0;
+  uint64_t p2pSeq_ = 0;
+  // The latest launched collective: its failure fails the next call.
+  std::shared_ptr<CollectiveOutcome> last_;
+  std::string lastDescription_;
+};
+
+}  // namespace openreg::distributed
