@@ -87,14 +87,27 @@ std::string rankList(const std::vector<int64_t>& ranks) {
 // State of one transfer, owned by the runtime until it ran on the executor.
 struct TransferBody {
   c10::intrusive_ptr<c10d::Backend> host;
-  ProcessGroupOpenReg::Transfer transfer;
+  std::vector<ProcessGroupOpenReg::Part> parts;
   std::vector<at::Tensor> views;  // non-owning CPU views over pinned buffers
   std::shared_ptr<CollectiveOutcome> outcome;
   std::string description;
 
+  void run() {
+    std::vector<std::vector<at::Tensor>> partViews;
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (auto& part : parts) {
+      partViews.emplace_back(views.begin() + part.first, views.begin() + part.first + part.count);
+      works.push_back(part.start(*host, partViews.back()));
+    }
+    for (auto& work : works) work->wait();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].after) parts[i].after(partViews[i]);
+    }
+  }
+
   void operator()() {
     try {
-      transfer(*host, views);
+      run();
     } catch (const c10::Error& e) {
       fail(e.what_without_backtrace());
     } catch (const std::exception& e) {
@@ -211,7 +224,13 @@ std::string ProcessGroupOpenReg::describe(const Request& request, uint64_t seque
 Work ProcessGroupOpenReg::launch(Request& request) {
   throwIfFailedBefore();
   const c10::DeviceIndex device = checkTensors(request);
-  const bool p2p = request.peer >= 0;
+  request.parts = {Part{std::move(request.start), std::move(request.after), 0, request.slots.size()}};
+  if (coalescing_) return hold(request, device);
+  return record(request, device, request.peer >= 0);
+}
+
+// Opens record_param_comms (NCCL's arguments) around the queueing.
+Work ProcessGroupOpenReg::record(Request& request, c10::DeviceIndex device, bool p2p) {
   int64_t sequence;
   {
     std::lock_guard lock(mutex_);
@@ -227,12 +246,66 @@ Work ProcessGroupOpenReg::launch(Request& request) {
   const int rankStride =
       globalRanks_.size() < 2 ? 1 : static_cast<int>(globalRanks_[1] - globalRanks_[0]);
   // For point-to-point, NCCL reports the peer as "Rank" (shown as Src/Dst Rank).
-  const int reportedRank = p2p ? request.peer : rank_;
+  const int reportedRank = p2p && request.peer >= 0 ? request.peer : rank_;
   RECORD_PARAM_COMMS_DATA_WITH_ASYNC_OP(seqInfo, groupName, inputs, request.outputs, reportedRank,
                                         std::string(request.collective), request.inNelems, request.outNelems,
                                         request.dtype, request.inSplits, request.outSplits, rankStart, rankStride,
                                         size_, !request.blocking);
   return enqueue(request, device, static_cast<uint64_t>(sequence));
+}
+
+Work ProcessGroupOpenReg::hold(Request& request, c10::DeviceIndex device) {
+  TORCH_CHECK_VALUE(!heldDevice_ || *heldDevice_ == device, "orccl: coalesced calls must use one device, got openreg:",
+                    static_cast<int>(*heldDevice_), " and openreg:", static_cast<int>(device));
+  heldDevice_ = device;
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                         std::vector<c10::Device>{c10::Device(kDeviceType, device)});
+  heldFutures_.push_back(future);
+  held_.push_back(std::move(request));
+  return c10d::Work::create_from_future(future);
+}
+
+void ProcessGroupOpenReg::startCoalescing() {
+  TORCH_CHECK(!coalescing_, "orccl: startCoalescing called twice without endCoalescing");
+  coalescing_ = true;
+  held_.clear();
+  heldFutures_.clear();
+  heldDevice_.reset();
+}
+
+Work ProcessGroupOpenReg::endCoalescing() {
+  TORCH_CHECK(coalescing_, "orccl: endCoalescing without startCoalescing");
+  coalescing_ = false;
+  std::vector<Request> held = std::move(held_);
+  std::vector<c10::intrusive_ptr<c10::ivalue::Future>> futures = std::move(heldFutures_);
+  if (held.empty()) {
+    auto done = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    done->markCompleted(c10::IValue(std::vector<at::Tensor>{}));
+    return c10d::Work::create_from_future(done);
+  }
+  // One transfer for all: NCCL names such a group "coalesced".
+  Request merged{c10d::OpType::COALESCED, "coalesced", held.front().eventStem};
+  merged.dtype = held.front().dtype;
+  bool p2p = true;
+  for (auto& request : held) {
+    for (auto& part : request.parts) {
+      part.first += merged.slots.size();
+      merged.parts.push_back(std::move(part));
+    }
+    merged.slots.insert(merged.slots.end(), request.slots.begin(), request.slots.end());
+    merged.outputs.insert(merged.outputs.end(), request.outputs.begin(), request.outputs.end());
+    merged.inNelems += request.inNelems;
+    merged.outNelems += request.outNelems;
+    p2p = p2p && request.peer >= 0;
+  }
+  if (held.size() == 1) merged.peer = held.front().peer;
+  Work work = record(merged, *heldDevice_, p2p);
+  // The held calls' futures complete with the group, on its stream.
+  {
+    c10::StreamGuard onComm(communicationStream(*heldDevice_));
+    for (size_t i = 0; i < held.size(); ++i) futures[i]->markCompleted(c10::IValue(held[i].outputs));
+  }
+  return work;
 }
 
 Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uint64_t sequence) {
@@ -263,7 +336,7 @@ Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uin
 
   auto outcome = std::make_shared<CollectiveOutcome>();
   auto body = std::make_unique<TransferBody>(
-      TransferBody{host_, std::move(request.transfer), std::move(views), outcome, describe(request, sequence)});
+      TransferBody{host_, std::move(request.parts), std::move(views), outcome, describe(request, sequence)});
   const std::string eventName = "openregComm_" + request.eventStem +
                                 (request.slots.empty() ? "" : std::string("_") + backend::dtypeSuffix(request.dtype));
   const char* dataType = request.slots.empty() ? "" : backend::dtypeSuffix(request.dtype);
@@ -336,8 +409,10 @@ Work ProcessGroupOpenReg::allreduce(std::vector<at::Tensor>& tensors, const c10d
   c10d::AllreduceOptions hostOpts = opts;
   hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
   const int size = size_;
-  r.transfer = [hostOpts, average, size](c10d::Backend& host, std::vector<at::Tensor>& views) {
-    host.allreduce(views, hostOpts)->wait();
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host.allreduce(views, hostOpts);
+  };
+  r.after = [average, size](std::vector<at::Tensor>& views) {
     if (average) divideInPlace(views[0], size);
   };
   return launch(r);
@@ -356,8 +431,10 @@ Work ProcessGroupOpenReg::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   c10d::AllreduceCoalescedOptions hostOpts = opts;
   hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
   const int size = size_;
-  r.transfer = [hostOpts, average, size](c10d::Backend& host, std::vector<at::Tensor>& views) {
-    host.allreduce_coalesced(views, hostOpts)->wait();
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host.allreduce_coalesced(views, hostOpts);
+  };
+  r.after = [average, size](std::vector<at::Tensor>& views) {
     if (average) {
       for (auto& view : views) divideInPlace(view, size);
     }
@@ -378,8 +455,8 @@ Work ProcessGroupOpenReg::broadcast(std::vector<at::Tensor>& tensors, const c10d
   r.inNelems = r.outNelems = t.numel();
   c10d::BroadcastOptions hostOpts = opts;
   hostOpts.rootTensor = 0;
-  r.transfer = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
-    host.broadcast(views, hostOpts)->wait();
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host.broadcast(views, hostOpts);
   };
   return launch(r);
 }
@@ -400,8 +477,10 @@ Work ProcessGroupOpenReg::reduce(std::vector<at::Tensor>& tensors, const c10d::R
   hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
   hostOpts.rootTensor = 0;
   const int size = size_;
-  r.transfer = [hostOpts, average, root, size](c10d::Backend& host, std::vector<at::Tensor>& views) {
-    host.reduce(views, hostOpts)->wait();
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host.reduce(views, hostOpts);
+  };
+  r.after = [average, root, size](std::vector<at::Tensor>& views) {
     if (average && root) divideInPlace(views[0], size);
   };
   return launch(r);
@@ -423,10 +502,10 @@ Work ProcessGroupOpenReg::allgather(std::vector<std::vector<at::Tensor>>& output
   r.dtype = input.scalar_type();
   r.inNelems = input.numel();
   r.outNelems = input.numel() * size_;
-  r.transfer = [opts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+  r.start = [opts](c10d::Backend& host, std::vector<at::Tensor>& views) {
     std::vector<at::Tensor> in{views[0]};
     std::vector<std::vector<at::Tensor>> out{std::vector<at::Tensor>(views.begin() + 1, views.end())};
-    host.allgather(out, in, opts)->wait();
+    return host.allgather(out, in, opts);
   };
   return launch(r);
 }
@@ -440,8 +519,8 @@ Work ProcessGroupOpenReg::_allgather_base(at::Tensor& output, at::Tensor& input,
   r.dtype = input.scalar_type();
   r.inNelems = input.numel();
   r.outNelems = output.numel();
-  r.transfer = [opts](c10d::Backend& host, std::vector<at::Tensor>& views) {
-    host._allgather_base(views[1], views[0], opts)->wait();
+  r.start = [opts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host._allgather_base(views[1], views[0], opts);
   };
   return launch(r);
 }
@@ -463,10 +542,10 @@ Work ProcessGroupOpenReg::allgather_into_tensor_coalesced(std::vector<at::Tensor
   r.inNelems = totalNumel(inputs);
   r.outNelems = totalNumel(outputs);
   const size_t n = inputs.size();
-  r.transfer = [opts, n](c10d::Backend& host, std::vector<at::Tensor>& views) {
+  r.start = [opts, n](c10d::Backend& host, std::vector<at::Tensor>& views) {
     std::vector<at::Tensor> in(views.begin(), views.begin() + n);
     std::vector<at::Tensor> out(views.begin() + n, views.end());
-    host.allgather_into_tensor_coalesced(out, in, opts)->wait();
+    return host.allgather_into_tensor_coalesced(out, in, opts);
   };
   return launch(r);
 }
@@ -494,11 +573,11 @@ Work ProcessGroupOpenReg::gather(std::vector<std::vector<at::Tensor>>& outputs, 
   r.dtype = input.scalar_type();
   r.inNelems = input.numel();
   r.outNelems = root ? input.numel() * size_ : 0;
-  r.transfer = [opts, root](c10d::Backend& host, std::vector<at::Tensor>& views) {
+  r.start = [opts, root](c10d::Backend& host, std::vector<at::Tensor>& views) {
     std::vector<at::Tensor> in{views[0]};
     std::vector<std::vector<at::Tensor>> out;
     if (root) out.emplace_back(views.begin() + 1, views.end());
-    host.gather(out, in, opts)->wait();
+    return host.gather(out, in, opts);
   };
   return launch(r);
 }
@@ -526,11 +605,11 @@ Work ProcessGroupOpenReg::scatter(std::vector<at::Tensor>& outputs, std::vector<
   r.dtype = output.scalar_type();
   r.inNelems = root ? output.numel() * size_ : 0;
   r.outNelems = output.numel();
-  r.transfer = [opts, root](c10d::Backend& host, std::vector<at::Tensor>& views) {
+  r.start = [opts, root](c10d::Backend& host, std::vector<at::Tensor>& views) {
     std::vector<at::Tensor> out{views[0]};
     std::vector<std::vector<at::Tensor>> in;
     if (root) in.emplace_back(views.begin() + 1, views.end());
-    host.scatter(out, in, opts)->wait();
+    return host.scatter(out, in, opts);
   };
   return launch(r);
 }
@@ -557,10 +636,12 @@ Work ProcessGroupOpenReg::reduce_scatter(std::vector<at::Tensor>& outputs,
   c10d::ReduceScatterOptions hostOpts = opts;
   hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
   const int size = size_;
-  r.transfer = [hostOpts, average, size](c10d::Backend& host, std::vector<at::Tensor>& views) {
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
     std::vector<at::Tensor> out{views[0]};
     std::vector<std::vector<at::Tensor>> in{std::vector<at::Tensor>(views.begin() + 1, views.end())};
-    host.reduce_scatter(out, in, hostOpts)->wait();
+    return host.reduce_scatter(out, in, hostOpts);
+  };
+  r.after = [average, size](std::vector<at::Tensor>& views) {
     if (average) divideInPlace(views[0], size);
   };
   return launch(r);
@@ -581,8 +662,10 @@ Work ProcessGroupOpenReg::_reduce_scatter_base(at::Tensor& output, at::Tensor& i
   c10d::ReduceScatterOptions hostOpts = opts;
   hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
   const int size = size_;
-  r.transfer = [hostOpts, average, size](c10d::Backend& host, std::vector<at::Tensor>& views) {
-    host._reduce_scatter_base(views[0], views[1], hostOpts)->wait();
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host._reduce_scatter_base(views[0], views[1], hostOpts);
+  };
+  r.after = [average, size](std::vector<at::Tensor>& views) {
     if (average) divideInPlace(views[0], size);
   };
   return launch(r);
@@ -610,13 +693,14 @@ Work ProcessGroupOpenReg::reduce_scatter_tensor_coalesced(std::vector<at::Tensor
   hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
   const int size = size_;
   const size_t n = outputs.size();
-  r.transfer = [hostOpts, average, size, n](c10d::Backend& host, std::vector<at::Tensor>& views) {
+  r.start = [hostOpts, n](c10d::Backend& host, std::vector<at::Tensor>& views) {
     std::vector<at::Tensor> out(views.begin(), views.begin() + n);
     std::vector<at::Tensor> in(views.begin() + n, views.end());
-    host.reduce_scatter_tensor_coalesced(out, in, hostOpts)->wait();
-    if (average) {
-      for (auto& view : out) divideInPlace(view, size);
-    }
+    return host.reduce_scatter_tensor_coalesced(out, in, hostOpts);
+  };
+  r.after = [average, size, n](std::vector<at::Tensor>& views) {
+    if (!average) return;
+    for (size_t i = 0; i < n; ++i) divideInPlace(views[i], size);
   };
   return launch(r);
 }
@@ -636,8 +720,8 @@ Work ProcessGroupOpenReg::alltoall_base(at::Tensor& output, at::Tensor& input, s
   r.outNelems = output.numel();
   r.inSplits = inputSplits;
   r.outSplits = outputSplits;
-  r.transfer = [opts, outputSplits, inputSplits](c10d::Backend& host, std::vector<at::Tensor>& views) mutable {
-    host.alltoall_base(views[1], views[0], outputSplits, inputSplits, opts)->wait();
+  r.start = [opts, outputSplits, inputSplits](c10d::Backend& host, std::vector<at::Tensor>& views) mutable {
+    return host.alltoall_base(views[1], views[0], outputSplits, inputSplits, opts);
   };
   return launch(r);
 }
@@ -655,10 +739,10 @@ Work ProcessGroupOpenReg::alltoall(std::vector<at::Tensor>& outputs, std::vector
   r.inNelems = totalNumel(inputs);
   r.outNelems = totalNumel(outputs);
   const size_t n = inputs.size();
-  r.transfer = [opts, n](c10d::Backend& host, std::vector<at::Tensor>& views) {
+  r.start = [opts, n](c10d::Backend& host, std::vector<at::Tensor>& views) {
     std::vector<at::Tensor> in(views.begin(), views.begin() + n);
     std::vector<at::Tensor> out(views.begin() + n, views.end());
-    host.alltoall(out, in, opts)->wait();
+    return host.alltoall(out, in, opts);
   };
   return launch(r);
 }
@@ -673,8 +757,8 @@ Work ProcessGroupOpenReg::send(std::vector<at::Tensor>& tensors, int dstRank, in
   r.dtype = tensors[0].scalar_type();
   r.inNelems = r.outNelems = tensors[0].numel();
   r.peer = dstRank;
-  r.transfer = [dstRank, tag](c10d::Backend& host, std::vector<at::Tensor>& views) {
-    host.send(views, dstRank, tag)->wait();
+  r.start = [dstRank, tag](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host.send(views, dstRank, tag);
   };
   return launch(r);
 }
@@ -689,8 +773,8 @@ Work ProcessGroupOpenReg::recv(std::vector<at::Tensor>& tensors, int srcRank, in
   r.dtype = tensors[0].scalar_type();
   r.inNelems = r.outNelems = tensors[0].numel();
   r.peer = srcRank;
-  r.transfer = [srcRank, tag](c10d::Backend& host, std::vector<at::Tensor>& views) {
-    host.recv(views, srcRank, tag)->wait();
+  r.start = [srcRank, tag](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host.recv(views, srcRank, tag);
   };
   return launch(r);
 }
@@ -701,7 +785,9 @@ Work ProcessGroupOpenReg::barrier(const c10d::BarrierOptions& opts) {
   r.blocking = true;
   c10d::BarrierOptions hostOpts;
   hostOpts.timeout = opts.timeout;
-  r.transfer = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>&) { host.barrier(hostOpts)->wait(); };
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host.barrier(hostOpts);
+  };
   return launch(r);
 }
 

@@ -36,7 +36,12 @@ class ProcessGroupOpenReg : public c10d::Backend {
                       std::vector<int64_t> globalRanks, std::chrono::milliseconds timeout);
 
   const std::string getBackendName() const override { return kName; }
-  bool supportsCoalescing() const override { return false; }
+  // Between start and end, calls are held and then queued as one transfer
+  // whose Gloo operations run concurrently (batch_isend_irecv needs this:
+  // both ranks may post their sends first).
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -89,8 +94,17 @@ class ProcessGroupOpenReg : public c10d::Backend {
     bool read;
     bool write;
   };
-  // Runs the Gloo side on host views of the slots, in slot order; waits for it.
-  using Transfer = std::function<void(c10d::Backend& host, std::vector<at::Tensor>& views)>;
+  // Starts the Gloo side on host views of the slots, in slot order.
+  using Start = std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend& host, std::vector<at::Tensor>& views)>;
+  // Runs on the same views once the Gloo side finished (e.g. AVG's division).
+  using After = std::function<void(std::vector<at::Tensor>& views)>;
+  // One Gloo operation over slots [first, first + count) of a request.
+  struct Part {
+    Start start;
+    After after;
+    size_t first;
+    size_t count;
+  };
 
   // Everything one collective needs; built by each operation.
   struct Request {
@@ -106,11 +120,15 @@ class ProcessGroupOpenReg : public c10d::Backend {
     std::vector<int64_t> outSplits;
     int peer = -1;  // group rank, point-to-point only
     bool blocking = false;
-    Transfer transfer;
+    Start start;
+    After after;
+    std::vector<Part> parts;  // filled by launch: one, or several when coalesced
   };
 
  private:
   c10::intrusive_ptr<c10d::Work> launch(Request& request);
+  c10::intrusive_ptr<c10d::Work> hold(Request& request, c10::DeviceIndex device);
+  c10::intrusive_ptr<c10d::Work> record(Request& request, c10::DeviceIndex device, bool p2p);
   c10::intrusive_ptr<c10d::Work> enqueue(Request& request, c10::DeviceIndex device, uint64_t sequence);
   c10::DeviceIndex checkTensors(const Request& request) const;
   void throwIfFailedBefore();
@@ -126,6 +144,11 @@ class ProcessGroupOpenReg : public c10d::Backend {
   // The latest launched collective: its failure fails the next call.
   std::shared_ptr<CollectiveOutcome> last_;
   std::string lastDescription_;
+  // Coalescing: the held requests and the futures handed out for them.
+  bool coalescing_ = false;
+  std::vector<Request> held_;
+  std::vector<c10::intrusive_ptr<c10::ivalue::Future>> heldFutures_;
+  std::optional<c10::DeviceIndex> heldDevice_;
 };
 
 }  // namespace openreg::distributed
