@@ -76,7 +76,7 @@ class ChunkedVector {
   size_t size_ = 0;
 };
 
-enum class DeviceOpKind : uint8_t { Kernel, Memcpy, Memset, StreamWait };
+enum class DeviceOpKind : uint8_t { Kernel, Memcpy, Memset, StreamWait, Communication };
 
 // Work that ran on a device stream. start/end are in the device's clock.
 struct DeviceOp {
@@ -103,8 +103,21 @@ struct DeviceOp {
   uint32_t memsetValue = 0;
   uint32_t memsetElementSize = 0;
   bool isAsync = false;
-  // Stream waits.
+  // Stream waits: the event. Communications: their index in
+  // RecordSet::communications (the payload is kept there, not in every op).
   uint64_t eventId = 0;
+};
+
+// What a COMMUNICATION record adds to its DeviceOp (name, bytes, times).
+struct CommunicationInfo {
+  const char* collective = nullptr;  // owned by the runtime, as names are
+  const char* dataType = nullptr;
+  const char* groupName = nullptr;
+  uint64_t count = 0;
+  uint64_t sequence = 0;
+  uint32_t groupSize = 0;
+  int32_t rank = -1;
+  int32_t peer = -1;
 };
 
 // A runtime API call on a host thread, in host epoch ns.
@@ -155,6 +168,7 @@ struct RecordSet {
   ChunkedVector<RuntimeCall> runtimeCalls;
   ChunkedVector<HostSync> hostSyncs;
   ChunkedVector<ExternalRecord> external;  // later records win
+  ChunkedVector<CommunicationInfo> communications;  // see DeviceOp::eventId
   std::unordered_map<int32_t, std::vector<ClockPoint>> clock;  // by device
   uint64_t recordsParsed = 0;
   uint64_t unknownKinds = 0;      // skipped by size, as the header allows
@@ -165,6 +179,11 @@ struct RecordSet {
   uint64_t markerRecords = 0;
 
   void append(RecordSet&& other);
+  // The payload of a Communication op; nullptr for other kinds.
+  const CommunicationInfo* communicationOf(const DeviceOp& op) const {
+    return op.kind == DeviceOpKind::Communication && op.eventId < communications.size() ? &communications[op.eventId]
+                                                                                       : nullptr;
+  }
 };
 
 } // namespace openreg::profiler

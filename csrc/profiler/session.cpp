@@ -135,7 +135,7 @@ class OneArg final : public ArgWriter {
 // CUPTI activities do. GenericTraceActivity's map of formatted strings would
 // be most of what a trace costs, in time and in memory. Metadata others add
 // with addMetadata is kept as well.
-class OpenregActivity final : public libkineto::GenericTraceActivity {
+class OpenregActivity : public libkineto::GenericTraceActivity {
  public:
   OpenregActivity(const libkineto::TraceSpan& span, libkineto::ActivityType type, const EventArgs& args)
       : GenericTraceActivity(span, type, std::string()), args_(args) {}
@@ -165,8 +165,22 @@ class OpenregActivity final : public libkineto::GenericTraceActivity {
   static void operator delete(void* object) noexcept { SlabArena::release(object); }
   static void* operator new(size_t) = delete;
 
- private:
+ protected:
   EventArgs args_;
+};
+
+// A collective keeps its own copy of the payload: the record set that held
+// it goes with the session, before Kineto writes the trace.
+class OpenregCommunicationActivity final : public OpenregActivity {
+ public:
+  OpenregCommunicationActivity(const libkineto::TraceSpan& span, libkineto::ActivityType type,
+                               const EventArgs& args, const CommunicationInfo& info)
+      : OpenregActivity(span, type, args), info_(info) {
+    args_.communication = &info_;
+  }
+
+ private:
+  CommunicationInfo info_;
 };
 
 ActivityType kinetoType(TraceEventType type) {
@@ -268,6 +282,8 @@ void OpenregSession::enableKinds(bool on) {
   const bool deviceWork = request_.anyDeviceActivity();
   // User-range spans are built from kernels, copies and memsets.
   set(OR_ACTIVITY_KIND_KERNEL, request_.kernels || request_.userAnnotations);
+  // Collectives are kernels to Kineto. A version-1 runtime refuses the kind; no harm.
+  set(OR_ACTIVITY_KIND_COMMUNICATION, request_.kernels || request_.userAnnotations);
   set(OR_ACTIVITY_KIND_MEMCPY, request_.memcpy || request_.userAnnotations);
   set(OR_ACTIVITY_KIND_MEMSET, request_.memset || request_.userAnnotations);
   set(OR_ACTIVITY_KIND_SYNCHRONIZATION, request_.syncs || request_.runtime);
@@ -547,8 +563,12 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
     return range != nullptr ? std::optional<std::string>(range->name()) : std::nullopt;
   };
   emitTrace(trace, options, rangeName, result, [&](const TraceEvent& event) {
-    auto& act = *buffer->activities.emplace_back(
-        new (arena) OpenregActivity(buffer->span, kinetoType(event.type), eventArgsOf(event)));
+    OpenregActivity* made =
+        event.communication != nullptr
+            ? new (arena) OpenregCommunicationActivity(buffer->span, kinetoType(event.type), eventArgsOf(event),
+                                                       *event.communication)
+            : new (arena) OpenregActivity(buffer->span, kinetoType(event.type), eventArgsOf(event));
+    auto& act = *buffer->activities.emplace_back(made);
     act.activityName = safeName(event.name);
     act.startTime = event.start;
     act.endTime = event.end;

@@ -173,6 +173,7 @@ bool requested(const EmitOptions& o, DeviceOpKind kind) {
     case DeviceOpKind::Memcpy: return o.memcpy;
     case DeviceOpKind::Memset: return o.memset;
     case DeviceOpKind::StreamWait: return o.syncs;
+    case DeviceOpKind::Communication: return o.kernels;
   }
   return false;
 }
@@ -183,6 +184,9 @@ TraceEventType eventType(DeviceOpKind kind) {
     case DeviceOpKind::Memcpy: return TraceEventType::Memcpy;
     case DeviceOpKind::Memset: return TraceEventType::Memset;
     case DeviceOpKind::StreamWait: return TraceEventType::StreamWait;
+    // A kernel to Kineto: it copies record_param_comms' args onto kernels
+    // only, and HolisticTraceAnalysis reads communication from kernels.
+    case DeviceOpKind::Communication: return TraceEventType::Kernel;
   }
   return TraceEventType::Kernel;
 }
@@ -193,6 +197,7 @@ std::string_view deviceOpName(const DeviceOp& op) {
     case DeviceOpKind::Memcpy: return memcpyName(op.copyKind);
     case DeviceOpKind::Memset: return "Memset (Device)";
     case DeviceOpKind::StreamWait: return "Stream Wait Event";
+    case DeviceOpKind::Communication: return op.name != nullptr && op.name[0] != '\0' ? op.name : "openregComm";
   }
   return "device op";
 }
@@ -207,6 +212,24 @@ std::string_view bandwidth(uint64_t bytes, int64_t durationNs, char (&text)[48])
   const double gbps = durationNs > 0 ? static_cast<double>(bytes) / static_cast<double>(durationNs) : 0.0;
   const int n = std::snprintf(text, sizeof(text), "%.3f", gbps);
   return {text, static_cast<size_t>(n)};
+}
+
+const char* orEmpty(const char* text) { return text != nullptr ? text : ""; }
+
+// Our own keys: Kineto adds NCCL's ("Collective name", "dtype", "In msg
+// nelems", ...) from the linked record_param_comms, so none may repeat them.
+void writeCommunicationArgs(const EventArgs& a, ArgWriter& out) {
+  out.unsignedInteger("bytes", a.bytes);
+  if (a.communication == nullptr) return;
+  const CommunicationInfo& c = *a.communication;
+  out.text("collective", orEmpty(c.collective));
+  out.text("data type", orEmpty(c.dataType));
+  out.unsignedInteger("count", c.count);
+  out.text("group", orEmpty(c.groupName));
+  out.unsignedInteger("group size", c.groupSize);
+  out.integer("rank", c.rank);
+  if (c.peer >= 0) out.integer("peer", c.peer);
+  out.unsignedInteger("sequence", c.sequence);
 }
 
 // Collects args as strings, for eventArgs().
@@ -268,6 +291,7 @@ EventArgs eventArgsOf(const TraceEvent& event) {
     a.memsetElementSize = op.memsetElementSize;
     a.isAsync = op.isAsync;
     a.eventId = op.eventId;
+    a.communication = event.communication;
   } else if (event.runtime != nullptr) {
     const RuntimeCall& call = *event.runtime->call;
     a.source = EventArgs::Source::Runtime;
@@ -322,6 +346,9 @@ void writeArgs(const EventArgs& a, ArgWriter& out) {
       case DeviceOpKind::StreamWait:
         out.unsignedInteger("event", a.eventId);
         break;
+      case DeviceOpKind::Communication:
+        writeCommunicationArgs(a, out);
+        break;
     }
     if (a.status != 0) out.integer("status", a.status);
   } else if (a.source == EventArgs::Source::Runtime) {
@@ -347,6 +374,7 @@ std::vector<TraceArg> eventArgs(const TraceEvent& event) {
 
 PreparedTrace prepareTrace(const RecordSet& records) {
   PreparedTrace out;
+  out.records = &records;
 
   // External ids by correlation id; a later record for the same kind wins.
   std::vector<ExternalIds> externalIds;
@@ -732,6 +760,7 @@ void emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const 
     e.tid = static_cast<int64_t>(p.op->stream);
     e.id = p.traceId;
     e.device = &p;
+    e.communication = prepared.records != nullptr ? prepared.records->communicationOf(*p.op) : nullptr;
     // Stream waits are not device work of the op: linking them would credit
     // waiting time to it in key_averages().
     if (p.op->kind != DeviceOpKind::StreamWait) {

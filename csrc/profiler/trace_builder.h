@@ -61,6 +61,7 @@ struct PreparedTrace {
   std::vector<PreparedDeviceOp> deviceOps;  // by host start
   std::vector<PreparedRuntime> runtime;     // by host start
   std::vector<HostSync> hostSyncs;
+  const RecordSet* records = nullptr;  // the set read, for side tables (communications)
   PrepareStats stats;
 };
 
@@ -103,6 +104,7 @@ struct TraceEvent {
   const PreparedDeviceOp* device = nullptr;
   const PreparedRuntime* runtime = nullptr;
   const HostSync* sync = nullptr;
+  const CommunicationInfo* communication = nullptr;  // device collectives
 };
 
 // What an event's args are made of, self-contained (no pointers), so a
@@ -133,6 +135,7 @@ struct EventArgs {
   uint64_t bytes = 0;
   uint64_t eventId = 0;  // the event a stream waited for, or a call synchronised
   int64_t durationNs = 0;
+  const CommunicationInfo* communication = nullptr;  // in the RecordSet, for collectives
 };
 
 EventArgs eventArgsOf(const TraceEvent& event);
