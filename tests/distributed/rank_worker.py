@@ -394,7 +394,44 @@ def scenario_ddp() -> dict:
     return result
 
 
-SCENARIOS = {"ops": scenario_ops, "default_backend": scenario_default_backend, "ddp": scenario_ddp}
+def scenario_trace() -> dict:
+    """A profiled DDP run plus a few explicit collectives; one trace per rank in $RANK_FOLDER/traces."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+    init()
+    dev = device()
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64)).to(dev),
+                device_ids=[dev.index])
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batch = torch.randn(32, 64, device=dev)
+    gathered = torch.empty(WORLD * 1000, device=dev)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+                 schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
+                 on_trace_ready=tensorboard_trace_handler(os.path.join(FOLDER, "traces"), worker_name=f"rank{RANK}"),
+                 record_shapes=True) as prof:
+        for _ in range(4):
+            optimizer.zero_grad()
+            model(batch).square().mean().backward()
+            optimizer.step()
+            dist.all_gather_into_tensor(gathered, values(RANK, 1000, torch.float32).to(dev))
+            peer = torch.empty(10, device=dev)
+            if RANK == 0:
+                dist.send(values(RANK, 10, torch.float32).to(dev), dst=1)
+            else:
+                dist.recv(peer, src=0)
+            torch.openreg.synchronize()
+            prof.step()
+    averages = {e.key: {"count": e.count, "device_time_total": e.device_time_total,
+                        "self_device_time_total": e.self_device_time_total}
+                for e in prof.key_averages() if e.key.startswith("openregComm") or e.key == "record_param_comms"}
+    stream = dist.group.WORLD._get_backend(dev).communication_stream_id(dev.index)
+    dist.destroy_process_group()
+    return {"key_averages": averages, "communication_stream": stream}
+
+
+SCENARIOS = {"ops": scenario_ops, "default_backend": scenario_default_backend, "ddp": scenario_ddp,
+             "trace": scenario_trace}
 
 
 def main() -> int:
