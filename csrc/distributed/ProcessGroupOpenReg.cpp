@@ -90,9 +90,50 @@ struct TransferBody {
   std::vector<ProcessGroupOpenReg::Part> parts;
   std::vector<at::Tensor> views;  // non-owning CPU views over pinned buffers
   std::shared_ptr<CollectiveOutcome> outcome;
+  std::shared_ptr<ProcessGroupOpenReg::Health> health;
   std::string description;
 
+  // Exchanges each part's agreement and throws, naming the rank, on a mismatch.
+  void agree() {
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    std::vector<at::Tensor> mine;
+    std::vector<std::vector<at::Tensor>> theirs;
+    for (const auto& part : parts) {
+      const auto& a = part.agreement;
+      mine.push_back(at::tensor({a.collective, a.dtype, a.count}, at::kLong));
+      theirs.emplace_back();
+      if (!a.check) continue;
+      if (a.peer < 0) {
+        for (int r = 0; r < host->getSize(); ++r) theirs.back().push_back(at::empty({3}, at::kLong));
+        std::vector<std::vector<at::Tensor>> out{theirs.back()};
+        std::vector<at::Tensor> in{mine.back()};
+        works.push_back(host->allgather(out, in));
+      } else if (a.sends) {
+        std::vector<at::Tensor> in{mine.back()};
+        works.push_back(host->send(in, a.peer, a.tag));
+      } else {
+        theirs.back().push_back(at::empty({3}, at::kLong));
+        works.push_back(host->recv(theirs.back(), a.peer, a.tag));
+      }
+    }
+    for (auto& work : works) work->wait();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const auto& a = parts[i].agreement;
+      for (size_t j = 0; j < theirs[i].size(); ++j) {
+        if (at::equal(theirs[i][j], mine[i])) continue;
+        const int other = a.peer >= 0 ? a.peer : static_cast<int>(j);
+        const auto* got = theirs[i][j].const_data_ptr<int64_t>();
+        throw std::runtime_error(
+            "ranks disagree: this rank's " + parts[i].collective + " has " + std::to_string(a.count) + " x " +
+            c10::toString(static_cast<at::ScalarType>(a.dtype)) + ", rank " + std::to_string(other) + "'s " +
+            (got[0] == a.collective ? parts[i].collective : std::string("call is another collective and")) +
+            " has " + std::to_string(got[2]) + " x " + c10::toString(static_cast<at::ScalarType>(got[1])));
+      }
+    }
+  }
+
   void run() {
+    agree();
     std::vector<std::vector<at::Tensor>> partViews;
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
     for (auto& part : parts) {
@@ -106,6 +147,8 @@ struct TransferBody {
   }
 
   void operator()() {
+    const std::string earlier = health->failure();
+    if (!earlier.empty()) fail("not run, the group failed before: " + earlier);
     try {
       run();
     } catch (const c10::Error& e) {
@@ -118,6 +161,7 @@ struct TransferBody {
 
   [[noreturn]] void fail(const std::string& reason) {
     const std::string message = description + " failed: " + reason;
+    health->record(message);
     outcome->fail(distError(message));
     throw std::runtime_error(message);
   }
@@ -168,21 +212,20 @@ c10::Stream ProcessGroupOpenReg::communicationStream(c10::DeviceIndex device) {
   return stream;
 }
 
+void ProcessGroupOpenReg::Health::record(const std::string& message) {
+  std::lock_guard lock(mutex_);
+  if (failure_.empty()) failure_ = message;
+}
+
+std::string ProcessGroupOpenReg::Health::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
 void ProcessGroupOpenReg::throwIfFailedBefore() {
-  std::shared_ptr<CollectiveOutcome> last;
-  std::string description;
-  {
-    std::lock_guard lock(mutex_);
-    last = last_;
-    description = lastDescription_;
-  }
-  if (last == nullptr || !last->done() || last->error() == nullptr) return;
-  try {
-    std::rethrow_exception(last->error());
-  } catch (const c10::Error& e) {
-    TORCH_CHECK_WITH(DistBackendError, false, "orccl: the group is unusable after an earlier failure: ",
-                     e.what_without_backtrace());
-  }
+  const std::string failure = health_->failure();
+  TORCH_CHECK_WITH(DistBackendError, failure.empty(), "orccl: the group is unusable after an earlier failure: ",
+                   failure);
 }
 
 c10::DeviceIndex ProcessGroupOpenReg::checkTensors(const Request& request) const {
@@ -224,7 +267,17 @@ std::string ProcessGroupOpenReg::describe(const Request& request, uint64_t seque
 Work ProcessGroupOpenReg::launch(Request& request) {
   throwIfFailedBefore();
   const c10::DeviceIndex device = checkTensors(request);
-  request.parts = {Part{std::move(request.start), std::move(request.after), 0, request.slots.size()}};
+  Agreement agreement;
+  agreement.check = request.matchCount >= 0;
+  // By event stem: a send and its recv agree ("SendRecv"), SUM and MAX do not.
+  agreement.collective = static_cast<int64_t>(std::hash<std::string>{}(request.eventStem) & 0x7fffffff);
+  agreement.dtype = static_cast<int64_t>(request.dtype);
+  agreement.count = request.matchCount;
+  agreement.peer = request.peer;
+  agreement.sends = request.opType == c10d::OpType::SEND;
+  agreement.tag = request.tag;
+  request.parts = {Part{std::move(request.start), std::move(request.after), 0, request.slots.size(), agreement,
+                        request.collective}};
   if (coalescing_) return hold(request, device);
   return record(request, device, request.peer >= 0);
 }
@@ -336,7 +389,7 @@ Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uin
 
   auto outcome = std::make_shared<CollectiveOutcome>();
   auto body = std::make_unique<TransferBody>(
-      TransferBody{host_, std::move(request.parts), std::move(views), outcome, describe(request, sequence)});
+      TransferBody{host_, std::move(request.parts), std::move(views), outcome, health_, describe(request, sequence)});
   const std::string eventName = "openregComm_" + request.eventStem +
                                 (request.slots.empty() ? "" : std::string("_") + backend::dtypeSuffix(request.dtype));
   const char* dataType = request.slots.empty() ? "" : backend::dtypeSuffix(request.dtype);
@@ -386,10 +439,6 @@ Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uin
     c10::StreamGuard onComm(comm);
     future->markCompleted(c10::IValue(request.outputs));
   }
-  {
-    std::lock_guard lock(mutex_);
-    last_ = outcome;
-  }
   return c10::make_intrusive<WorkOpenReg>(rank_, request.opType, sequence, request.outputs, std::move(outcome),
                                           std::move(end), std::move(future), request.blocking, timeout_);
 }
@@ -404,6 +453,7 @@ Work ProcessGroupOpenReg::allreduce(std::vector<at::Tensor>& tensors, const c10d
   r.outputs = tensors;
   r.dtype = t.scalar_type();
   r.inNelems = r.outNelems = t.numel();
+  r.matchCount = t.numel();
   const bool average = opts.reduceOp.op_ == c10d::ReduceOp::AVG;
   TORCH_CHECK_VALUE(!(average && t.scalar_type() == at::kBool), "orccl: allreduce cannot average bool tensors");
   c10d::AllreduceOptions hostOpts = opts;
@@ -427,6 +477,7 @@ Work ProcessGroupOpenReg::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   r.outputs = tensors;
   r.dtype = tensors[0].scalar_type();
   r.inNelems = r.outNelems = totalNumel(tensors);
+  r.matchCount = r.inNelems;
   const bool average = opts.reduceOp.op_ == c10d::ReduceOp::AVG;
   c10d::AllreduceCoalescedOptions hostOpts = opts;
   hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
@@ -453,6 +504,7 @@ Work ProcessGroupOpenReg::broadcast(std::vector<at::Tensor>& tensors, const c10d
   r.outputs = tensors;
   r.dtype = t.scalar_type();
   r.inNelems = r.outNelems = t.numel();
+  r.matchCount = t.numel();
   c10d::BroadcastOptions hostOpts = opts;
   hostOpts.rootTensor = 0;
   r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
@@ -472,6 +524,7 @@ Work ProcessGroupOpenReg::reduce(std::vector<at::Tensor>& tensors, const c10d::R
   r.outputs = tensors;
   r.dtype = t.scalar_type();
   r.inNelems = r.outNelems = t.numel();
+  r.matchCount = t.numel();
   const bool average = opts.reduceOp.op_ == c10d::ReduceOp::AVG;
   c10d::ReduceOptions hostOpts = opts;
   hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
@@ -502,6 +555,7 @@ Work ProcessGroupOpenReg::allgather(std::vector<std::vector<at::Tensor>>& output
   r.dtype = input.scalar_type();
   r.inNelems = input.numel();
   r.outNelems = input.numel() * size_;
+  r.matchCount = input.numel();
   r.start = [opts](c10d::Backend& host, std::vector<at::Tensor>& views) {
     std::vector<at::Tensor> in{views[0]};
     std::vector<std::vector<at::Tensor>> out{std::vector<at::Tensor>(views.begin() + 1, views.end())};
@@ -519,6 +573,7 @@ Work ProcessGroupOpenReg::_allgather_base(at::Tensor& output, at::Tensor& input,
   r.dtype = input.scalar_type();
   r.inNelems = input.numel();
   r.outNelems = output.numel();
+  r.matchCount = input.numel();
   r.start = [opts](c10d::Backend& host, std::vector<at::Tensor>& views) {
     return host._allgather_base(views[1], views[0], opts);
   };
@@ -541,6 +596,7 @@ Work ProcessGroupOpenReg::allgather_into_tensor_coalesced(std::vector<at::Tensor
   r.dtype = inputs[0].scalar_type();
   r.inNelems = totalNumel(inputs);
   r.outNelems = totalNumel(outputs);
+  r.matchCount = r.inNelems;
   const size_t n = inputs.size();
   r.start = [opts, n](c10d::Backend& host, std::vector<at::Tensor>& views) {
     std::vector<at::Tensor> in(views.begin(), views.begin() + n);
@@ -573,6 +629,7 @@ Work ProcessGroupOpenReg::gather(std::vector<std::vector<at::Tensor>>& outputs, 
   r.dtype = input.scalar_type();
   r.inNelems = input.numel();
   r.outNelems = root ? input.numel() * size_ : 0;
+  r.matchCount = input.numel();
   r.start = [opts, root](c10d::Backend& host, std::vector<at::Tensor>& views) {
     std::vector<at::Tensor> in{views[0]};
     std::vector<std::vector<at::Tensor>> out;
@@ -605,6 +662,7 @@ Work ProcessGroupOpenReg::scatter(std::vector<at::Tensor>& outputs, std::vector<
   r.dtype = output.scalar_type();
   r.inNelems = root ? output.numel() * size_ : 0;
   r.outNelems = output.numel();
+  r.matchCount = output.numel();
   r.start = [opts, root](c10d::Backend& host, std::vector<at::Tensor>& views) {
     std::vector<at::Tensor> out{views[0]};
     std::vector<std::vector<at::Tensor>> in;
@@ -632,6 +690,7 @@ Work ProcessGroupOpenReg::reduce_scatter(std::vector<at::Tensor>& outputs,
   r.dtype = output.scalar_type();
   r.inNelems = output.numel() * size_;
   r.outNelems = output.numel();
+  r.matchCount = output.numel();
   const bool average = opts.reduceOp.op_ == c10d::ReduceOp::AVG;
   c10d::ReduceScatterOptions hostOpts = opts;
   hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
@@ -658,6 +717,7 @@ Work ProcessGroupOpenReg::_reduce_scatter_base(at::Tensor& output, at::Tensor& i
   r.dtype = input.scalar_type();
   r.inNelems = input.numel();
   r.outNelems = output.numel();
+  r.matchCount = output.numel();
   const bool average = opts.reduceOp.op_ == c10d::ReduceOp::AVG;
   c10d::ReduceScatterOptions hostOpts = opts;
   hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
@@ -688,6 +748,7 @@ Work ProcessGroupOpenReg::reduce_scatter_tensor_coalesced(std::vector<at::Tensor
   r.dtype = inputs[0].scalar_type();
   r.inNelems = totalNumel(inputs);
   r.outNelems = totalNumel(outputs);
+  r.matchCount = r.outNelems;
   const bool average = opts.reduceOp.op_ == c10d::ReduceOp::AVG;
   c10d::ReduceScatterOptions hostOpts = opts;
   hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
@@ -718,6 +779,7 @@ Work ProcessGroupOpenReg::alltoall_base(at::Tensor& output, at::Tensor& input, s
   r.dtype = input.scalar_type();
   r.inNelems = input.numel();
   r.outNelems = output.numel();
+  r.matchCount = even ? input.numel() : 0;  // split sizes may differ by rank
   r.inSplits = inputSplits;
   r.outSplits = outputSplits;
   r.start = [opts, outputSplits, inputSplits](c10d::Backend& host, std::vector<at::Tensor>& views) mutable {
@@ -738,6 +800,7 @@ Work ProcessGroupOpenReg::alltoall(std::vector<at::Tensor>& outputs, std::vector
   r.dtype = inputs[0].scalar_type();
   r.inNelems = totalNumel(inputs);
   r.outNelems = totalNumel(outputs);
+  r.matchCount = 0;  // per-peer sizes may differ
   const size_t n = inputs.size();
   r.start = [opts, n](c10d::Backend& host, std::vector<at::Tensor>& views) {
     std::vector<at::Tensor> in(views.begin(), views.begin() + n);
@@ -757,6 +820,8 @@ Work ProcessGroupOpenReg::send(std::vector<at::Tensor>& tensors, int dstRank, in
   r.dtype = tensors[0].scalar_type();
   r.inNelems = r.outNelems = tensors[0].numel();
   r.peer = dstRank;
+  r.matchCount = tensors[0].numel();
+  r.tag = tag;
   r.start = [dstRank, tag](c10d::Backend& host, std::vector<at::Tensor>& views) {
     return host.send(views, dstRank, tag);
   };
@@ -773,6 +838,8 @@ Work ProcessGroupOpenReg::recv(std::vector<at::Tensor>& tensors, int srcRank, in
   r.dtype = tensors[0].scalar_type();
   r.inNelems = r.outNelems = tensors[0].numel();
   r.peer = srcRank;
+  r.matchCount = tensors[0].numel();
+  r.tag = tag;
   r.start = [srcRank, tag](c10d::Backend& host, std::vector<at::Tensor>& views) {
     return host.recv(views, srcRank, tag);
   };

@@ -98,12 +98,26 @@ class ProcessGroupOpenReg : public c10d::Backend {
   using Start = std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend& host, std::vector<at::Tensor>& views)>;
   // Runs on the same views once the Gloo side finished (e.g. AVG's division).
   using After = std::function<void(std::vector<at::Tensor>& views)>;
+  // What every rank of a collective (or both sides of a transfer) must
+  // agree on. Checked by a small exchange before the data moves: Gloo aborts
+  // the process when sizes differ, so a mismatch must never reach it.
+  struct Agreement {
+    bool check = false;
+    int64_t collective = 0;  // a code for the collective's name
+    int64_t dtype = 0;
+    int64_t count = 0;
+    int peer = -1;           // point-to-point: exchange with this rank only
+    bool sends = false;      // point-to-point: this side sends
+    int tag = 0;
+  };
   // One Gloo operation over slots [first, first + count) of a request.
   struct Part {
     Start start;
     After after;
     size_t first;
     size_t count;
+    Agreement agreement;
+    std::string collective;
   };
 
   // Everything one collective needs; built by each operation.
@@ -120,9 +134,23 @@ class ProcessGroupOpenReg : public c10d::Backend {
     std::vector<int64_t> outSplits;
     int peer = -1;  // group rank, point-to-point only
     bool blocking = false;
+    int64_t matchCount = -1;  // elements all ranks must agree on; -1: nothing to check
+    int tag = 0;              // point-to-point
     Start start;
     After after;
     std::vector<Part> parts;  // filled by launch: one, or several when coalesced
+  };
+
+  // The group's first failure: later calls, and transfers already queued,
+  // fail with it instead of talking to peers that are out of step.
+  class Health {
+   public:
+    void record(const std::string& message);
+    std::string failure() const;  // "" while healthy
+
+   private:
+    mutable std::mutex mutex_;
+    std::string failure_;
   };
 
  private:
@@ -141,9 +169,7 @@ class ProcessGroupOpenReg : public c10d::Backend {
   std::map<c10::DeviceIndex, c10::Stream> streams_;
   uint64_t collectiveSeq_ = 0;
   uint64_t p2pSeq_ = 0;
-  // The latest launched collective: its failure fails the next call.
-  std::shared_ptr<CollectiveOutcome> last_;
-  std::string lastDescription_;
+  std::shared_ptr<Health> health_ = std::make_shared<Health>();
   // Coalescing: the held requests and the futures handed out for them.
   bool coalescing_ = false;
   std::vector<Request> held_;

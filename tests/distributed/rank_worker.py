@@ -430,7 +430,65 @@ def scenario_trace() -> dict:
     return {"key_averages": averages, "communication_stream": stream}
 
 
-SCENARIOS = {"ops": scenario_ops, "default_backend": scenario_default_backend, "ddp": scenario_ddp,
+def _error_of(fn) -> str | None:
+    try:
+        fn()
+    except Exception as error:  # noqa: BLE001  (the message is the result)
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def scenario_bad_input() -> dict:
+    """Calls each rank rejects on its own, then a collective that still works, then sizes that differ."""
+    init(timeout_s=15, device_id=device())
+    dev = device()
+    other = torch.device("openreg", (dev.index + 1) % torch.openreg.device_count())
+    errors = {
+        "other_device": _error_of(lambda: dist.all_reduce(torch.ones(4, device=other))),
+        "mixed_devices": _error_of(lambda: dist.all_gather(
+            [torch.empty(4, device=dev), torch.empty(4)], torch.ones(4, device=dev))),
+        "dtype": _error_of(lambda: dist.all_reduce(torch.ones(4, dtype=torch.uint32, device=dev))),
+        "op": _error_of(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int64, device=dev), op=dist.ReduceOp.BAND)),
+        "premul_sum": _error_of(lambda: dist.all_reduce(torch.ones(4, device=dev),
+                                                        op=dist._make_nccl_premul_sum(2.0))),
+        "list_length": _error_of(lambda: dist.all_gather([torch.empty(4, device=dev)], torch.ones(4, device=dev))),
+        "output_size": _error_of(lambda: dist.all_gather_into_tensor(torch.empty(5, device=dev),
+                                                                     torch.ones(4, device=dev))),
+        "non_contiguous": _error_of(lambda: dist.all_reduce(torch.ones(4, 4, device=dev).t())),
+    }
+    t = values(RANK, 16, torch.float32).to(dev)
+    dist.all_reduce(t)
+    still_works = torch.equal(t.cpu(), reduce_expected(dist.ReduceOp.SUM, 16, torch.float32))
+
+    def mismatched():
+        work = dist.all_reduce(torch.ones(4 if RANK == 0 else 8, device=dev), async_op=True)
+        work.wait()
+        dist.barrier()
+    return {"errors": errors, "still_works": still_works, "mismatch": _error_of(mismatched)}
+
+
+def scenario_dying_rank() -> dict:
+    """Rank 1 dies after one collective; rank 0's next collective must fail, naming it and the peer."""
+    init(timeout_s=20)
+    dev = device()
+    t = values(RANK, 1000, torch.float32).to(dev)
+    dist.all_reduce(t)
+    torch.openreg.synchronize()
+    if RANK == 1:
+        os._exit(17)
+    dist.distributed_c10d._get_default_store()  # (the store lives on rank 0: it outlives rank 1)
+
+    def after_death():
+        work = dist.all_reduce(t, async_op=True)
+        dist.barrier(device_ids=[dev.index])  # on orccl: blocking, as NCCL's
+        work.wait()
+    first = _error_of(after_death)
+    later = _error_of(lambda: dist.all_reduce(t))
+    device_sync = _error_of(torch.openreg.synchronize)
+    return {"first": first, "later": later, "device_sync": device_sync}
+
+
+SCENARIOS = {"bad_input": scenario_bad_input, "dying_rank": scenario_dying_rank,"ops": scenario_ops, "default_backend": scenario_default_backend, "ddp": scenario_ddp,
              "trace": scenario_trace}
 
 
