@@ -62,6 +62,50 @@ def _create_backend(options, backend_options):
                                          list(options.global_ranks_in_group), options.timeout)
 
 
+def _repair_default_backend(pg) -> None:
+    """Makes orccl the group's default backend where torch 2.13 leaves none.
+
+    torch picks a group's default backend (what DDP's logger and hooks ask
+    for) before creating its backends, and misses plugins: with no backend
+    argument it names Gloo (absent when only openreg:orccl was made), and for
+    "cpu:gloo,openreg:orccl" it compares the plugin's upper-case key with
+    lower-case names and leaves it undefined ("No backend of type 0 found").
+    """
+    import torch
+    import torch.distributed as dist
+
+    try:
+        ours = pg._get_backend(torch.device("openreg"))
+    except RuntimeError:
+        return
+    if ours.name() != BACKEND_NAME:
+        return
+    default = pg.name()
+    if default == "gloo":
+        try:
+            if pg._get_backend(torch.device("cpu")).name() == "gloo":
+                return
+        except RuntimeError:
+            pass
+    elif default != "undefined":
+        return
+    pg._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
+
+
+def _wrap_group_creation(c10d) -> None:
+    create = c10d._new_process_group_helper
+    if getattr(create, "_openreg_wrapped", False):
+        return
+
+    def new_process_group_helper(*args, **kwargs):
+        pg, store = create(*args, **kwargs)
+        _repair_default_backend(pg)
+        return pg, store
+
+    new_process_group_helper._openreg_wrapped = True
+    c10d._new_process_group_helper = new_process_group_helper
+
+
 def register() -> None:
     """Registers orccl with torch.distributed; idempotent, a no-op without it."""
     import torch.distributed as dist
@@ -71,3 +115,4 @@ def register() -> None:
     # devices must be a list: a string would be split into characters.
     dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True, devices=["openreg"])
     dist.Backend.default_device_backend_map["openreg"] = BACKEND_NAME
+    _wrap_group_creation(dist.distributed_c10d)

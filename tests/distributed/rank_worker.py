@@ -342,8 +342,9 @@ def scenario_ops() -> dict:
                   check_point_to_point, check_coalesced_and_barrier, check_subgroups):
         check(checks)
     backend = dist.get_backend()
+    default = dist.group.WORLD.name()
     dist.destroy_process_group()
-    return {"failures": checks.failures, "checked": checks.count, "backend": backend}
+    return {"failures": checks.failures, "checked": checks.count, "backend": backend, "default": default}
 
 
 def scenario_default_backend() -> dict:
@@ -488,7 +489,25 @@ def scenario_dying_rank() -> dict:
     return {"first": first, "later": later, "device_sync": device_sync}
 
 
-SCENARIOS = {"bad_input": scenario_bad_input, "dying_rank": scenario_dying_rank,"ops": scenario_ops, "default_backend": scenario_default_backend, "ddp": scenario_ddp,
+def scenario_readme() -> dict:
+    """The README's distributed example, as written, then one DDP step."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = text[text.index("\n## Distributed training\n"):]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(block, namespace)  # noqa: S102
+    model = namespace["model"]
+    model(torch.full((4, 64), float(RANK + 1), device="openreg")).sum().backward()
+    grad = model.module.weight.grad.cpu()
+    result = {"backend": dist.get_backend(), "grad_sum": grad.sum().item(),
+              "device": str(model.module.weight.device)}
+    dist.destroy_process_group()
+    return result
+
+
+SCENARIOS = {"readme": scenario_readme, "bad_input": scenario_bad_input, "dying_rank": scenario_dying_rank,"ops": scenario_ops, "default_backend": scenario_default_backend, "ddp": scenario_ddp,
              "trace": scenario_trace}
 
 
