@@ -74,6 +74,8 @@ def _repair_default_backend(pg) -> None:
     import torch
     import torch.distributed as dist
 
+    if not isinstance(pg, dist.ProcessGroup):  # not a member of the new group
+        return
     try:
         ours = pg._get_backend(torch.device("openreg"))
     except RuntimeError:
