@@ -146,24 +146,34 @@ def check_wait_does_not_block_the_host(checks: Checks) -> None:
 
 
 def check_inputs_kept_alive(checks: Checks) -> None:
-    """The caller drops its input while the collective is pending; the memory must not be reused early."""
+    """The caller drops its input while the collective is pending; the memory must not be reused early.
+
+    On rank 0 a gate kernel holds the communication stream, so the staging copy of the input runs only
+    after the caller dropped it and the allocator could have handed its block to a new tensor (which
+    the current stream fills at once). Without record_stream semantics the copy would send that.
+    """
     dev = device()
-    store = dist.distributed_c10d._get_default_store()
 
     def body():
         n = 4096
         out = torch.empty(n * WORLD, device=dev)
+        inp = values(RANK, n, torch.float32).to(dev)
+        gate = None
         if RANK == 0:
-            inp = values(RANK, n, torch.float32).to(dev)
-            work = dist.all_gather_into_tensor(out, inp, async_op=True)
-            del inp
-            reused = torch.full((n,), 99.0, device=dev)  # same size: the cache's first pick
-            store.set("rank0_reused", "1")
-            work.wait()
-            checks.equal("scribble is intact", reused, torch.full((n,), 99.0))
-        else:
-            store.wait(["rank0_reused"], timedelta(seconds=30))
-            dist.all_gather_into_tensor(out, values(RANK, n, torch.float32).to(dev))
+            backend = dist.group.WORLD._get_backend(dev)
+            comm = torch.openreg.Stream(stream_id=backend.communication_stream_id(dev.index),
+                                        device_index=dev.index, device_type=torch.openreg.current_stream(dev).device_type)
+            gate = 1_000_000 + RANK
+            with torch.openreg.stream(comm):
+                torch.ops.openreg._wait_gate(torch.empty(1, device=dev), gate, 60.0)
+        work = dist.all_gather_into_tensor(out, inp, async_op=True)
+        del inp
+        reused = torch.full((n,), 99.0, device=dev)  # same size: the cache's first pick
+        torch.openreg.current_stream().synchronize()  # the scribble is written
+        if gate is not None:
+            torch_openreg._C._open_gate(gate)
+        work.wait()
+        checks.equal("scribble is intact", reused, torch.full((n,), 99.0))
         checks.equal("all_gather_into_tensor with a dropped input", out, all_ranks(n, torch.float32).flatten())
     checks.run("inputs kept alive", body)
 
