@@ -396,7 +396,9 @@ def scenario_ddp() -> dict:
         torch.nn.functional.mse_loss(reference(inputs.to(dev)), targets.to(dev)).backward()
         ref_opt.step()
     ref = [p.detach().cpu() for p in reference.parameters()]
-    result = {}
+    logging = variants["device_ids"]._get_ddp_logging_data()
+    result = {"timer": {k: logging.get(k, 0) for k in ("avg_forward_compute_time", "avg_backward_compute_time",
+                                                      "avg_backward_comm_time")}}
     for name, model in variants.items():
         params = [p.detach().cpu() for p in model.module.parameters()]
         result[name] = {"max_diff": max((a - b).abs().max().item() for a, b in zip(params, ref)),

@@ -36,6 +36,9 @@ def test_ddp_matches_one_process_on_the_full_batch(tmp_path):
             assert result[variant]["max_diff"] < 1e-5, result
         # The replicas stay bitwise identical: every rank applies the same averaged gradients.
         assert results[0][variant]["checksum"] == results[1][variant]["checksum"]
+    # DDP's runtime statistics come from openreg's device-event timer (csrc/distributed/Timer.cpp).
+    for result in results:
+        assert all(value > 0 for value in result["timer"].values()), result["timer"]
 
 
 def test_the_readme_example_trains_on_two_ranks(tmp_path):
