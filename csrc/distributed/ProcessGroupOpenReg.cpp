@@ -388,8 +388,9 @@ Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uin
   }
 
   auto outcome = std::make_shared<CollectiveOutcome>();
+  const std::string description = describe(request, sequence);
   auto body = std::make_unique<TransferBody>(
-      TransferBody{host_, std::move(request.parts), std::move(views), outcome, health_, describe(request, sequence)});
+      TransferBody{host_, std::move(request.parts), std::move(views), outcome, health_, description});
   const std::string eventName = "openregComm_" + request.eventStem +
                                 (request.slots.empty() ? "" : std::string("_") + backend::dtypeSuffix(request.dtype));
   const char* dataType = request.slots.empty() ? "" : backend::dtypeSuffix(request.dtype);
@@ -440,7 +441,8 @@ Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uin
     future->markCompleted(c10::IValue(request.outputs));
   }
   return c10::make_intrusive<WorkOpenReg>(rank_, request.opType, sequence, request.outputs, std::move(outcome),
-                                          std::move(end), std::move(future), request.blocking, timeout_);
+                                          std::move(end), std::move(future), request.blocking, timeout_,
+                                          description);
 }
 
 // ------------------------------------------------------------- operations

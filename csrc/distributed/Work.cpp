@@ -39,7 +39,7 @@ bool CollectiveOutcome::waitDone(std::chrono::milliseconds timeout) {
 WorkOpenReg::WorkOpenReg(int rank, c10d::OpType opType, uint64_t sequence, std::vector<at::Tensor> outputs,
                          std::shared_ptr<CollectiveOutcome> outcome, c10::Event end,
                          c10::intrusive_ptr<c10::ivalue::Future> future, bool blockingWait,
-                         std::chrono::milliseconds timeout)
+                         std::chrono::milliseconds timeout, std::string description)
     : c10d::Work(rank, opType),
       sequence_(sequence),
       outputs_(std::move(outputs)),
@@ -47,7 +47,8 @@ WorkOpenReg::WorkOpenReg(int rank, c10d::OpType opType, uint64_t sequence, std::
       end_(std::move(end)),
       future_(std::move(future)),
       blockingWait_(blockingWait),
-      timeout_(timeout) {}
+      timeout_(timeout),
+      description_(std::move(description)) {}
 
 bool WorkOpenReg::isCompleted() {
   // Done means the data is back on the device, not only that peers answered.
@@ -68,9 +69,11 @@ void WorkOpenReg::blockCurrentStream() {
 bool WorkOpenReg::wait(std::chrono::milliseconds timeout) {
   outcome_->rethrowIfFailed();
   if (blockingWait_) {
-    const auto limit = timeout == kNoTimeout ? timeout_ : timeout;
-    TORCH_CHECK(outcome_->waitDone(limit), "orccl: ", c10d::opTypeToString(opType_), " (seq ", sequence_,
-                ") did not finish within ", limit.count(), " ms");
+    // Work queued ahead may itself wait up to the group's timeout and then
+    // fail with the reason: give it the time to, before reporting a timeout.
+    const auto limit = timeout == kNoTimeout ? 2 * timeout_ + std::chrono::seconds(1) : timeout;
+    TORCH_CHECK_WITH(DistBackendError, outcome_->waitDone(limit), description_, " did not finish within ",
+                     limit.count(), " ms");
     outcome_->rethrowIfFailed();
     end_.synchronize();
     return true;

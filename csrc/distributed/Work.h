@@ -45,7 +45,7 @@ class WorkOpenReg : public c10d::Work {
   WorkOpenReg(int rank, c10d::OpType opType, uint64_t sequence, std::vector<at::Tensor> outputs,
               std::shared_ptr<CollectiveOutcome> outcome, c10::Event end,
               c10::intrusive_ptr<c10::ivalue::Future> future, bool blockingWait,
-              std::chrono::milliseconds timeout);
+              std::chrono::milliseconds timeout, std::string description);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -65,6 +65,7 @@ class WorkOpenReg : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   const bool blockingWait_;
   const std::chrono::milliseconds timeout_;
+  const std::string description_;  // names the collective, group, seq and peers
 };
 
 }  // namespace openreg::distributed

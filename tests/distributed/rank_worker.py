@@ -14,6 +14,7 @@ import copy
 import json
 import os
 import sys
+import time
 import traceback
 from datetime import timedelta
 
@@ -481,24 +482,41 @@ def scenario_bad_input() -> dict:
 
 
 def scenario_dying_rank() -> dict:
-    """Rank 1 dies after one collective; rank 0's next collective must fail, naming it and the peer."""
+    """Rank 1 dies while rank 0 is inside a collective; rank 0 must fail, naming it and the peer."""
     init(timeout_s=20)
     dev = device()
+    store = dist.distributed_c10d._get_default_store()  # served by rank 0: it outlives rank 1
     t = values(RANK, 1000, torch.float32).to(dev)
     dist.all_reduce(t)
     torch.openreg.synchronize()
     if RANK == 1:
+        store.wait(["rank0_in_collective"], timedelta(seconds=30))
         os._exit(17)
-    dist.distributed_c10d._get_default_store()  # (the store lives on rank 0: it outlives rank 1)
 
-    def after_death():
-        work = dist.all_reduce(t, async_op=True)
+    def during_death():
+        work = dist.all_reduce(t, async_op=True)  # queued: the transfer waits for rank 1
+        store.set("rank0_in_collective", "1")
         dist.barrier(device_ids=[dev.index])  # on orccl: blocking, as NCCL's
         work.wait()
-    first = _error_of(after_death)
+    first = _error_of(during_death)
     later = _error_of(lambda: dist.all_reduce(t))
     device_sync = _error_of(torch.openreg.synchronize)
     return {"first": first, "later": later, "device_sync": device_sync}
+
+
+def scenario_silent_peer() -> dict:
+    """Rank 1 never joins the collective (but stays alive): rank 0 fails by the group's timeout."""
+    init(timeout_s=4)
+    dev = device()
+    store = dist.distributed_c10d._get_default_store()
+    t = values(RANK, 100, torch.float32).to(dev)
+    if RANK == 1:
+        store.wait(["rank0_failed"], timedelta(seconds=60))
+        os._exit(0)  # the group is broken: no orderly shutdown
+    error = _error_of(lambda: (dist.all_reduce(t), dist.barrier(device_ids=[dev.index])))
+    store.set("rank0_failed", "1")
+    time.sleep(0.5)  # let rank 1 read the key before the store goes away
+    return {"error": error}
 
 
 def scenario_readme() -> dict:
@@ -519,7 +537,7 @@ def scenario_readme() -> dict:
     return result
 
 
-SCENARIOS = {"readme": scenario_readme, "bad_input": scenario_bad_input, "dying_rank": scenario_dying_rank,"ops": scenario_ops, "default_backend": scenario_default_backend, "ddp": scenario_ddp,
+SCENARIOS = {"silent_peer": scenario_silent_peer, "readme": scenario_readme, "bad_input": scenario_bad_input, "dying_rank": scenario_dying_rank,"ops": scenario_ops, "default_backend": scenario_default_backend, "ddp": scenario_ddp,
              "trace": scenario_trace}
 
 

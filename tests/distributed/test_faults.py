@@ -29,6 +29,18 @@ def test_bad_input_is_refused_and_the_group_keeps_working(tmp_path):
                 f"{theirs} x Float") in result["mismatch"]
 
 
+def test_a_silent_peer_fails_the_collective_by_the_group_timeout(tmp_path):
+    # The harness's 90 s bound is what "not a hang" means here; the group's timeout is 4 s.
+    outcomes = run_ranks("silent_peer", tmp_path, timeout=90)
+    [result] = expect_success(outcomes[:1])
+    error = result["error"]
+    assert error.startswith("DistBackendError: orccl barrier (group '0' default_pg, seq 2, rank 0 of 2, "
+                            "peer ranks [1]) failed: not run, the group failed before: orccl allreduce (group '0' "
+                            "default_pg, seq 1, rank 0 of 2, peer ranks [1]) failed: "), error
+    assert "Timed out waiting 4000ms" in error
+    assert outcomes[1].returncode == 0, outcomes[1].output[-3000:]
+
+
 def test_a_dying_rank_fails_its_peer_naming_the_collective_and_the_peer(tmp_path):
     outcomes = run_ranks("dying_rank", tmp_path, timeout=90)
     assert outcomes[1].returncode == 17, outcomes[1].output[-3000:]
