@@ -53,6 +53,16 @@ def _load_profiler() -> None:
     _profiler.load_profiler_plugin()
 
 
+def _register_distributed() -> None:
+    # The device works without it: a failure here is a warning, as for the profiler.
+    try:
+        from torch_openreg import distributed
+
+        distributed.register()
+    except Exception as error:  # noqa: BLE001  (any failure leaves torch.distributed without orccl)
+        warnings.warn(f"openreg: torch.distributed backend orccl unavailable: {error}", RuntimeWarning, stacklevel=2)
+
+
 # How long exit waits for each device's queued work (the runtime's own drain,
 # after the interpreter is gone, waits as long again and then drops the rest).
 _EXIT_TIMEOUT_MS = 10_000
@@ -94,9 +104,7 @@ else:
     __all__.append("openreg")
     _register()
     _load_profiler()
-    from torch_openreg import distributed as _distributed
-
-    _distributed.register()
+    _register_distributed()
     atexit.register(_synchronize_at_exit)
 
 _importing = False

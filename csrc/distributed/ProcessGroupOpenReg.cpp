@@ -84,6 +84,8 @@ std::string rankList(const std::vector<int64_t>& ranks) {
   return text + "]";
 }
 
+}  // namespace
+
 // State of one transfer, owned by the runtime until it ran on the executor.
 struct TransferBody {
   c10::intrusive_ptr<c10d::Backend> host;
@@ -166,6 +168,8 @@ struct TransferBody {
     throw std::runtime_error(message);
   }
 };
+
+namespace {
 
 int runTransfer(void* body, char* message, size_t capacity) {
   return backend::detail::runKernelBody([](void* b) { (*static_cast<TransferBody*>(b))(); }, body, message, capacity);
@@ -361,43 +365,96 @@ Work ProcessGroupOpenReg::endCoalescing() {
   return work;
 }
 
+namespace {
+
+// Pinned mirrors of a request's slots, each a non-owning CPU view for the
+// transfer; the inputs' device -> pinned copies are queued on `stream`.
+struct Staging {
+  std::vector<at::Tensor> pinned;
+  std::vector<at::Tensor> views;
+};
+
+Staging stageIn(const std::vector<ProcessGroupOpenReg::Slot>& slots, orStream_t stream) {
+  Staging staging;
+  staging.pinned.reserve(slots.size());
+  staging.views.reserve(slots.size());
+  for (const auto& slot : slots) {
+    at::Tensor host = pinnedLike(slot.tensor);
+    if (slot.read) {
+      copyAsync(host.data_ptr(), slot.tensor.const_data_ptr(), slot.tensor.nbytes(), orMemcpyDeviceToHost, stream);
+    }
+    staging.views.push_back(at::from_blob(host.data_ptr(), host.sizes(), host.strides(), host.options()));
+    staging.pinned.push_back(std::move(host));
+  }
+  return staging;
+}
+
+// The outputs' pinned -> device copies, then record_stream semantics: the
+// caller may drop its tensors at once, and the pinned buffers go back to the
+// cache, each reused only after the communication stream passed it.
+void stageOut(const std::vector<ProcessGroupOpenReg::Slot>& slots, const std::vector<at::Tensor>& pinned,
+              const c10::Stream& comm) {
+  const orStream_t stream = backend::nativeStream(comm);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].write) {
+      copyAsync(slots[i].tensor.data_ptr(), pinned[i].const_data_ptr(), slots[i].tensor.nbytes(),
+                orMemcpyHostToDevice, stream);
+    }
+  }
+  c10::impl::VirtualGuardImpl guard(kDeviceType);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    backend::recordPinnedUse(pinned[i].storage().data_ptr(), comm);
+    guard.recordDataPtrOnStream(slots[i].tensor.storage().data_ptr(), comm);
+  }
+}
+
+// Completed now, on the communication stream, as NCCL's futures are: its
+// wait() and then() order the caller's stream after the collective.
+c10::intrusive_ptr<c10::ivalue::Future> completedFuture(const std::vector<at::Tensor>& outputs,
+                                                        const c10::Stream& comm) {
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                         std::vector<c10::Device>{comm.device()});
+  c10::StreamGuard onComm(comm);
+  future->markCompleted(c10::IValue(outputs));
+  return future;
+}
+
+}  // namespace
+
 Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uint64_t sequence) {
   const c10::Device where(kDeviceType, device);
   c10::DeviceGuard deviceGuard(where);
   c10::impl::VirtualGuardImpl guard(kDeviceType);
-  const c10::Stream current = guard.getStream(where);
   const c10::Stream comm = communicationStream(device);
-  const orStream_t commHandle = backend::nativeStream(comm);
-
   // The collective reads what the caller's stream wrote before the call.
   c10::Event ready(kDeviceType);
-  ready.record(current);
+  ready.record(guard.getStream(where));
   ready.block(comm);
 
-  std::vector<at::Tensor> pinned;
-  std::vector<at::Tensor> views;
-  pinned.reserve(request.slots.size());
-  views.reserve(request.slots.size());
-  for (const auto& slot : request.slots) {
-    at::Tensor host = pinnedLike(slot.tensor);
-    if (slot.read) {
-      copyAsync(host.data_ptr(), slot.tensor.const_data_ptr(), slot.tensor.nbytes(), orMemcpyDeviceToHost, commHandle);
-    }
-    views.push_back(at::from_blob(host.data_ptr(), host.sizes(), host.strides(), host.options()));
-    pinned.push_back(std::move(host));
-  }
-
+  Staging staging = stageIn(request.slots, backend::nativeStream(comm));
   auto outcome = std::make_shared<CollectiveOutcome>();
   const std::string description = describe(request, sequence);
-  auto body = std::make_unique<TransferBody>(
-      TransferBody{host_, std::move(request.parts), std::move(views), outcome, health_, description});
-  const std::string eventName = "openregComm_" + request.eventStem +
-                                (request.slots.empty() ? "" : std::string("_") + backend::dtypeSuffix(request.dtype));
+  launchTransfer(request, sequence,
+                 std::make_unique<TransferBody>(TransferBody{host_, std::move(request.parts),
+                                                             std::move(staging.views), outcome, health_, description}),
+                 backend::nativeStream(comm));
+  stageOut(request.slots, staging.pinned, comm);
+  c10::Event end(kDeviceType);
+  end.record(comm);
+  return c10::make_intrusive<WorkOpenReg>(rank_, request.opType, sequence, request.outputs, std::move(outcome),
+                                          std::move(end), completedFuture(request.outputs, comm), request.blocking,
+                                          timeout_, description);
+}
+
+// One orLaunchCollective: what profilers see of the collective, and its transfer.
+void ProcessGroupOpenReg::launchTransfer(const Request& request, uint64_t sequence,
+                                         std::unique_ptr<TransferBody> body, orStream_t stream) {
   const char* dataType = request.slots.empty() ? "" : backend::dtypeSuffix(request.dtype);
+  const std::string eventName = "openregComm_" + request.eventStem + (request.slots.empty() ? "" : "_") + dataType;
   const std::string groupName = getGroupUid();
-  int64_t bytes = 0;
+  uint64_t bytes = 0;
   for (const auto& slot : request.slots) {
-    if (slot.read) bytes += static_cast<int64_t>(slot.tensor.nbytes());
+    if (slot.read) bytes += slot.tensor.nbytes();
   }
   orCollectiveConfig config{};
   config.structSize = sizeof(config);
@@ -406,7 +463,7 @@ Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uin
   config.dataType = dataType;
   config.groupName = groupName.c_str();
   config.count = static_cast<uint64_t>(request.inNelems);
-  config.bytes = static_cast<uint64_t>(bytes);
+  config.bytes = bytes;
   config.sequence = sequence;
   config.groupSize = static_cast<uint32_t>(size_);
   config.rank = rank_;
@@ -414,35 +471,8 @@ Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uin
   config.func = &runTransfer;
   config.userData = body.get();
   config.userDataDestroy = &destroyTransfer;
-  OPENREG_CHECK(orLaunchCollective(&config, commHandle));
-  body.release();
-
-  for (size_t i = 0; i < request.slots.size(); ++i) {
-    const Slot& slot = request.slots[i];
-    if (slot.write) {
-      copyAsync(slot.tensor.data_ptr(), pinned[i].const_data_ptr(), slot.tensor.nbytes(), orMemcpyHostToDevice,
-                commHandle);
-    }
-  }
-  // record_stream semantics: the caller may drop its tensors at once.
-  for (size_t i = 0; i < request.slots.size(); ++i) {
-    backend::recordPinnedUse(pinned[i].storage().data_ptr(), comm);
-    guard.recordDataPtrOnStream(request.slots[i].tensor.storage().data_ptr(), comm);
-  }
-  c10::Event end(kDeviceType);
-  end.record(comm);
-
-  // Completed now, on the communication stream, as NCCL's futures are: its
-  // wait() and then() order the caller's stream after the collective.
-  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                         std::vector<c10::Device>{where});
-  {
-    c10::StreamGuard onComm(comm);
-    future->markCompleted(c10::IValue(request.outputs));
-  }
-  return c10::make_intrusive<WorkOpenReg>(rank_, request.opType, sequence, request.outputs, std::move(outcome),
-                                          std::move(end), std::move(future), request.blocking, timeout_,
-                                          description);
+  OPENREG_CHECK(orLaunchCollective(&config, stream));
+  body.release();  // the runtime owns it now
 }
 
 // ------------------------------------------------------------- operations

@@ -20,11 +20,14 @@
 #include <vector>
 
 #include <c10/core/Stream.h>
+#include <openreg/runtime.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "distributed/Work.h"
 
 namespace openreg::distributed {
+
+struct TransferBody;  // a queued transfer's state (ProcessGroupOpenReg.cpp)
 
 class ProcessGroupOpenReg : public c10d::Backend {
  public:
@@ -158,6 +161,8 @@ class ProcessGroupOpenReg : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> hold(Request& request, c10::DeviceIndex device);
   c10::intrusive_ptr<c10d::Work> record(Request& request, c10::DeviceIndex device, bool p2p);
   c10::intrusive_ptr<c10d::Work> enqueue(Request& request, c10::DeviceIndex device, uint64_t sequence);
+  void launchTransfer(const Request& request, uint64_t sequence, std::unique_ptr<TransferBody> body,
+                      orStream_t stream);
   c10::DeviceIndex checkTensors(const Request& request) const;
   void throwIfFailedBefore();
   std::string describe(const Request& request, uint64_t sequence) const;
