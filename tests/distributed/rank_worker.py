@@ -384,7 +384,12 @@ def scenario_ddp() -> dict:
     inputs, targets = torch.randn(8, 8), torch.randn(8, 4)
     mine = slice(RANK * 8 // WORLD, (RANK + 1) * 8 // WORLD)
     reference = _model().to(dev)
-    variants = {"device_ids": DDP(_model().to(dev), device_ids=[dev.index]), "no_device_ids": DDP(_model().to(dev))}
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    variants = {"device_ids": DDP(_model().to(dev), device_ids=[dev.index]), "no_device_ids": DDP(_model().to(dev)),
+                "comm_hook": DDP(_model().to(dev), device_ids=[dev.index])}
+    # A Python comm hook: all_reduce(async_op=True).get_future().then(divide), as DDP users write them.
+    variants["comm_hook"].register_comm_hook(None, default_hooks.allreduce_hook)
     optimizers = {k: torch.optim.SGD(m.parameters(), lr=0.1) for k, m in variants.items()}
     ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
     for _ in range(4):

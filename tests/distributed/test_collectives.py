@@ -31,7 +31,7 @@ def test_init_without_backend_uses_orccl_for_openreg(tmp_path):
 
 def test_ddp_matches_one_process_on_the_full_batch(tmp_path):
     results = expect_success(run_ranks("ddp", tmp_path, timeout=120))
-    for variant in ("device_ids", "no_device_ids"):
+    for variant in ("device_ids", "no_device_ids", "comm_hook"):
         for result in results:
             assert result[variant]["max_diff"] < 1e-5, result
         # The replicas stay bitwise identical: every rank applies the same averaged gradients.
