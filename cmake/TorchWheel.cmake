@@ -45,5 +45,5 @@ add_library(openreg_torch_python INTERFACE)
 add_library(openreg::torch_python ALIAS openreg_torch_python)
 target_link_libraries(openreg_torch_python INTERFACE openreg::torch torch_python Python3::Module)
 
-# Where the package finds its shared libraries at run time.
-set(OPENREG_PACKAGE_LIB_DIR "${PROJECT_SOURCE_DIR}/torch_openreg/lib")
+# Where the package finds its shared libraries: OPENREG_PACKAGE_LIB_DIR (top
+# CMakeLists.txt).

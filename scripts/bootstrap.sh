@@ -25,6 +25,9 @@ if ! "$PYTHON" -c "import importlib.metadata as m, sys; sys.exit(0 if m.version(
   "$PYTHON" -m pip install -q torch==2.13.0
 fi
 
+# The build backend, pinned: a fresh venv brings setuptools 65, which has no
+# bdist_wheel and cannot build the editable install (pyproject needs >= 70.1).
+"$PYTHON" -m pip install -q setuptools==84.2.1
 "$PYTHON" -m pip install -q -r requirements-test.txt
 # HolisticTraceAnalysis declares jupyterlab as a dependency although analysis
 # does not need it; its real dependencies are in requirements-test.txt.

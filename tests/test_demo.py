@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -142,7 +143,7 @@ def test_every_trace_passes_check(demo):
     assert traces, demo.describe()
     for path in traces:
         with open_trace(path) as trace:
-            result = trace.check()
+            result = trace.check(strict=True)
         failed = [c["name"] for c in result["checks"] if c["status"] == "fail"]
         assert result["ok"] and not failed, (path.name, failed)
     # ...and the demo's own --check said so, once per trace written by this run.
@@ -209,6 +210,7 @@ def test_training_and_progress(demo):
     assert math.isfinite(first) and math.isfinite(last)
     # A cross-entropy over the text's characters starts near ln(vocabulary) with GPT-2's initialisation.
     assert 2.0 < first < 6.0, first
+    assert last < first, f"the demo did not learn: loss {first} -> {last}"
     bars = [line for line in demo.stderr.splitlines() if line.startswith("training [")]
     assert bars and f"{STEPS}/{STEPS}" in bars[-1] and f"{REPEAT} traces written" in bars[-1], demo.stderr[-2000:]
 
@@ -256,6 +258,50 @@ def test_progress_bar_outside_a_terminal_writes_lines_and_the_final_state_once()
 def test_console_script_is_declared():
     text = (REPO / "pyproject.toml").read_text()
     assert re.search(r'^openreg = "torch_openreg.__main__:main"$', text, re.M)
+
+
+def test_installed_openreg_command_runs_the_demo(tmp_path):
+    """The `openreg` console script pip installed beside this interpreter (pyproject's entry point)."""
+    command = Path(sys.executable).parent / "openreg"
+    assert command.exists(), f"{command} is not installed: pip install -e . installs it"
+    proc = subprocess.run([str(command), "demo", "--size", "tiny", "-o", "traces", "--wait", "0", "--warmup", "0",
+                           "--active", "1", "--repeat", "1"], cwd=tmp_path, env=_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"loss [\d.]+ -> [\d.]+ over 1 steps", proc.stdout), proc.stdout[-3000:]
+    assert len(list((tmp_path / "traces").glob("*.pt.trace.json"))) == 1
+    help_text = subprocess.run([str(command), "--help"], capture_output=True, text=True, timeout=120, env=_env())
+    assert help_text.returncode == 0 and "demo" in help_text.stdout and "check" in help_text.stdout
+
+
+@pytest.mark.parametrize("size, shape", [
+    ("small", "(2 blocks, width 64, 4 heads, context 32, batch 8,"),
+    ("medium", "(4 blocks, width 128, 4 heads, context 64, batch 16,"),
+])
+def test_model_sizes(tmp_path, size, shape):
+    run = run_demo(["--size", size, "-o", "traces", "--wait", "0", "--warmup", "0", "--active", "1",
+                    "--repeat", "1"], tmp_path)
+    assert run.returncode == 0, run.describe()
+    assert shape in run.stdout.splitlines()[0], run.stdout.splitlines()[0]
+    assert len(list((tmp_path / "traces").glob("*.pt.trace.json"))) == 1
+
+
+def test_missing_profiler_plugin_is_a_clear_error_before_training(tmp_path):
+    """A copy of the package whose lib/ lacks libopenreg_profiler.so: exit 3, naming the plugin."""
+    package = REPO / "torch_openreg"
+    copy = tmp_path / "site" / "torch_openreg"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("lib", "__pycache__"))
+    (copy / "lib").mkdir()
+    for lib in (package / "lib").iterdir():
+        if lib.name != "libopenreg_profiler.so":
+            (copy / "lib" / lib.name).symlink_to(lib.resolve())
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "site"), env["PYTHONPATH"]])
+    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    run = run_demo(["--size", "tiny", "-o", "traces"], tmp_path, env=env)
+    assert run.returncode == 3, run.describe()
+    assert "libopenreg_profiler.so" in run.stderr and "Traceback" not in run.stderr, run.stderr[-3000:]
+    assert "training [" not in run.stderr
 
 
 # --- README.md (top level) ----------------------------------------------------------------------------------

@@ -25,6 +25,8 @@ missing GPU driver does not.
 _importing = True
 
 import atexit
+import os
+import sys
 import warnings
 
 __all__ = ["backend_error"]
@@ -82,29 +84,50 @@ def _synchronize_at_exit() -> None:
             warnings.warn(f"openreg: device {index} at exit: {error}", RuntimeWarning, stacklevel=1)
 
 
-try:
-    import torch
+# `python -m torch_openreg summary|check|diff|timeline` (or the `openreg`
+# script) imports this package on its way to __main__; those commands read
+# trace files only, so torch is not imported for them (it costs most of
+# their run time). While -m locates __main__, sys.argv[0] is "-m".
+_TRACE_COMMANDS = ("summary", "check", "diff", "timeline")
 
-    from torch_openreg._lib import load_extension
 
-    _C = load_extension()
+def _trace_command_only() -> bool:
+    if "torch" in sys.modules or len(sys.argv) < 2 or sys.argv[1] not in _TRACE_COMMANDS:
+        return False
+    return sys.argv[0] == "-m" or os.path.basename(sys.argv[0]) == "openreg"
 
-    from torch_openreg import openreg  # the device module; needs _C
-except (ImportError, OSError, RuntimeError) as error:
-    # ImportError: not built, or a library that fails to load; RuntimeError:
-    # torch's own import failed (its autoload of a broken backend).
-    backend_error = error
-    warnings.warn(
-        f"openreg: the device is unavailable ({type(error).__name__}: {error}); only the trace tools work. "
-        "Build the backend with `pip install --no-build-isolation -e .`",
-        RuntimeWarning,
-        stacklevel=2,
-    )
+
+def _load_backend() -> None:
+    global backend_error, _C, openreg, torch
+    try:
+        import torch
+
+        from torch_openreg._lib import load_extension
+
+        _C = load_extension()
+
+        from torch_openreg import openreg  # the device module; needs _C
+    except (ImportError, OSError, RuntimeError) as error:
+        # ImportError: not built, or a library that fails to load; RuntimeError:
+        # torch's own import failed (its autoload of a broken backend).
+        backend_error = error
+        warnings.warn(
+            f"openreg: the device is unavailable ({type(error).__name__}: {error}); only the trace tools work. "
+            "Build the backend with `pip install --no-build-isolation -e .`",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    else:
+        __all__.append("openreg")
+        _register()
+        _load_profiler()
+        _register_distributed()
+        atexit.register(_synchronize_at_exit)
+
+
+if _trace_command_only():
+    backend_error = RuntimeError("not loaded: a trace command needs neither torch nor the device")
 else:
-    __all__.append("openreg")
-    _register()
-    _load_profiler()
-    _register_distributed()
-    atexit.register(_synchronize_at_exit)
+    _load_backend()
 
 _importing = False

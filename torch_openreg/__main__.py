@@ -1,6 +1,6 @@
-"""Command line: python -m torch_openreg {demo,summary,check,timeline}.
+"""Command line: python -m torch_openreg {demo,summary,check,diff,timeline}.
 
-summary, check and timeline read any torch.profiler chrome trace and need
+summary, check, diff and timeline read any torch.profiler chrome trace and need
 only libopenreg_trace.so: they import neither torch nor the openreg backend.
 """
 
@@ -10,9 +10,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+ALL_ROWS = 1_000_000_000  # a summary `top` that keeps every kernel and op
 
 
 def _trace_files(paths: Sequence[str]) -> list[Path]:
@@ -59,60 +60,91 @@ def _add_classification(p: argparse.ArgumentParser) -> None:
     g.add_argument("--flow-cat", action="append", metavar="CAT", help="host-to-device arrows (default: ac2g)")
 
 
-def _cmd_summary(args: argparse.Namespace) -> int:
+def _for_each_trace(args: argparse.Namespace, analyse: Callable[[Any], dict[str, Any]],
+                    text: Callable[[dict[str, Any], str], str]) -> list[tuple[Path, dict[str, Any]]]:
+    """Runs `analyse` on each trace named (a folder gives its traces); without
+    --json prints each result as text. Returns (path, result) pairs."""
     from torch_openreg.trace import open_trace
-    from torch_openreg.trace.format import summary_text
 
-    results = []
+    results: list[tuple[Path, dict[str, Any]]] = []
     for path in _trace_files(args.trace):
         with open_trace(path, **_classification(args)) as t:
-            s = t.summary(top=args.top, gaps=args.gaps)
-        if args.json:
-            results.append({"path": str(path), "summary": s})
-        else:
+            result = analyse(t)
+        if not args.json:
             if results:
                 print()
-            print(summary_text(s, str(path)))
-            results.append(None)
+            print(text(result, str(path)))
+        results.append((path, result))
+    return results
+
+
+def _print_json(doc: Any) -> None:
+    json.dump(doc, sys.stdout, indent=1)
+    print()
+
+
+def _cmd_summary(args: argparse.Namespace) -> int:
+    from torch_openreg.trace.format import ranks_text, summary_text
+    from torch_openreg.trace.ranks import compare_ranks
+
+    results = _for_each_trace(args, lambda t: t.summary(top=args.top, gaps=args.gaps), summary_text)
+    if len(results) == 1:
+        if args.json:
+            _print_json(results[0][1])
+        return 0
+    # Several traces (a folder of rank traces): also what the ranks did together.
+    ranks = compare_ranks([(str(p), r) for p, r in results])
     if args.json:
-        json.dump(results[0]["summary"] if len(results) == 1 else results, sys.stdout, indent=1)
+        _print_json({"traces": [{"path": str(p), "summary": r} for p, r in results], "ranks": ranks})
+    elif ranks is not None:
         print()
+        print(ranks_text(ranks))
     return 0
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from torch_openreg.trace import list_checks, open_trace
-    from torch_openreg.trace.format import check_text
+    from torch_openreg.trace import list_checks
+    from torch_openreg.trace.format import check_text, explain_text
 
     if args.list:
         for c in list_checks():
             print(f"{c['name']:<26} {c['severity']:<8} {c['description']}")
         return 0
+    if args.explain:
+        print(explain_text(list_checks()))
+        return 0
     if not args.trace:
-        raise SystemExit("error: check needs a TRACE (or --list)")
+        raise SystemExit("error: check needs a TRACE (or --list, --explain)")
     options: dict[str, Any] = {"examples": args.examples, "strict": args.strict,
                                "window_slack_ns": int(round(args.window_slack_us * 1000))}
     if args.skip:
         options["skip"] = args.skip
     if args.only:
         options["only"] = args.only
-    ok = True
-    results = []
-    for path in _trace_files(args.trace):
-        with open_trace(path, **_classification(args)) as t:
-            r = t.check(**options)
-        ok = ok and r["ok"]
-        if args.json:
-            results.append({"path": str(path), "check": r})
-        else:
-            if results:
-                print()
-            print(check_text(r, str(path)))
-            results.append(None)
+    results = _for_each_trace(args, lambda t: t.check(**options), check_text)
     if args.json:
-        json.dump(results[0]["check"] if len(results) == 1 else results, sys.stdout, indent=1)
-        print()
-    return 0 if ok else 1
+        _print_json(results[0][1] if len(results) == 1 else [{"path": str(p), "check": r} for p, r in results])
+    return 0 if all(r["ok"] for _, r in results) else 1
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from torch_openreg.trace import open_trace
+    from torch_openreg.trace.diff import diff_summaries
+    from torch_openreg.trace.format import diff_text
+
+    sides = []
+    for name in (args.base, args.new):
+        summaries = []
+        for path in _trace_files([name]):
+            with open_trace(path, **_classification(args)) as t:
+                summaries.append(t.summary(top=ALL_ROWS, gaps=0))
+        sides.append(summaries)
+    d = diff_summaries(sides[0], sides[1])
+    if args.json:
+        _print_json(d)
+    else:
+        print(diff_text(d, args.base, args.new, top=args.top))
+    return 0
 
 
 def _cmd_timeline(args: argparse.Namespace) -> int:
@@ -184,7 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--gaps", type=_count(0), default=5, help="idle gaps shown in the summary (default 5)")
     demo.set_defaults(func=_cmd_demo)
 
-    summary = sub.add_parser("summary", help="what the device did: kernels, ops, streams, idle gaps, memory")
+    summary = sub.add_parser("summary", help="what the device did: kernels, ops, streams, idle time, launches, "
+                                             "communication, memory")
     summary.add_argument("trace", nargs="+", help="trace file (.json or .json.gz) or a folder of traces")
     summary.add_argument("--top", type=int, default=10, help="rows per table (default 10)")
     summary.add_argument("--gaps", type=int, default=5, help="idle gaps to show (default 5)")
@@ -200,10 +233,22 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--examples", type=int, default=5, help="example violations shown per check (default 5)")
     check.add_argument("--window-slack-us", type=float, default=0.0,
                        help="tolerance of the profiling-window check, in microseconds")
-    check.add_argument("--strict", action="store_true", help="warnings fail too")
+    check.add_argument("--explain", action="store_true",
+                       help="print, for every check, the consumer it protects and what breaks there, and exit")
+    check.add_argument("--strict", action="store_true",
+                       help="every finding fails: warning-level checks and known Kineto artifacts too "
+                            "(for openreg's own traces)")
     check.add_argument("--json", action="store_true", help="print the result as JSON")
     _add_classification(check)
     check.set_defaults(func=_cmd_check)
+
+    diff = sub.add_parser("diff", help="compare two traces or folders: per op and per kernel count and device time")
+    diff.add_argument("base", help="trace file or folder of traces (the baseline)")
+    diff.add_argument("new", help="trace file or folder of traces (compared with the baseline)")
+    diff.add_argument("--top", type=int, default=15, help="rows per table, largest changes first (default 15)")
+    diff.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_classification(diff)
+    diff.set_defaults(func=_cmd_diff)
 
     timeline = sub.add_parser("timeline", help="draw host ops, device streams and memory to an image")
     timeline.add_argument("trace", help="trace file (.json or .json.gz)")

@@ -7,5 +7,8 @@ namespace openreg::backend {
 
 // Releases the kernels waiting on `gate`; opening first is fine too.
 void openGate(int64_t gate);
+// True while a kernel is running and blocked on `gate` (so a test knows the
+// device has started it).
+bool gateWaiting(int64_t gate);
 
 }  // namespace openreg::backend

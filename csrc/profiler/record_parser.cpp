@@ -46,21 +46,29 @@ void RecordSet::append(RecordSet&& other) {
   markerRecords += other.markerRecords;
 }
 
+void RecordSet::releaseRecords() {
+  deviceOps.clear();
+  runtimeCalls.clear();
+  hostSyncs.clear();
+  external.clear();
+  communications.clear();  // collective activities keep their own copy
+  clock = {};
+}
+
 void parseRecord(const orActivityRecord& record, RecordSet& out) {
   bool complete = true;
   switch (record.kind) {
     case OR_ACTIVITY_KIND_RUNTIME: {
       orActivityRuntime r;
       if ((complete = readPrefix(record, r))) {
-        out.runtimeCalls.push_back({.apiId = r.apiId,
-                                    .processId = r.processId,
+        out.runtimeCalls.push_back({.processId = r.processId,
                                     .threadId = r.threadId,
                                     .device = r.device,
+                                    .status = r.status,
                                     .correlationId = r.correlationId,
                                     .start = r.start,
                                     .end = r.end,
-                                    .name = r.name,
-                                    .status = r.status});
+                                    .name = r.name});
       }
       break;
     }

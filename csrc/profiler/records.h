@@ -61,6 +61,11 @@ class ChunkedVector {
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
+  // Empties the list and gives its memory back.
+  void clear() {
+    chunks_ = {};
+    size_ = 0;
+  }
   T& operator[](size_t i) { return chunks_[i / kChunk][i % kChunk]; }
   const T& operator[](size_t i) const { return chunks_[i / kChunk][i % kChunk]; }
   T& back() { return chunks_.back().back(); }
@@ -79,33 +84,40 @@ class ChunkedVector {
 enum class DeviceOpKind : uint8_t { Kernel, Memcpy, Memset, StreamWait, Communication };
 
 // Work that ran on a device stream. start/end are in the device's clock.
+// A trace holds one per kernel, so what only some kinds have shares storage:
+// read a kind's fields only for that kind. 88 bytes.
 struct DeviceOp {
+  DeviceOp() : grid{0, 0, 0}, block{0, 0, 0}, sharedMemBytes(0), streamPriority(0) {}
+
   DeviceOpKind kind = DeviceOpKind::Kernel;
+  // Copies.
+  uint8_t copyKind = 0;
+  uint8_t srcKind = 0;
+  uint8_t dstKind = 0;
   int32_t device = 0;
+  int32_t status = 0;
+  bool isAsync = false;  // copies and memsets
   uint64_t stream = 0;
   uint64_t correlationId = 0;
   uint64_t start = 0;
   uint64_t end = 0;
   const char* name = nullptr;  // kernels; owned by the runtime
-  int32_t status = 0;
-  // Kernels.
-  uint32_t grid[3] = {0, 0, 0};
-  uint32_t block[3] = {0, 0, 0};
-  uint32_t sharedMemBytes = 0;
-  int32_t streamPriority = 0;
-  // Copies and memsets.
-  uint64_t bytes = 0;
-  uint8_t copyKind = 0;
-  uint8_t srcKind = 0;
-  uint8_t dstKind = 0;
-  int32_t srcDevice = -1;
-  int32_t dstDevice = -1;
-  uint32_t memsetValue = 0;
-  uint32_t memsetElementSize = 0;
-  bool isAsync = false;
-  // Stream waits: the event. Communications: their index in
-  // RecordSet::communications (the payload is kept there, not in every op).
-  uint64_t eventId = 0;
+  union {
+    struct {  // kernels; all zero by default, which zeroes the others too
+      uint32_t grid[3];
+      uint32_t block[3];
+      uint32_t sharedMemBytes;
+      int32_t streamPriority;
+    };
+    struct {  // the other kinds
+      uint64_t bytes;     // copies and memsets
+      int32_t srcDevice;  // copies
+      int32_t dstDevice;
+      uint32_t memsetValue;  // memsets
+      uint32_t memsetElementSize;
+      uint64_t eventId;  // stream waits; communications: index in RecordSet::communications
+    };
+  };
 };
 
 // What a COMMUNICATION record adds to its DeviceOp (name, bytes, times).
@@ -120,17 +132,17 @@ struct CommunicationInfo {
   int32_t peer = -1;
 };
 
-// A runtime API call on a host thread, in host epoch ns.
+// A runtime API call on a host thread, in host epoch ns. 48 bytes (one per
+// launch): the record's apiId is not kept, as the name says what was called.
 struct RuntimeCall {
-  uint32_t apiId = 0;
   uint32_t processId = 0;
   uint32_t threadId = 0;
   int32_t device = -1;
+  int32_t status = 0;
   uint64_t correlationId = 0;
   uint64_t start = 0;
   uint64_t end = 0;
   const char* name = nullptr;
-  int32_t status = 0;
 };
 
 // A host-side synchronisation (host clock), merged into its runtime row.
@@ -179,6 +191,8 @@ struct RecordSet {
   uint64_t markerRecords = 0;
 
   void append(RecordSet&& other);
+  // Frees the records, keeping the counts.
+  void releaseRecords();
   // The payload of a Communication op; nullptr for other kinds.
   const CommunicationInfo* communicationOf(const DeviceOp& op) const {
     return op.kind == DeviceOpKind::Communication && op.eventId < communications.size() ? &communications[op.eventId]

@@ -3,31 +3,30 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <optional>
-#include <sstream>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+
+#include <malloc.h>
 
 #include <c10/util/Exception.h>
 #include <libkineto.h>
 #include <output_base.h>
 
+#include "activity_store.h"
+#include "openreg/common/json_writer.h"
 #include "record_buffers.h"
-#include "slab_arena.h"
 
 namespace openreg::profiler {
 namespace {
 
 using libkineto::ActivityType;
 
-// The activity API has one client and one window: a second session that
-// starts while another holds it stays inert instead of corrupting both.
-std::mutex gWindowMutex;
-const OpenregSession* gWindowOwner = nullptr;
+std::atomic<bool> gWindowHeld{false};  // see WindowLease
 std::atomic<const HostClock*> gHostClock{nullptr};
 
 std::atomic<uint64_t> gNextGeneration{1};
@@ -48,155 +47,54 @@ struct ThreadPushes {
 };
 thread_local ThreadPushes tPushes;
 
+// glibc keeps freed heap memory (up to 64 MB at the top once large blocks
+// have come and gone): the joins' temporaries (and the record buffers that
+// stop() let go) would stay resident while the activities, which live in
+// slabs of their own, are built. Hands the free pages back, once per trace.
+void giveBackFreedMemory() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
-std::string jsonString(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-// Kineto 2.13 writes names into the JSON unescaped (it only turns '\\' into
-// '/' and drops newlines) and replaces a name holding any non-printable byte
-// by "unknown". A quote in a kernel name would break the whole file, so
-// names are made safe here, keeping as much of them as possible.
-std::string kinetoSafe(std::string_view name) {
-  std::string out(name);
-  for (char& c : out) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '"') {
-      c = '\'';
-    } else if (c == '\\') {
-      c = '/';
-    } else if (byte < 0x20 || byte >= 0x7f) {
-      c = '?';
-    }
-  }
+// A JSON string literal, as metadata values are JSON text.
+std::string jsonString(std::string_view text) {
+  std::string out;
+  common::appendJsonString(out, text);
   return out;
 }
 
-// Appends args as the body of a JSON object, the form metadataJson() has.
-class JsonArgs final : public ArgWriter {
- public:
-  std::string out;
-  void integer(const char* key, int64_t value) override { put(key, std::to_string(value)); }
-  void unsignedInteger(const char* key, uint64_t value) override { put(key, std::to_string(value)); }
-  void text(const char* key, const char* value) override {
-    put(key, std::string("\"") + value + "\"");  // our values are fixed words: nothing to escape
-  }
-  void json(const char* key, std::string_view value) override { put(key, value); }
+} // namespace
 
- private:
-  void put(const char* key, std::string_view value) {
-    if (!out.empty()) out += ", ";
-    out += '"';
-    out += key;
-    out += "\": ";
-    out += value;
-  }
-};
-
-// Formats one arg's value, as getMetadataValue returns it (strings unquoted).
-class OneArg final : public ArgWriter {
- public:
-  explicit OneArg(const std::string& key) : key_(key) {}
-  std::optional<std::string> value;
-  bool wants(const char* key) override { return !value && key_ == key; }
-  void integer(const char* key, int64_t v) override { if (wants(key)) value = std::to_string(v); }
-  void unsignedInteger(const char* key, uint64_t v) override { if (wants(key)) value = std::to_string(v); }
-  void text(const char* key, const char* v) override { if (wants(key)) value = v; }
-  void json(const char* key, std::string_view v) override { if (wants(key)) value = std::string(v); }
-
- private:
-  const std::string& key_;
-};
-
-// A Kineto activity that formats its args only when asked (JSON export,
-// getMetadataValue), from a compact copy of its record, as Kineto's own
-// CUPTI activities do. GenericTraceActivity's map of formatted strings would
-// be most of what a trace costs, in time and in memory. Metadata others add
-// with addMetadata is kept as well.
-class OpenregActivity : public libkineto::GenericTraceActivity {
- public:
-  OpenregActivity(const libkineto::TraceSpan& span, libkineto::ActivityType type, const EventArgs& args)
-      : GenericTraceActivity(span, type, std::string()), args_(args) {}
-
-  const std::string metadataJson() const override {
-    JsonArgs json;
-    writeArgs(args_, json);
-    const std::string added = GenericTraceActivity::metadataJson();
-    if (!added.empty()) json.out += (json.out.empty() ? "" : ", ") + added;
-    return json.out;
-  }
-
-  const std::string getMetadataValue(const std::string& key) const override {
-    OneArg one(key);
-    writeArgs(args_, one);
-    return one.value ? *one.value : GenericTraceActivity::getMetadataValue(key);
-  }
-
-  // GenericTraceActivity::log hands loggers a reference to copy (and a copy
-  // would lose the args): pass it as what it is.
-  void log(libkineto::ActivityLogger& logger) const override { logger.handleActivity(*this); }
-
-  // From the trace's slabs only; Kineto deletes them through the virtual
-  // destructor, which finds this operator delete.
-  static void* operator new(size_t size, SlabArena& arena) { return arena.allocate(size); }
-  static void operator delete(void* object, SlabArena&) noexcept { SlabArena::release(object); }
-  static void operator delete(void* object) noexcept { SlabArena::release(object); }
-  static void* operator new(size_t) = delete;
-
- protected:
-  EventArgs args_;
-};
-
-// A collective keeps its own copy of the payload: the record set that held
-// it goes with the session, before Kineto writes the trace.
-class OpenregCommunicationActivity final : public OpenregActivity {
- public:
-  OpenregCommunicationActivity(const libkineto::TraceSpan& span, libkineto::ActivityType type,
-                               const EventArgs& args, const CommunicationInfo& info)
-      : OpenregActivity(span, type, args), info_(info) {
-    args_.communication = &info_;
-  }
-
- private:
-  CommunicationInfo info_;
-};
-
-ActivityType kinetoType(TraceEventType type) {
-  switch (type) {
-    case TraceEventType::Kernel: return ActivityType::CONCURRENT_KERNEL;
-    case TraceEventType::Memcpy: return ActivityType::GPU_MEMCPY;
-    case TraceEventType::Memset: return ActivityType::GPU_MEMSET;
-    // Kineto's only synchronisation type; torch files it under the device.
-    case TraceEventType::StreamWait: return ActivityType::CUDA_SYNC;
-    case TraceEventType::UserAnnotation: return ActivityType::GPU_USER_ANNOTATION;
-    case TraceEventType::Runtime: return ActivityType::PRIVATEUSE1_RUNTIME;
-  }
-  return ActivityType::CONCURRENT_KERNEL;
+WindowLease WindowLease::tryAcquire() {
+  WindowLease lease;
+  bool free = false;
+  lease.held_ = gWindowHeld.compare_exchange_strong(free, true);
+  return lease;
 }
 
-} // namespace
+WindowLease::WindowLease(WindowLease&& other) noexcept : held_(std::exchange(other.held_, false)) {}
+
+WindowLease& WindowLease::operator=(WindowLease&& other) noexcept {
+  if (this != &other) {
+    release();
+    held_ = std::exchange(other.held_, false);
+  }
+  return *this;
+}
+
+void WindowLease::release() noexcept {
+  if (held_) {
+    held_ = false;
+    gWindowHeld.store(false);
+  }
+}
 
 SessionRequest SessionRequest::fromActivityTypes(const std::set<ActivityType>& types) {
   SessionRequest r;
@@ -209,18 +107,24 @@ SessionRequest SessionRequest::fromActivityTypes(const std::set<ActivityType>& t
   return r;
 }
 
+void SessionRequest::writeTypes(common::JsonWriter& out) const {
+  out.beginArray();
+  const std::pair<bool, const char*> types[] = {{kernels, "kernel"},
+                                                {memcpy, "gpu_memcpy"},
+                                                {memset, "gpu_memset"},
+                                                {userAnnotations, "gpu_user_annotation"},
+                                                {runtime, "privateuse1_runtime"},
+                                                {syncs, "cuda_sync"}};
+  for (const auto& [on, name] : types) {
+    if (on) out.value(name);
+  }
+  out.endArray();
+}
+
 std::string SessionRequest::describe() const {
-  std::string out = "[";
-  auto add = [&](bool on, const char* name) {
-    if (on) out += (out.size() > 1 ? ", \"" : "\"") + std::string(name) + "\"";
-  };
-  add(kernels, "kernel");
-  add(memcpy, "gpu_memcpy");
-  add(memset, "gpu_memset");
-  add(userAnnotations, "gpu_user_annotation");
-  add(runtime, "privateuse1_runtime");
-  add(syncs, "cuda_sync");
-  return out + "]";
+  common::JsonWriter out;
+  writeTypes(out);
+  return out.take();
 }
 
 OpenregSession::OpenregSession(const ActivityApi& api, SessionRequest request)
@@ -351,18 +255,14 @@ void OpenregSession::start() {
     }
     return;
   }
-  {
-    std::lock_guard<std::mutex> guard(gWindowMutex);
-    if (gWindowOwner != nullptr) {
-      state_ = State::Inert;
-      addError(
-          "another openreg profiling session is already collecting (profilers nested or run from two "
-          "threads); this trace gets no device activity",
-          true);
-      return;
-    }
-    gWindowOwner = this;
-    ownsWindow_ = true;
+  window_ = WindowLease::tryAcquire();
+  if (!window_.held()) {
+    state_ = State::Inert;
+    addError(
+        "another openreg profiling session is already collecting (profilers nested or run from two "
+        "threads); this trace gets no device activity",
+        true);
+    return;
   }
   const auto& fn = api_.fn();
   auto& pool = bufferPool();
@@ -371,11 +271,7 @@ void OpenregSession::start() {
   if (orError_t rc = fn.registerCallbacks(&RecordBufferPool::onRequested, &RecordBufferPool::onCompleted, &pool);
       rc != orSuccess) {
     pool.setSink(nullptr, nullptr);
-    {
-      std::lock_guard<std::mutex> guard(gWindowMutex);
-      gWindowOwner = nullptr;
-      ownsWindow_ = false;
-    }
+    window_.release();
     state_ = State::Inert;
     addError("orActivityRegisterCallbacks failed: " + api_.describe(rc) + "; this trace gets no device activity",
              true);
@@ -434,11 +330,7 @@ void OpenregSession::stop() {
   uint64_t droppedNow = droppedAtStart_;
   fn.getNumDroppedRecords(-1, &droppedNow);
   droppedByRuntime_ = droppedNow >= droppedAtStart_ ? droppedNow - droppedAtStart_ : 0;
-  {
-    std::lock_guard<std::mutex> guard(gWindowMutex);
-    if (gWindowOwner == this) gWindowOwner = nullptr;
-    ownsWindow_ = false;
-  }
+  window_.release();
   state_ = State::Stopped;
   timings_.stopNs = nowNs() - stoppedNs_;
 
@@ -467,6 +359,14 @@ const PreparedTrace& OpenregSession::prepared() {
     prepared_ = prepareTrace(records_);
     timings_.prepareNs = nowNs() - begin;
     preparedDone_ = true;
+    records_.external.clear();  // joined: the prepared trace has its own copy
+    giveBackFreedMemory();
+    counts_.deviceActivities = prepared_.deviceOps.size();
+    counts_.runtimeCalls = prepared_.runtime.size();
+    // Against this session's own start/stop, a few microseconds inside Kineto's window.
+    for (const auto& op : prepared_.deviceOps) {
+      if (op.start < startedNs_ || op.end > stoppedNs_) ++counts_.outsideWindow;
+    }
     if (prepared_.stats.unmappedDeviceOps > 0) {
       addError(std::to_string(prepared_.stats.unmappedDeviceOps) +
                    " device activities had no clock samples for their device and were left out",
@@ -488,6 +388,34 @@ void OpenregSession::emitStatsWarnings(const EmitStats& stats) {
                  " record_function ranges interleaved on one stream and could not be drawn as nested spans",
              false);
   }
+}
+
+void OpenregSession::writeDebugLine(int64_t windowStart, int64_t windowEnd, int64_t processNs) const {
+  const EmitStats& st = emitStats_;
+  const SessionTimings& t = timings_;
+  common::JsonWriter w;
+  w.beginObject()
+      .field("window_start", windowStart)
+      .field("window_end", windowEnd)
+      .field("emitted", st.emitted)
+      .field("not_requested", st.notRequested)
+      .field("outside_window", st.outOfWindow)
+      .field("launched_inside_ended_outside", st.launchedInWindowButOutside)
+      .field("before_requested_start", st.beforeRequestedStart)
+      .field("flows", st.flows)
+      .field("causality_fixes", st.causalityFixes)
+      .field("max_causality_fix_ns", st.maxCausalityFixNs)
+      .field("row_overlap_fixes", st.rowOverlapFixes)
+      .field("annotation_overlaps_dropped", st.annotationOverlapsDropped)
+      .field("annotations_without_range", st.annotationsWithoutRange)
+      .field("records", t.records)
+      .field("record_bytes", t.recordBytes);
+  const std::pair<const char*, int64_t> millis[] = {{"stop_ms", t.stopNs},       {"flush_ms", t.flushNs},
+                                                    {"prepare_ms", t.prepareNs}, {"emit_ms", t.emitNs},
+                                                    {"process_ms", processNs}};
+  for (const auto& [key, ns] : millis) w.key(key).valueFixed(static_cast<double>(ns) / 1e6, 3);
+  w.endObject();
+  std::fprintf(stderr, "openreg profiler emit stats: %s\n", w.str().c_str());
 }
 
 void OpenregSession::processTrace(libkineto::ActivityLogger& logger) {
@@ -528,21 +456,15 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
   };
   // Kineto keeps a pointer to each activity (handleActivity) and takes this
   // buffer over afterwards (getTraceBuffer), so each activity is built once,
-  // in place, and never copied (handleGenericActivity would copy it).
+  // in place, and never copied (handleGenericActivity would copy it). The
+  // buffer's one entry is the store that owns them.
   auto buffer = std::make_unique<libkineto::CpuTraceBuffer>();
-  SlabArena arena;
   buffer->span = libkineto::TraceSpan(startTime, endTime, "openreg");
   buffer->span.iteration = 0;
   buffer->gpuOpCount = 0;
-  // Kernel names are interned by the runtime: one safe copy per name.
-  std::unordered_map<const char*, std::string> safeNames;
-  auto safeName = [&](std::string_view name) -> std::string {
-    auto it = safeNames.find(name.data());
-    if (it != safeNames.end() && it->second.size() == name.size()) return it->second;
-    std::string safe = kinetoSafe(name);
-    if (safeNames.size() < 4096) safeNames.emplace(name.data(), safe);
-    return safe;
-  };
+  auto owned = std::make_unique<ActivityStore>(buffer->span);
+  ActivityStore& store = *owned;
+  buffer->activities.push_back(std::move(owned));
   // A launch and its device work ask for the same op; Kineto's lookup is a
   // hash map, this direct-mapped cache halves the calls.
   struct LinkedSlot {
@@ -550,7 +472,8 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
     const libkineto::ITraceActivity* activity = nullptr;
   };
   std::vector<LinkedSlot> linkedCache(1024);
-  auto linkedOp = [&](uint64_t id) {
+  auto linkedOp = [&](uint64_t id) -> const libkineto::ITraceActivity* {
+    if (id == 0) return nullptr;
     LinkedSlot& slot = linkedCache[id % linkedCache.size()];
     if (slot.id != id) slot = {id, linked(id)};
     return slot.activity;
@@ -563,41 +486,16 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
     return range != nullptr ? std::optional<std::string>(range->name()) : std::nullopt;
   };
   emitTrace(trace, options, rangeName, result, [&](const TraceEvent& event) {
-    OpenregActivity* made =
-        event.communication != nullptr
-            ? new (arena) OpenregCommunicationActivity(buffer->span, kinetoType(event.type), eventArgsOf(event),
-                                                       *event.communication)
-            : new (arena) OpenregActivity(buffer->span, kinetoType(event.type), eventArgsOf(event));
-    auto& act = *buffer->activities.emplace_back(made);
-    act.activityName = safeName(event.name);
-    act.startTime = event.start;
-    act.endTime = event.end;
-    if (event.type == TraceEventType::UserAnnotation) {
-      // Kineto widens these by 1 ns each side when writing JSON; undo it so
-      // the span does not poke out of the work it covers. Its id is the
-      // range's own, which Kineto writes as "External id", as for CUDA.
-      if (static_cast<uint64_t>(act.endTime) - static_cast<uint64_t>(act.startTime) >= 2) {  // end >= start
-        act.startTime += 1;
-        act.endTime -= 1;
-      }
-      act.id = static_cast<int32_t>(event.userRange);
-    } else {
-      act.id = event.id;
-    }
-    act.device = static_cast<int32_t>(event.pid);
-    act.resource = static_cast<int32_t>(event.tid);
-    act.threadId = event.threadId;
-    if (event.flowId != 0) {
-      act.flow.id = event.flowId;
-      act.flow.type = libkineto::kLinkAsyncCpuGpu;
-      act.flow.start = event.flowStart ? 1 : 0;
-    }
-    if (event.linkedOp != 0) {
-      act.linked = linkedOp(event.linkedOp);
-    }
+    logger.handleActivity(store.add(event, linkedOp(event.linkedOp)));
     if (event.device != nullptr) ++buffer->gpuOpCount;
-    logger.handleActivity(act);
   });
+  store.doneBuilding();
+  // The activities have what they need: the records and joins go now, not
+  // when Kineto destroys the session.
+  const PrepareStats prepareStats = prepared_.stats;
+  prepared_ = PreparedTrace{};
+  prepared_.stats = prepareStats;
+  records_.releaseRecords();
   // Kineto draws this buffer's span as a row of its own ("openreg (0)"):
   // the capture window, with the device activities counted.
   buffer->span.opCount = buffer->gpuOpCount;
@@ -608,21 +506,7 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
   emitStats_ = result.stats;
   if (std::getenv("OPENREG_PROFILER_DEBUG") != nullptr) {
     // One JSON line for tests and bug reports: what processTrace decided.
-    const EmitStats& st = emitStats_;
-    std::fprintf(stderr,
-                 "openreg profiler emit stats: {\"window_start\": %" PRId64 ", \"window_end\": %" PRId64
-                 ", \"emitted\": %" PRIu64 ", \"not_requested\": %" PRIu64 ", \"outside_window\": %" PRIu64
-                 ", \"launched_inside_ended_outside\": %" PRIu64 ", \"before_requested_start\": %" PRIu64
-                 ", \"flows\": %" PRIu64 ", \"causality_fixes\": %" PRIu64 ", \"max_causality_fix_ns\": %" PRId64
-                 ", \"row_overlap_fixes\": %" PRIu64 ", \"annotation_overlaps_dropped\": %" PRIu64
-                 ", \"annotations_without_range\": %" PRIu64 ", \"records\": %" PRIu64
-                 ", \"record_bytes\": %" PRIu64 ", \"stop_ms\": %.3f, \"flush_ms\": %.3f, \"prepare_ms\": %.3f"
-                 ", \"emit_ms\": %.3f, \"process_ms\": %.3f}\n",
-                 startTime, endTime, st.emitted, st.notRequested, st.outOfWindow, st.launchedInWindowButOutside,
-                 st.beforeRequestedStart, st.flows, st.causalityFixes, st.maxCausalityFixNs, st.rowOverlapFixes,
-                 st.annotationOverlapsDropped, st.annotationsWithoutRange, timings_.records, timings_.recordBytes,
-                 timings_.stopNs / 1e6, timings_.flushNs / 1e6, timings_.prepareNs / 1e6, timings_.emitNs / 1e6,
-                 (nowNs() - processStart) / 1e6);
+    writeDebugLine(startTime, endTime, nowNs() - processStart);
   }
   emitted_ = true;
   emitStatsWarnings(emitStats_);
@@ -723,14 +607,21 @@ void OpenregSession::pushUserCorrelationId(uint64_t id) { pushExternal(OR_EXTERN
 void OpenregSession::popUserCorrelationId() { popExternal(OR_EXTERNAL_CORRELATION_KIND_USER); }
 
 std::string OpenregSession::getDeviceProperties() {
+  // Kineto joins the sessions' texts with commas inside its "deviceProperties" array.
   std::string out;
   for (const auto& device : devices_) {
+    common::JsonWriter w;
+    w.beginObject()
+        .field("id", device.index)
+        .field("name", device.name)
+        .field("backend", "openreg")
+        .field("totalGlobalMem", device.info.totalMemory)
+        .field("computeUnits", device.info.computeUnits)
+        .field("clockRateKHz", device.info.clockRateKHz)
+        .field("executorThreads", device.info.executorThreads)
+        .endObject();
     if (!out.empty()) out += ",";
-    out += "\n      {\"id\": " + std::to_string(device.index) + ", \"name\": " + jsonString(device.name) +
-        ", \"backend\": \"openreg\", \"totalGlobalMem\": " + std::to_string(device.info.totalMemory) +
-        ", \"computeUnits\": " + std::to_string(device.info.computeUnits) +
-        ", \"clockRateKHz\": " + std::to_string(device.info.clockRateKHz) +
-        ", \"executorThreads\": " + std::to_string(device.info.executorThreads) + "}";
+    out += w.str();
   }
   return out;
 }
@@ -742,34 +633,36 @@ std::unordered_map<std::string, std::string> OpenregSession::getMetadata() {
     out["openreg_profiler_error"] = jsonString(errs.empty() ? "device tracing inactive" : errs.front());
     return out;
   }
-  // Kineto asks before processTrace: window figures use this session's own
-  // start/stop times, a few microseconds inside Kineto's window.
+  // Kineto asks before processTrace.
   const PreparedTrace& trace = prepared();
-  uint64_t outside = 0;
-  for (const auto& op : trace.deviceOps) {
-    if (op.start < startedNs_ || op.end > stoppedNs_) ++outside;
-  }
+  const uint64_t outside = counts_.outsideWindow;
   const uint64_t dropped = droppedByRuntime_;
   out["openreg_dropped_records"] = std::to_string(dropped);
-  std::ostringstream s;
-  s << "{\"library\": " << jsonString(api_.library()) << ", \"api_version\": " << api_.version()
-    << ", \"requested\": " << request_.describe() << ", \"records\": " << records_.recordsParsed
-    << ", \"device_activities\": " << trace.deviceOps.size() << ", \"runtime_calls\": " << trace.runtime.size()
-    << ", \"dropped_by_runtime\": " << dropped << ", \"buffers_refused\": " << buffersRefused_
-    << ", \"buffers_completed\": " << buffersCompleted_ << ", \"unknown_records\": " << records_.unknownKinds
-    << ", \"truncated_records\": " << records_.truncatedRecords
-    << ", \"malformed_buffers\": " << records_.malformedBuffers
-    << ", \"duplicates\": " << trace.stats.duplicateRecords
-    << ", \"unmapped_device_activities\": " << trace.stats.unmappedDeviceOps
-    << ", \"clock_samples\": " << trace.stats.clockSamples
-    << ", \"rejected_clock_samples\": " << trace.stats.rejectedClockSamples
-    << ", \"device_activities_outside_window\": " << outside << ", \"flush_failures\": " << flushTimeouts_
-    << ", \"tracing_overhead_ns\": " << records_.overheadNs
-    << ", \"host_clock\": " << jsonString(hostClockSource_)
-    << ", \"requested_start_ms\": " << request_.requestedStartNs / 1000000
-    << ", \"requested_duration_ms\": " << request_.durationNs / 1000000
-    << ", \"deferred_start\": " << (deferredStart() ? "true" : "false") << "}";
-  out["openreg_profiler"] = s.str();
+  common::JsonWriter w;
+  w.beginObject().field("library", api_.library()).field("api_version", api_.version()).key("requested");
+  request_.writeTypes(w);
+  w.field("records", records_.recordsParsed)
+      .field("device_activities", counts_.deviceActivities)
+      .field("runtime_calls", counts_.runtimeCalls)
+      .field("dropped_by_runtime", dropped)
+      .field("buffers_refused", buffersRefused_)
+      .field("buffers_completed", buffersCompleted_)
+      .field("unknown_records", records_.unknownKinds)
+      .field("truncated_records", records_.truncatedRecords)
+      .field("malformed_buffers", records_.malformedBuffers)
+      .field("duplicates", trace.stats.duplicateRecords)
+      .field("unmapped_device_activities", trace.stats.unmappedDeviceOps)
+      .field("clock_samples", trace.stats.clockSamples)
+      .field("rejected_clock_samples", trace.stats.rejectedClockSamples)
+      .field("device_activities_outside_window", outside)
+      .field("flush_failures", flushTimeouts_)
+      .field("tracing_overhead_ns", records_.overheadNs)
+      .field("host_clock", hostClockSource_)
+      .field("requested_start_ms", request_.requestedStartNs / 1000000)
+      .field("requested_duration_ms", request_.durationNs / 1000000)
+      .field("deferred_start", deferredStart())
+      .endObject();
+  out["openreg_profiler"] = w.take();
   return out;
 }
 

@@ -20,6 +20,10 @@
 #include "records.h"
 #include "trace_builder.h"
 
+namespace openreg::common {
+class JsonWriter;
+}
+
 namespace openreg::profiler {
 
 // What a trace asked of the device, from Kineto's activity types.
@@ -39,6 +43,8 @@ struct SessionRequest {
 
   bool anyDeviceActivity() const { return kernels || memcpy || memset || userAnnotations; }
   static SessionRequest fromActivityTypes(const std::set<libkineto::ActivityType>& types);
+  // The requested types as a JSON array of Kineto's names.
+  void writeTypes(common::JsonWriter& out) const;
   std::string describe() const;
 };
 
@@ -79,6 +85,29 @@ class HostClock {
 // Process-wide; sessions started afterwards use it. nullptr (the default):
 // host records stay in CLOCK_REALTIME. The clock must outlive the sessions.
 void setHostClock(const HostClock* clock);
+
+// The activity API's one tracing window (it has one client): at most one
+// session holds it at a time; a second one that starts meanwhile stays inert
+// instead of corrupting both. Held until the lease is released or destroyed.
+class WindowLease {
+ public:
+  // A held lease, or an empty one if another lease holds the window.
+  static WindowLease tryAcquire();
+
+  WindowLease() = default;
+  WindowLease(WindowLease&& other) noexcept;
+  WindowLease& operator=(WindowLease&& other) noexcept;
+  WindowLease(const WindowLease&) = delete;
+  WindowLease& operator=(const WindowLease&) = delete;
+  ~WindowLease() { release(); }
+
+  bool held() const { return held_; }
+  // Lets the window go (if held); the lease is empty afterwards.
+  void release() noexcept;
+
+ private:
+  bool held_ = false;
+};
 
 class OpenregSession final : public libkineto::IActivityProfilerSession {
  public:
@@ -126,6 +155,8 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   void pushExternal(orActivityExternalCorrelationKind kind, uint64_t id);
   void popExternal(orActivityExternalCorrelationKind kind);
   void emitStatsWarnings(const EmitStats& stats);
+  // OPENREG_PROFILER_DEBUG's line on stderr.
+  void writeDebugLine(int64_t windowStart, int64_t windowEnd, int64_t processNs) const;
 
   const ActivityApi& api_;
   const SessionRequest request_;
@@ -134,7 +165,7 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
 
   enum class State { Configured, Running, Stopped, Inert };
   State state_ = State::Configured;
-  bool ownsWindow_ = false;
+  WindowLease window_;  // held from start() to stop()
   int64_t startedNs_ = 0;
   int64_t stoppedNs_ = 0;
 
@@ -151,7 +182,12 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   SessionTimings timings_;
 
   bool preparedDone_ = false;
-  PreparedTrace prepared_;
+  PreparedTrace prepared_;  // emptied (but its stats) once processTrace has built the activities
+  struct PreparedCounts {
+    uint64_t deviceActivities = 0;
+    uint64_t runtimeCalls = 0;
+    uint64_t outsideWindow = 0;  // device activities outside start()..stop()
+  } counts_;
   bool emitted_ = false;
   EmitStats emitStats_;
   std::map<std::pair<int32_t, uint64_t>, uint64_t> rows_;

@@ -33,20 +33,21 @@ namespace openreg::profiler {
 // and would credit it with the op's device time.
 constexpr int32_t kFirstTraceId = 1 << 30;
 
+// Both kept small: a trace has one of each per kernel.
 struct PreparedDeviceOp {
   const DeviceOp* op = nullptr;  // in the RecordSet prepareTrace read
   int64_t start = 0;  // host epoch ns
   int64_t end = 0;
   int32_t traceId = 0;
+  int32_t runtimeIndex = -1;  // into PreparedTrace::runtime, if the launch is known
   ExternalIds external;
-  int64_t runtimeIndex = -1;  // into PreparedTrace::runtime, if the launch is known
 };
 
 struct PreparedRuntime {
   const RuntimeCall* call = nullptr;  // in the RecordSet prepareTrace read
   int32_t traceId = 0;
-  ExternalIds external;
-  int64_t syncIndex = -1;  // into PreparedTrace::hostSyncs, for sync calls
+  int32_t syncIndex = -1;  // into PreparedTrace::hostSyncs, for sync calls
+  uint64_t externalOp = 0;  // the op that made the call (user ranges mark device work only)
 };
 
 struct PrepareStats {
@@ -95,7 +96,7 @@ struct TraceEvent {
   int64_t tid = 0;    // stream id, or the host thread id
   int32_t threadId = 0;
   int32_t id = 0;     // per-trace correlation id
-  uint32_t flowId = 0;
+  uint32_t flowId = 0;  // 0 (no arrow) or the id
   bool flowStart = false;
   uint64_t linkedOp = 0;  // external op id to link through Kineto, 0 = none
   uint64_t userRange = 0; // user annotations: the record_function's id
@@ -135,22 +136,34 @@ struct EventArgs {
   uint64_t bytes = 0;
   uint64_t eventId = 0;  // the event a stream waited for, or a call synchronised
   int64_t durationNs = 0;
-  const CommunicationInfo* communication = nullptr;  // in the RecordSet, for collectives
+  // Collectives only, the one pointer: into the RecordSet while the trace is
+  // built; the ActivityStore points a collective's shape at its own copy.
+  const CommunicationInfo* communication = nullptr;
+
+  bool operator==(const EventArgs&) const = default;
 };
 
 EventArgs eventArgsOf(const TraceEvent& event);
 
-// Receives an event's args in a fixed order. Keys are literals.
+// Receives an event's args in a fixed order, each as what it is; the writer
+// formats it (JSON, or text). Keys are literals.
 class ArgWriter {
  public:
   virtual ~ArgWriter() = default;
-  // False skips formatting that key's value (lookups of one key).
-  virtual bool wants(const char* /*key*/) { return true; }
   virtual void integer(const char* key, int64_t value) = 0;
   virtual void unsignedInteger(const char* key, uint64_t value) = 0;
-  virtual void text(const char* key, const char* value) = 0;      // a JSON string (plain text)
-  virtual void json(const char* key, std::string_view value) = 0;  // a JSON value as written
+  virtual void text(const char* key, const char* value) = 0;  // plain text: a JSON string
+  virtual void boolean(const char* key, bool value) = 0;
+  // A number written with exactly `decimals` digits after the point.
+  virtual void decimal(const char* key, double value, int decimals) = 0;
+  // A CUDA-style dim3: a list of three numbers.
+  virtual void dims(const char* key, const uint32_t (&value)[3]) = 0;
 };
+
+// The text forms of dims and decimals ("[4, 1, 1]", "1048.576"), as
+// getMetadataValue and eventArgs give them.
+std::string dimsText(const uint32_t (&value)[3]);
+std::string decimalText(double value, int decimals);
 
 // device/stream/correlation (HTA keys device work on them) and what each
 // kind of work adds; launches get correlation/device and their sync.

@@ -106,4 +106,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_fallback_counts", &resetFallbackCounts);
 
   m.def("_open_gate", &openGate, py::arg("gate"), "Release kernels queued by torch.ops.openreg._wait_gate.");
+  m.def("_gate_waiting", &gateWaiting, py::arg("gate"), "True while a kernel is blocked on the gate.");
 }

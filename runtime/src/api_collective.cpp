@@ -59,12 +59,9 @@ orError_t launchCollective(const orCollectiveConfig& config, orStream_t streamHa
   orError_t error;
   Runtime* runtime = acquireRuntime(&error);
   if (runtime == nullptr) return error;
-  activity::TracedCall traced(true);
+  activity::TracedCall traced(OR_API_LAUNCH_COLLECTIVE, activity::Correlation::Always);
   std::shared_ptr<Stream> stream;
-  if (orError_t e = resolveStream(*runtime, streamHandle, "orLaunchCollective", &stream)) {
-    traced.finish(OR_API_LAUNCH_COLLECTIVE, currentDevice(), e);
-    return e;
-  }
+  if (orError_t e = resolveStream(*runtime, streamHandle, "orLaunchCollective", &stream)) return traced.result(e);
   auto call = std::make_unique<CollectiveCall>(CollectiveCall{
       activity::internName(config.name), internOrEmpty(config.collective), internOrEmpty(config.dataType),
       internOrEmpty(config.groupName), config.count, config.bytes, config.sequence, config.groupSize, config.rank,
@@ -75,11 +72,20 @@ orError_t launchCollective(const orCollectiveConfig& config, orStream_t streamHa
   task.correlationId = traced.correlationId();
   task.recordDevice = traced.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_COMMUNICATION);
   stream->enqueue(std::move(task));
-  traced.finish(OR_API_LAUNCH_COLLECTIVE, stream->device(), orSuccess);
-  return orSuccess;
+  return traced.result(stream->device(), orSuccess);
 }
 
 }  // namespace
+
+void dropCollective(Task& task) {
+  std::unique_ptr<CollectiveCall> call(static_cast<CollectiveCall*>(task.kernel.userData));
+  task.kernel.userData = nullptr;
+  if (call->userDataDestroy == nullptr) return;
+  try {
+    call->userDataDestroy(call->userData);
+  } catch (...) {
+  }
+}
 
 void runCollective(Stream& stream, Task& task, int device, const DeviceClockModel& clock) {
   std::unique_ptr<CollectiveCall> call(static_cast<CollectiveCall*>(task.kernel.userData));

@@ -51,25 +51,12 @@ const char* kindName(orMemcpyKind kind) {
   }
 }
 
-orError_t copy(void* dst, const void* src, size_t count, orMemcpyKind kind, orStream_t streamHandle, bool async,
-               const char* caller) {
-  orError_t error;
-  Runtime* runtime = acquireRuntime(&error);
-  if (runtime == nullptr) return error;
-  if (kind < orMemcpyHostToHost || kind > orMemcpyDefault) {
-    return fail(orErrorInvalidValue, "%s: unknown copy kind %d", caller, static_cast<int>(kind));
-  }
-  if (count == 0) return orSuccess;
-  if (dst == nullptr || src == nullptr) return fail(orErrorInvalidValue, "%s: %s pointer is NULL", caller, dst ? "source" : "destination");
-
-  const Endpoint from = classify(*runtime, src);
-  const Endpoint to = classify(*runtime, dst);
+// A copy's direction, checked against the pointers' kinds; orSuccess or the
+// failure (message set).
+orError_t checkDirection(orMemcpyKind kind, const Endpoint& from, const Endpoint& to, const void* dst,
+                         const void* src, size_t count, const char* caller) {
   const bool fromDevice = from.type == orMemoryTypeDevice;
   const bool toDevice = to.type == orMemoryTypeDevice;
-  if (kind == orMemcpyDefault) {
-    kind = fromDevice ? (toDevice ? orMemcpyDeviceToDevice : orMemcpyDeviceToHost)
-                      : (toDevice ? orMemcpyHostToDevice : orMemcpyHostToHost);
-  }
   const bool expectFromDevice = kind == orMemcpyDeviceToHost || kind == orMemcpyDeviceToDevice;
   const bool expectToDevice = kind == orMemcpyHostToDevice || kind == orMemcpyDeviceToDevice;
   if (fromDevice != expectFromDevice || toDevice != expectToDevice) {
@@ -83,15 +70,48 @@ orError_t copy(void* dst, const void* src, size_t count, orMemcpyKind kind, orSt
   if (!fits(to, dst, count)) {
     return fail(orErrorInvalidValue, "%s: writing %zu bytes at %p runs past its allocation", caller, count, dst);
   }
+  return orSuccess;
+}
+
+uint8_t activityCopyKind(orMemcpyKind kind, const Endpoint& from, const Endpoint& to) {
+  switch (kind) {
+    case orMemcpyHostToDevice: return OR_ACTIVITY_MEMCPY_HTOD;
+    case orMemcpyDeviceToHost: return OR_ACTIVITY_MEMCPY_DTOH;
+    case orMemcpyDeviceToDevice: return from.device == to.device ? OR_ACTIVITY_MEMCPY_DTOD : OR_ACTIVITY_MEMCPY_PTOP;
+    default: return OR_ACTIVITY_MEMCPY_HTOH;
+  }
+}
+
+orError_t copy(void* dst, const void* src, size_t count, orMemcpyKind kind, orStream_t streamHandle, bool async,
+               const char* caller) {
+  if (kind < orMemcpyHostToHost || kind > orMemcpyDefault) {
+    return fail(orErrorInvalidValue, "%s: unknown copy kind %d", caller, static_cast<int>(kind));
+  }
+  if (count == 0) return orSuccess;
+  if (dst == nullptr || src == nullptr) return fail(orErrorInvalidValue, "%s: %s pointer is NULL", caller, dst ? "source" : "destination");
+  orError_t error;
+  Runtime* runtime = acquireRuntime(&error);
+  if (runtime == nullptr) return error;
+  activity::TracedCall call(async ? OR_API_MEMCPY_ASYNC : OR_API_MEMCPY, activity::Correlation::Always);
+
+  const Endpoint from = classify(*runtime, src);
+  const Endpoint to = classify(*runtime, dst);
+  const bool fromDevice = from.type == orMemoryTypeDevice;
+  const bool toDevice = to.type == orMemoryTypeDevice;
+  if (kind == orMemcpyDefault) {
+    kind = fromDevice ? (toDevice ? orMemcpyDeviceToDevice : orMemcpyDeviceToHost)
+                      : (toDevice ? orMemcpyHostToDevice : orMemcpyHostToHost);
+  }
+  if (orError_t e = checkDirection(kind, from, to, dst, src, count, caller)) return call.result(e);
 
   if (kind == orMemcpyHostToHost && !async) {
     std::memmove(dst, src, count);
-    return orSuccess;
+    return call.result(orSuccess);
   }
 
   std::shared_ptr<Stream> stream;
   if (async) {
-    if (orError_t e = resolveStream(*runtime, streamHandle, caller, &stream)) return e;
+    if (orError_t e = resolveStream(*runtime, streamHandle, caller, &stream)) return call.result(e);
   } else {
     const int device = fromDevice ? from.device : (toDevice ? to.device : currentDevice());
     stream = runtime->devices[device]->defaultStream;
@@ -101,22 +121,14 @@ orError_t copy(void* dst, const void* src, size_t count, orMemcpyKind kind, orSt
   const bool wait = !async || (kind == orMemcpyDeviceToHost && to.type == orMemoryTypeUnregistered) ||
                     (kind == orMemcpyHostToHost && to.type == orMemoryTypeUnregistered);
   if (wait) {
-    if (orError_t e = refuseOnExecutor(caller)) return e;
+    if (orError_t e = refuseOnExecutor(caller)) return call.result(stream->device(), e);
   }
 
-  activity::TracedCall call(true);
   Task task;
   task.kind = TaskKind::Memcpy;
   task.isAsync = async;
-  task.copy = {dst, src, count, from.device, to.device, 0, memoryKind(from), memoryKind(to)};
-  switch (kind) {
-    case orMemcpyHostToDevice: task.copy.copyKind = OR_ACTIVITY_MEMCPY_HTOD; break;
-    case orMemcpyDeviceToHost: task.copy.copyKind = OR_ACTIVITY_MEMCPY_DTOH; break;
-    case orMemcpyDeviceToDevice:
-      task.copy.copyKind = from.device == to.device ? OR_ACTIVITY_MEMCPY_DTOD : OR_ACTIVITY_MEMCPY_PTOP;
-      break;
-    default: task.copy.copyKind = OR_ACTIVITY_MEMCPY_HTOH; break;
-  }
+  task.copy = {dst, src, count, from.device, to.device, activityCopyKind(kind, from, to), memoryKind(from),
+               memoryKind(to)};
   // A pageable source may change once we return: copy it now.
   if (async && from.type == orMemoryTypeUnregistered) {
     task.staging.reset(new uint8_t[count]);
@@ -126,19 +138,12 @@ orError_t copy(void* dst, const void* src, size_t count, orMemcpyKind kind, orSt
   task.recordDevice = call.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_MEMCPY);
   const uint64_t sequence = stream->enqueue(std::move(task));
   orError_t result = orSuccess;
-  if (wait) {
-    stream->waitFor(sequence);
-    result = stream->takeError();
-  }
-  call.finish(async ? OR_API_MEMCPY_ASYNC : OR_API_MEMCPY, stream->device(), result);
-  return result;
+  if (wait) result = stream->waitFor(sequence) != orSuccess ? failShuttingDown(caller) : stream->takeError();
+  return call.result(stream->device(), result);
 }
 
 orError_t memset(void* ptr, uint32_t pattern, uint32_t elementSize, size_t count, orStream_t streamHandle, bool async,
                  const char* caller) {
-  orError_t error;
-  Runtime* runtime = acquireRuntime(&error);
-  if (runtime == nullptr) return error;
   if (count == 0) return orSuccess;
   if (ptr == nullptr) return fail(orErrorInvalidValue, "%s: pointer is NULL", caller);
   if (reinterpret_cast<uintptr_t>(ptr) % elementSize != 0) {
@@ -146,21 +151,25 @@ orError_t memset(void* ptr, uint32_t pattern, uint32_t elementSize, size_t count
   }
   const size_t bytes = count * elementSize;
   if (bytes / elementSize != count) return fail(orErrorInvalidValue, "%s: element count %zu overflows", caller, count);
+  orError_t error;
+  Runtime* runtime = acquireRuntime(&error);
+  if (runtime == nullptr) return error;
+  activity::TracedCall call(async ? OR_API_MEMSET_ASYNC : OR_API_MEMSET, activity::Correlation::Always);
   const Endpoint target = classify(*runtime, ptr);
   if (target.type != orMemoryTypeDevice) {
-    return fail(orErrorInvalidValue, "%s: %p is not device memory", caller, ptr);
+    return call.result(fail(orErrorInvalidValue, "%s: %p is not device memory", caller, ptr));
   }
   if (!fits(target, ptr, bytes)) {
-    return fail(orErrorInvalidValue, "%s: setting %zu bytes at %p runs past its allocation", caller, bytes, ptr);
+    return call.result(target.device, fail(orErrorInvalidValue, "%s: setting %zu bytes at %p runs past its allocation",
+                                           caller, bytes, ptr));
   }
   std::shared_ptr<Stream> stream;
   if (async) {
-    if (orError_t e = resolveStream(*runtime, streamHandle, caller, &stream)) return e;
+    if (orError_t e = resolveStream(*runtime, streamHandle, caller, &stream)) return call.result(e);
   } else {
-    if (orError_t e = refuseOnExecutor(caller)) return e;
+    if (orError_t e = refuseOnExecutor(caller)) return call.result(target.device, e);
     stream = runtime->devices[target.device]->defaultStream;
   }
-  activity::TracedCall call(true);
   Task task;
   task.kind = TaskKind::Memset;
   task.memset = {ptr, bytes, pattern, elementSize};
@@ -169,12 +178,8 @@ orError_t memset(void* ptr, uint32_t pattern, uint32_t elementSize, size_t count
   task.recordDevice = call.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_MEMSET);
   const uint64_t sequence = stream->enqueue(std::move(task));
   orError_t result = orSuccess;
-  if (!async) {
-    stream->waitFor(sequence);
-    result = stream->takeError();
-  }
-  call.finish(async ? OR_API_MEMSET_ASYNC : OR_API_MEMSET, stream->device(), result);
-  return result;
+  if (!async) result = stream->waitFor(sequence) != orSuccess ? failShuttingDown(caller) : stream->takeError();
+  return call.result(stream->device(), result);
 }
 
 }  // namespace

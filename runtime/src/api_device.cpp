@@ -12,25 +12,13 @@ namespace {
 
 // deadlineSteadyNs 0: no bound.
 orError_t synchronizeDevice(Runtime& runtime, int device, const char* caller, uint64_t deadlineSteadyNs = 0) {
-  if (orError_t e = refuseOnExecutor(caller)) return e;
-  activity::TracedCall call(true);
-  const uint64_t hostStart = call.start();
-  const orError_t result = waitDeviceIdle(*runtime.devices[device], true, deadlineSteadyNs);
-  if (call.traced()) {
-    if (activity::active(OR_ACTIVITY_KIND_SYNCHRONIZATION)) {
-      orActivitySynchronization record{};
-      record.syncType = OR_ACTIVITY_SYNC_DEVICE;
-      record.clockDomain = OR_ACTIVITY_CLOCK_HOST;
-      record.device = device;
-      record.threadId = activity::currentThreadId();
-      record.correlationId = call.correlationId();
-      record.start = hostStart;
-      record.end = hostRecordNs();
-      activity::writeRecord(record, OR_ACTIVITY_KIND_SYNCHRONIZATION, device);
-    }
-    call.finish(OR_API_DEVICE_SYNCHRONIZE, device, result);
-  }
-  return result;
+  activity::TracedCall call(OR_API_DEVICE_SYNCHRONIZE, activity::Correlation::Always);
+  if (orError_t e = checkDevice(runtime, device, caller)) return call.result(e);
+  if (orError_t e = refuseOnExecutor(caller)) return call.result(device, e);
+  orError_t result = waitDeviceIdle(*runtime.devices[device], true, deadlineSteadyNs);
+  if (result == orErrorShuttingDown) failShuttingDown(caller);
+  activity::recordHostSync(call, OR_ACTIVITY_SYNC_DEVICE, device, 0, 0);
+  return call.result(device, result);
 }
 
 }  // namespace
@@ -95,7 +83,6 @@ orError_t orDeviceSynchronizeIndex(int device) {
     orError_t error;
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
-    if (orError_t e = checkDevice(*runtime, device, "orDeviceSynchronizeIndex")) return e;
     return synchronizeDevice(*runtime, device, "orDeviceSynchronizeIndex");
   });
 }
@@ -105,7 +92,6 @@ orError_t orDeviceSynchronizeWithTimeout(int device, uint32_t timeoutMs) {
     orError_t error;
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
-    if (orError_t e = checkDevice(*runtime, device, "orDeviceSynchronizeWithTimeout")) return e;
     const uint64_t deadline = steadyNowNs() + uint64_t{timeoutMs} * 1000000ull;
     const orError_t result = synchronizeDevice(*runtime, device, "orDeviceSynchronizeWithTimeout", deadline);
     if (result == orErrorTimeout) {

@@ -6,11 +6,6 @@
 
 using namespace openreg;
 
-namespace openreg {
-void recordHostSynchronization(const activity::TracedCall& call, orActivitySyncType type, int device,
-                               uint64_t streamId, uint64_t eventId);
-}
-
 namespace {
 
 orError_t findEvent(Runtime& runtime, orEvent_t handle, const char* caller, std::shared_ptr<Event>* event) {
@@ -63,23 +58,23 @@ orError_t orEventRecord(orEvent_t event, orStream_t stream) {
     orError_t error;
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
+    activity::TracedCall call(OR_API_EVENT_RECORD, activity::Correlation::IfRuntimeTraced);
     std::shared_ptr<Event> e;
-    if (orError_t err = findEvent(*runtime, event, "orEventRecord", &e)) return err;
+    if (orError_t err = findEvent(*runtime, event, "orEventRecord", &e)) return call.result(err);
     std::shared_ptr<Stream> s;
-    if (orError_t err = resolveStream(*runtime, stream, "orEventRecord", &s)) return err;
+    if (orError_t err = resolveStream(*runtime, stream, "orEventRecord", &s)) return call.result(err);
     if (s->device() != e->device()) {
-      return fail(orErrorInvalidResourceHandle,
-                  "orEventRecord: event was created on device %d but the stream belongs to device %d", e->device(),
-                  s->device());
+      return call.result(s->device(), fail(orErrorInvalidResourceHandle,
+                                           "orEventRecord: event was created on device %d but the stream belongs "
+                                           "to device %d",
+                                           e->device(), s->device()));
     }
-    activity::TracedCall call(false);
     Task task;
     task.kind = TaskKind::EventRecord;
     task.wait = {e->beginRecord(), 0};
     task.event = std::move(e);
     s->enqueue(std::move(task));
-    call.finish(OR_API_EVENT_RECORD, s->device(), orSuccess);
-    return orSuccess;
+    return call.result(s->device(), orSuccess);
   });
 }
 
@@ -99,14 +94,14 @@ orError_t orEventSynchronize(orEvent_t event) {
     orError_t error;
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
+    activity::TracedCall call(OR_API_EVENT_SYNCHRONIZE, activity::Correlation::Always);
     std::shared_ptr<Event> e;
-    if (orError_t err = findEvent(*runtime, event, "orEventSynchronize", &e)) return err;
-    if (orError_t err = refuseOnExecutor("orEventSynchronize")) return err;
-    activity::TracedCall call(true);
-    e->waitFor(e->currentTarget());
-    recordHostSynchronization(call, OR_ACTIVITY_SYNC_EVENT, e->device(), 0, e->id());
-    call.finish(OR_API_EVENT_SYNCHRONIZE, e->device(), orSuccess);
-    return orSuccess;
+    if (orError_t err = findEvent(*runtime, event, "orEventSynchronize", &e)) return call.result(err);
+    if (orError_t err = refuseOnExecutor("orEventSynchronize")) return call.result(e->device(), err);
+    const orError_t result =
+        e->waitFor(e->currentTarget()) != orSuccess ? failShuttingDown("orEventSynchronize") : orSuccess;
+    activity::recordHostSync(call, OR_ACTIVITY_SYNC_EVENT, e->device(), 0, e->id());
+    return call.result(e->device(), result);
   });
 }
 

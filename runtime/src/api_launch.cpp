@@ -18,12 +18,9 @@ orError_t launch(const orLaunchConfig& config, orStream_t streamHandle) {
   orError_t error;
   Runtime* runtime = acquireRuntime(&error);
   if (runtime == nullptr) return error;
-  activity::TracedCall call(true);
+  activity::TracedCall call(OR_API_LAUNCH_KERNEL, activity::Correlation::Always);
   std::shared_ptr<Stream> stream;
-  if (orError_t e = resolveStream(*runtime, streamHandle, "orLaunchKernel", &stream)) {
-    call.finish(OR_API_LAUNCH_KERNEL, currentDevice(), e);
-    return e;
-  }
+  if (orError_t e = resolveStream(*runtime, streamHandle, "orLaunchKernel", &stream)) return call.result(e);
   Task task;
   task.kind = TaskKind::Kernel;
   task.kernel = {activity::internName(config.name), config.func, config.userData, config.userDataDestroy,
@@ -31,8 +28,7 @@ orError_t launch(const orLaunchConfig& config, orStream_t streamHandle) {
   task.correlationId = call.correlationId();
   task.recordDevice = call.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_KERNEL);
   stream->enqueue(std::move(task));
-  call.finish(OR_API_LAUNCH_KERNEL, stream->device(), orSuccess);
-  return orSuccess;
+  return call.result(stream->device(), orSuccess);
 }
 
 }  // namespace
@@ -74,15 +70,14 @@ orError_t orLaunchHostFunc(orStream_t streamHandle, orHostFunc func, void* userD
     orError_t error;
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
+    activity::TracedCall call(OR_API_LAUNCH_HOST_FUNC, activity::Correlation::IfRuntimeTraced);
     std::shared_ptr<Stream> stream;
-    if (orError_t e = resolveStream(*runtime, streamHandle, "orLaunchHostFunc", &stream)) return e;
-    activity::TracedCall call(false);
+    if (orError_t e = resolveStream(*runtime, streamHandle, "orLaunchHostFunc", &stream)) return call.result(e);
     Task task;
     task.kind = TaskKind::HostFunc;
     task.hostFunc = {func, userData};
     stream->enqueue(std::move(task));
-    call.finish(OR_API_LAUNCH_HOST_FUNC, stream->device(), orSuccess);
-    return orSuccess;
+    return call.result(stream->device(), orSuccess);
   });
 }
 

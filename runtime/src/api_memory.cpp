@@ -7,6 +7,7 @@
 #include "clock.h"
 #include "error.h"
 #include "runtime_state.h"
+#include "testing.h"
 
 using namespace openreg;
 
@@ -17,20 +18,16 @@ constexpr size_t kHostAlignment = 4096;
 
 size_t roundUp(size_t value, size_t alignment) { return (value + alignment - 1) / alignment * alignment; }
 
-void recordMemory(const activity::TracedCall& call, orActivityMemoryOp op, orActivityMemoryKind kind, int device,
-                  const void* address, size_t bytes) {
-  if (!call.traced() || !activity::active(OR_ACTIVITY_KIND_MEMORY)) return;
-  orActivityMemory record{};
-  record.memoryOp = op;
-  record.memoryKind = kind;
-  record.device = device;
-  record.address = reinterpret_cast<uint64_t>(address);
-  record.bytes = bytes;
-  record.timestamp = hostRecordNs();
-  record.correlationId = call.correlationId();
-  record.processId = activity::currentProcessId();
-  record.threadId = activity::currentThreadId();
-  activity::writeRecord(record, OR_ACTIVITY_KIND_MEMORY, device);
+std::atomic<void (*)(void*)> gFreeHook{nullptr};
+
+// Before memory is freed, work still queued may use it (like cudaFree), also
+// a peer copy queued on another device's stream. At exit, work that still
+// runs keeps it: orErrorShuttingDown, and the memory is not freed.
+orError_t waitForAllDevices(Runtime& runtime, const char* caller) {
+  for (auto& device : runtime.devices) {
+    if (waitDeviceIdle(*device, false, 0) != orSuccess) return failShuttingDown(caller);
+  }
+  return orSuccess;
 }
 
 // Reserves capacity on a device; false if it would exceed it.
@@ -54,9 +51,9 @@ orError_t orMalloc(void** ptr, size_t size) {
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
     if (size == 0) return orSuccess;
+    activity::TracedCall call(OR_API_MALLOC, activity::Correlation::IfRuntimeTraced);
     const int index = currentDevice();
     Device& device = *runtime->devices[index];
-    activity::TracedCall call(false);
     const size_t rounded = roundUp(size, kDeviceAlignment);
     orError_t result = orSuccess;
     if (rounded < size || !reserve(device, rounded)) {
@@ -74,11 +71,10 @@ orError_t orMalloc(void** ptr, size_t size) {
       } else {
         runtime->memory.add(memory, {size, rounded, index, orMemoryTypeDevice});
         *ptr = memory;
-        recordMemory(call, OR_ACTIVITY_MEMORY_ALLOCATE, OR_ACTIVITY_MEMORY_KIND_DEVICE, index, memory, size);
+        activity::recordMemory(call, OR_ACTIVITY_MEMORY_ALLOCATE, OR_ACTIVITY_MEMORY_KIND_DEVICE, index, memory, size);
       }
     }
-    call.finish(OR_API_MALLOC, index, result);
-    return result;
+    return call.result(index, result);
   });
 }
 
@@ -88,32 +84,32 @@ orError_t orFree(void* ptr) {
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
     if (ptr == nullptr) return orSuccess;
-    if (orError_t e = refuseOnExecutor("orFree")) return e;
+    activity::TracedCall call(OR_API_FREE, activity::Correlation::IfRuntimeTraced);
+    if (orError_t e = refuseOnExecutor("orFree")) return call.result(e);
     void* base = nullptr;
     Allocation allocation;
     if (!runtime->memory.find(ptr, &base, &allocation) || base != ptr ||
         allocation.type != orMemoryTypeDevice) {
-      return fail(orErrorInvalidDevicePointer,
-                  "orFree: %p is not the start of a live device allocation (already freed, never allocated, or an interior pointer)",
-                  ptr);
+      return call.result(fail(orErrorInvalidDevicePointer,
+                              "orFree: %p is not the start of a live device allocation (already freed, never "
+                              "allocated, or an interior pointer)",
+                              ptr));
     }
-    activity::TracedCall call(false);
-    // Like cudaFree: work still queued may use the memory, also a peer copy
-    // queued on another device's stream.
-    for (auto& device : runtime->devices) waitDeviceIdle(*device, false, 0);
+    if (auto hook = gFreeHook.load(std::memory_order_acquire)) hook(ptr);
+    if (orError_t e = waitForAllDevices(*runtime, "orFree")) return call.result(allocation.device, e);
     Allocation removed;
-    if (!runtime->memory.remove(ptr, orMemoryTypeDevice, &removed)) {
-      const orError_t result =
-          fail(orErrorInvalidDevicePointer, "orFree: %p was freed concurrently by another thread", ptr);
-      call.finish(OR_API_FREE, allocation.device, result);
-      return result;
+    if (!runtime->memory.remove(ptr, allocation.generation, &removed)) {
+      return call.result(allocation.device,
+                         fail(orErrorInvalidDevicePointer,
+                              "orFree: %p was freed concurrently by another thread (a double free); an allocation "
+                              "that reused the address since is left alone",
+                              ptr));
     }
-    recordMemory(call, OR_ACTIVITY_MEMORY_RELEASE, OR_ACTIVITY_MEMORY_KIND_DEVICE, removed.device, ptr,
+    activity::recordMemory(call, OR_ACTIVITY_MEMORY_RELEASE, OR_ACTIVITY_MEMORY_KIND_DEVICE, removed.device, ptr,
                  removed.size);
     std::free(ptr);
     runtime->devices[removed.device]->usedBytes.fetch_sub(removed.reserved);
-    call.finish(OR_API_FREE, removed.device, orSuccess);
-    return orSuccess;
+    return call.result(removed.device, orSuccess);
   });
 }
 
@@ -125,7 +121,7 @@ orError_t orMallocHost(void** ptr, size_t size) {
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
     if (size == 0) return orSuccess;
-    activity::TracedCall call(false);
+    activity::TracedCall call(OR_API_MALLOC_HOST, activity::Correlation::IfRuntimeTraced);
     const size_t rounded = roundUp(size, kHostAlignment);
     void* memory = rounded >= size ? std::aligned_alloc(kHostAlignment, rounded) : nullptr;
     orError_t result = orSuccess;
@@ -134,10 +130,9 @@ orError_t orMallocHost(void** ptr, size_t size) {
     } else {
       runtime->memory.add(memory, {size, rounded, -1, orMemoryTypeHost});
       *ptr = memory;
-      recordMemory(call, OR_ACTIVITY_MEMORY_ALLOCATE, OR_ACTIVITY_MEMORY_KIND_PINNED, -1, memory, size);
+      activity::recordMemory(call, OR_ACTIVITY_MEMORY_ALLOCATE, OR_ACTIVITY_MEMORY_KIND_PINNED, -1, memory, size);
     }
-    call.finish(OR_API_MALLOC_HOST, -1, result);
-    return result;
+    return call.result(-1, result);
   });
 }
 
@@ -147,27 +142,25 @@ orError_t orFreeHost(void* ptr) {
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
     if (ptr == nullptr) return orSuccess;
-    if (orError_t e = refuseOnExecutor("orFreeHost")) return e;
+    activity::TracedCall call(OR_API_FREE_HOST, activity::Correlation::IfRuntimeTraced);
+    if (orError_t e = refuseOnExecutor("orFreeHost")) return call.result(-1, e);
     void* base = nullptr;
     Allocation allocation;
     if (!runtime->memory.find(ptr, &base, &allocation) || base != ptr || allocation.type != orMemoryTypeHost) {
-      return fail(orErrorInvalidHostPointer,
-                  "orFreeHost: %p is not the start of a live pinned allocation (already freed, never allocated, or an interior pointer)",
-                  ptr);
+      return call.result(-1, fail(orErrorInvalidHostPointer,
+                                  "orFreeHost: %p is not the start of a live pinned allocation (already freed, "
+                                  "never allocated, or an interior pointer)",
+                                  ptr));
     }
-    activity::TracedCall call(false);
     // Asynchronous copies on any device may still read or write it.
-    for (auto& device : runtime->devices) waitDeviceIdle(*device, false, 0);
+    if (orError_t e = waitForAllDevices(*runtime, "orFreeHost")) return call.result(-1, e);
     Allocation removed;
-    if (!runtime->memory.remove(ptr, orMemoryTypeHost, &removed)) {
-      const orError_t result = fail(orErrorInvalidHostPointer, "orFreeHost: %p was freed concurrently", ptr);
-      call.finish(OR_API_FREE_HOST, -1, result);
-      return result;
+    if (!runtime->memory.remove(ptr, allocation.generation, &removed)) {
+      return call.result(-1, fail(orErrorInvalidHostPointer, "orFreeHost: %p was freed concurrently", ptr));
     }
-    recordMemory(call, OR_ACTIVITY_MEMORY_RELEASE, OR_ACTIVITY_MEMORY_KIND_PINNED, -1, ptr, removed.size);
+    activity::recordMemory(call, OR_ACTIVITY_MEMORY_RELEASE, OR_ACTIVITY_MEMORY_KIND_PINNED, -1, ptr, removed.size);
     std::free(ptr);
-    call.finish(OR_API_FREE_HOST, -1, orSuccess);
-    return orSuccess;
+    return call.result(-1, orSuccess);
   });
 }
 
@@ -206,5 +199,7 @@ orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* pt
     return orSuccess;
   });
 }
+
+void orTestingSetFreeHook(void (*hook)(void* ptr)) { gFreeHook.store(hook, std::memory_order_release); }
 
 }  // extern "C"

@@ -30,22 +30,6 @@ orError_t createStream(orStream_t* handle, int priority, const char* caller) {
   return orSuccess;
 }
 
-void recordHostSync(const activity::TracedCall& call, orActivitySyncType type, int device, uint64_t streamId,
-                    uint64_t eventId) {
-  if (!call.traced() || !activity::active(OR_ACTIVITY_KIND_SYNCHRONIZATION)) return;
-  orActivitySynchronization record{};
-  record.syncType = type;
-  record.clockDomain = OR_ACTIVITY_CLOCK_HOST;
-  record.device = device;
-  record.threadId = activity::currentThreadId();
-  record.streamId = streamId;
-  record.eventId = eventId;
-  record.correlationId = call.correlationId();
-  record.start = call.start();
-  record.end = hostRecordNs();
-  activity::writeRecord(record, OR_ACTIVITY_KIND_SYNCHRONIZATION, device);
-}
-
 // The stream getters: resolve the handle, read one property.
 template <class Value, class Read>
 orError_t describeStream(orStream_t stream, Value* out, const char* caller, Read read) {
@@ -62,14 +46,6 @@ orError_t describeStream(orStream_t stream, Value* out, const char* caller, Read
 }
 
 }  // namespace
-
-namespace openreg {
-// Shared with api_event.cpp.
-void recordHostSynchronization(const activity::TracedCall& call, orActivitySyncType type, int device,
-                               uint64_t streamId, uint64_t eventId) {
-  recordHostSync(call, type, device, streamId, eventId);
-}
-}  // namespace openreg
 
 extern "C" {
 
@@ -137,15 +113,14 @@ orError_t orStreamSynchronize(orStream_t stream) {
     orError_t error;
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
+    activity::TracedCall call(OR_API_STREAM_SYNCHRONIZE, activity::Correlation::Always);
     std::shared_ptr<Stream> s;
-    if (orError_t e = resolveStream(*runtime, stream, "orStreamSynchronize", &s)) return e;
-    if (orError_t e = refuseOnExecutor("orStreamSynchronize")) return e;
-    activity::TracedCall call(true);
-    s->waitIdle();
-    const orError_t result = s->takeError();
-    recordHostSync(call, OR_ACTIVITY_SYNC_STREAM, s->device(), s->id(), 0);
-    call.finish(OR_API_STREAM_SYNCHRONIZE, s->device(), result);
-    return result;
+    if (orError_t e = resolveStream(*runtime, stream, "orStreamSynchronize", &s)) return call.result(e);
+    if (orError_t e = refuseOnExecutor("orStreamSynchronize")) return call.result(s->device(), e);
+    const orError_t waited = s->waitIdle();
+    const orError_t result = waited != orSuccess ? failShuttingDown("orStreamSynchronize") : s->takeError();
+    activity::recordHostSync(call, OR_ACTIVITY_SYNC_STREAM, s->device(), s->id(), 0);
+    return call.result(s->device(), result);
   });
 }
 
@@ -155,16 +130,17 @@ orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int fla
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
     if (flags != 0) return fail(orErrorInvalidValue, "orStreamWaitEvent: flags must be 0, got %u", flags);
+    activity::TracedCall call(OR_API_STREAM_WAIT_EVENT, activity::Correlation::Always);
     std::shared_ptr<Stream> s;
-    if (orError_t e = resolveStream(*runtime, stream, "orStreamWaitEvent", &s)) return e;
+    if (orError_t e = resolveStream(*runtime, stream, "orStreamWaitEvent", &s)) return call.result(e);
     auto e = runtime->events.find(reinterpret_cast<uint64_t>(event));
     if (!e) {
-      return fail(orErrorInvalidResourceHandle, "orStreamWaitEvent: event handle %p is not a live event",
-                  static_cast<void*>(event));
+      return call.result(s->device(), fail(orErrorInvalidResourceHandle,
+                                           "orStreamWaitEvent: event handle %p is not a live event",
+                                           static_cast<void*>(event)));
     }
     const uint64_t target = e->currentTarget();
-    if (target == 0) return orSuccess;  // never recorded: nothing to wait for (as CUDA)
-    activity::TracedCall call(true);
+    if (target == 0) return call.result(s->device(), orSuccess);  // never recorded: nothing to wait for (as CUDA)
     Task task;
     task.kind = TaskKind::WaitEvent;
     task.event = std::move(e);
@@ -172,8 +148,7 @@ orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int fla
     task.correlationId = call.correlationId();
     task.recordDevice = call.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_SYNCHRONIZATION);
     s->enqueue(std::move(task));
-    call.finish(OR_API_STREAM_WAIT_EVENT, s->device(), orSuccess);
-    return orSuccess;
+    return call.result(s->device(), orSuccess);
   });
 }
 

@@ -25,19 +25,25 @@ inline uint64_t steadyNowNs() {
 }
 
 struct DeviceClockModel {
+  // The rate drifts for this long after start-up, then holds: a drift cannot
+  // drive the rate to zero in a long run once its setting was accepted
+  // (readConfigFromEnvironment rejects one that would within this time).
+  static constexpr double kDriftSeconds = 1000;
+
   uint64_t offsetNs = 0;       // device reading at `originSteadyNs`
   uint64_t originSteadyNs = 0; // steady-clock time the device clock started
   double skewPpm = 0;          // constant rate error
-  double driftPpmPerS = 0;     // rate error added per second of run time
+  double driftPpmPerS = 0;     // rate error added per second, for kDriftSeconds
 
   // The device reading at a given steady-clock time.
   uint64_t at(uint64_t steadyNs) const {
     const int64_t elapsed = static_cast<int64_t>(steadyNs - originSteadyNs);
     if (skewPpm == 0 && driftPpmPerS == 0) return offsetNs + static_cast<uint64_t>(elapsed);
-    // rate(t) = 1 + skew + drift * t, integrated from the origin.
+    // rate(t) = 1 + skew + drift * min(t, kDriftSeconds), integrated from the origin.
     const long double t = static_cast<long double>(elapsed);
-    const long double advanced =
-        t + t * (skewPpm * 1e-6L) + (driftPpmPerS * 1e-6L) * t * t / (2.0L * 1e9L);
+    const long double drifting = t < kDriftSeconds * 1e9L ? t : kDriftSeconds * 1e9L;
+    const long double advanced = t + t * (skewPpm * 1e-6L) +
+                                 (driftPpmPerS * 1e-6L) * (drifting * drifting / 2.0L + drifting * (t - drifting)) / 1e9L;
     return offsetNs + static_cast<uint64_t>(static_cast<int64_t>(advanced));
   }
 

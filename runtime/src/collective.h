@@ -32,5 +32,7 @@ struct CollectiveCall {
 // Runs the transfer on the calling executor thread, records a failure on the
 // stream, and writes the COMMUNICATION record when the task asked for one.
 void runCollective(Stream& stream, Task& task, int device, const DeviceClockModel& clock);
+// Frees a collective that will not run (work discarded at exit).
+void dropCollective(Task& task);
 
 }  // namespace openreg

@@ -1,8 +1,12 @@
 #include "config.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+
+#include "clock.h"
 
 namespace openreg {
 namespace {
@@ -56,6 +60,22 @@ bool parseReal(const char* text, double* out) {
   return true;
 }
 
+// The modelled rate 1 + skew + drift * t must stay positive while it drifts
+// (DeviceClockModel::kDriftSeconds), or the device clock would stop or run
+// backwards. Returns the error, or "".
+std::string checkClockRate(double skewPpm, double driftPpmPerS) {
+  const double seconds = DeviceClockModel::kDriftSeconds;
+  const double startPpm = 1e6 + skewPpm;
+  if (startPpm + std::min(0.0, driftPpmPerS) * seconds > 0) return "";
+  char message[512];
+  std::snprintf(message, sizeof(message),
+                "OPENREG_CLOCK_DRIFT_PPM_PER_S=%g with OPENREG_CLOCK_SKEW_PPM=%g drives the device clock's rate to "
+                "zero after %.0f s, within the %.0f s the drift lasts; with this skew the drift must be in "
+                "(%g, 1e4] ppm/s",
+                driftPpmPerS, skewPpm, startPpm / -driftPpmPerS, seconds, -startPpm / seconds);
+  return message;
+}
+
 }  // namespace
 
 Config readConfigFromEnvironment() {
@@ -101,12 +121,29 @@ Config readConfigFromEnvironment() {
       return config;
     }
   }
+  if (std::string error = checkClockRate(config.clockSkewPpm, config.clockDriftPpmPerS); !error.empty()) {
+    config.error = std::move(error);
+    return config;
+  }
   if (const char* v = env("OPENREG_FLUSH_TIMEOUT_MS")) {
     if (!parseInteger(v, 1, 3600000, &integer)) {
       config.error = std::string("OPENREG_FLUSH_TIMEOUT_MS='") + v + "' is not an integer in [1, 3600000]";
       return config;
     }
     config.flushTimeoutMs = static_cast<uint64_t>(integer);
+  }
+  if (const char* v = env("OPENREG_EXIT_DRAIN_TIMEOUT_MS")) {
+    if (!parseInteger(v, 0, 3600000, &integer)) {
+      config.error = std::string("OPENREG_EXIT_DRAIN_TIMEOUT_MS='") + v + "' is not an integer in [0, 3600000]";
+      return config;
+    }
+    config.exitDrainTimeoutMs = static_cast<uint64_t>(integer);
+  }
+  if (const char* v = env("OPENREG_TEST_FAIL_RECORD_BUFFER_ALLOCS")) {
+    if (!parseInteger(v, 0, 1000000000, &config.failRecordBufferAllocs)) {
+      config.error = std::string("OPENREG_TEST_FAIL_RECORD_BUFFER_ALLOCS='") + v + "' is not a count";
+      return config;
+    }
   }
   return config;
 }

@@ -18,6 +18,10 @@ struct Config {
   double clockDriftPpmPerS = 0;
   uint64_t flushTimeoutMs = 30000;
   uint64_t exitDrainTimeoutMs = 10000;
+  // Test only (OPENREG_TEST_FAIL_RECORD_BUFFER_ALLOCS): the first n
+  // allocations of a thread's record buffer fail as if the host were out of
+  // memory. Read by activity/buffers.cpp.
+  long long failRecordBufferAllocs = 0;
 
   // Empty when valid; otherwise names the variable and the problem.
   std::string error;

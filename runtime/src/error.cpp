@@ -19,6 +19,13 @@ orError_t fail(orError_t code, const char* format, ...) {
   return failWithMessage(code, buffer);
 }
 
+orError_t failShuttingDown(const char* caller) {
+  return fail(orErrorShuttingDown,
+              "%s: openreg is shutting down (process exit): the work this call waits for was dropped or is still "
+              "running past the exit drain timeout",
+              caller);
+}
+
 }  // namespace openreg
 
 
@@ -41,6 +48,7 @@ const char* orGetErrorName(orError_t error) {
     case orErrorMaxLimitReached: return "orErrorMaxLimitReached";
     case orErrorHostMemoryAllocation: return "orErrorHostMemoryAllocation";
     case orErrorNotInitialized: return "orErrorNotInitialized";
+    case orErrorShuttingDown: return "orErrorShuttingDown";
     case orErrorUnknown: return "orErrorUnknown";
     default: break;
   }
@@ -64,6 +72,7 @@ const char* orGetErrorString(orError_t error) {
     case orErrorMaxLimitReached: return "no more records";
     case orErrorHostMemoryAllocation: return "out of host memory";
     case orErrorNotInitialized: return "required initialization missing";
+    case orErrorShuttingDown: return "the runtime is shutting down (process exit) and dropped the work waited for";
     case orErrorUnknown: return "unknown error";
     default: break;
   }

@@ -14,6 +14,9 @@ namespace openreg {
 orError_t fail(orError_t code, const char* format, ...) __attribute__((format(printf, 2, 3)));
 orError_t failWithMessage(orError_t code, std::string message);
 
+// orErrorShuttingDown for a wait cut short at process exit, naming the caller.
+orError_t failShuttingDown(const char* caller);
+
 // Guards a C entry point: converts any escaping C++ exception (e.g.
 // std::bad_alloc) into an error code, so no call ever aborts the process.
 template <class F>

@@ -49,24 +49,74 @@ bool Event::reached(uint64_t target) {
 
 bool Event::parkUnlessReached(uint64_t target, const std::shared_ptr<Stream>& stream) {
   std::lock_guard lock(mutex_);
-  if (doneLocked(target)) return true;
+  if (doneLocked(target) || abandoned_) return true;  // abandoned: the executor drops the wait
   parked_.push_back({stream, target});
   return false;
 }
 
-bool Event::waitFor(uint64_t target, uint64_t deadlineSteadyNs) {
-  std::unique_lock lock(mutex_);
-  auto done = [&] { return doneLocked(target); };
-  if (deadlineSteadyNs == 0) {
-    completedCv_.wait(lock, done);
-    return true;
+namespace {
+
+// The events host threads are blocked on, so exit can wake them all (an event
+// may be out of the handle table, destroyed while a thread waits on it).
+struct BlockedWaits {
+  std::mutex mutex;
+  std::vector<Event*> events;  // one entry per blocked thread
+  bool abandoned = false;
+};
+
+BlockedWaits& blockedWaits() {
+  static BlockedWaits* waits = new BlockedWaits();  // outlives exit
+  return *waits;
+}
+
+}  // namespace
+
+orError_t Event::waitFor(uint64_t target, uint64_t deadlineSteadyNs) {
+  BlockedWaits& waits = blockedWaits();
+  bool abandonedAlready;
+  {
+    std::lock_guard lock(waits.mutex);
+    waits.events.push_back(this);
+    abandonedAlready = waits.abandoned;
   }
-  while (!done()) {
-    const uint64_t now = steadyNowNs();
-    if (now >= deadlineSteadyNs) return false;
-    completedCv_.wait_for(lock, std::chrono::nanoseconds(deadlineSteadyNs - now));
+  orError_t result = orSuccess;
+  {
+    std::unique_lock lock(mutex_);
+    if (abandonedAlready) abandoned_ = true;
+    auto settled = [&] { return doneLocked(target) || abandoned_; };
+    if (deadlineSteadyNs == 0) {
+      completedCv_.wait(lock, settled);
+    } else {
+      while (!settled()) {
+        const uint64_t now = steadyNowNs();
+        if (now >= deadlineSteadyNs) break;
+        completedCv_.wait_for(lock, std::chrono::nanoseconds(deadlineSteadyNs - now));
+      }
+    }
+    if (!doneLocked(target)) result = abandoned_ ? orErrorShuttingDown : orErrorTimeout;
   }
-  return true;
+  std::lock_guard lock(waits.mutex);
+  waits.events.erase(std::find(waits.events.begin(), waits.events.end(), this));
+  return result;
+}
+
+void Event::abandon() {
+  std::vector<Parked> released;
+  {
+    std::lock_guard lock(mutex_);
+    abandoned_ = true;
+    released = std::move(parked_);
+    parked_.clear();
+  }
+  completedCv_.notify_all();
+  for (auto& parked : released) parked.stream->executor().schedule(std::move(parked.stream));
+}
+
+void Event::abandonBlockedWaits() {
+  BlockedWaits& waits = blockedWaits();
+  std::lock_guard lock(waits.mutex);
+  waits.abandoned = true;
+  for (Event* event : waits.events) event->abandon();
 }
 
 bool Event::completedTimestamp(uint64_t* deviceTimeNs, bool* everRecorded) {

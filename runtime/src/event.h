@@ -7,6 +7,8 @@
 #include <mutex>
 #include <vector>
 
+#include "openreg/runtime.h"
+
 namespace openreg {
 
 class Stream;
@@ -30,8 +32,20 @@ class Event {
   // If `target` is not reached yet, parks `stream` to be rescheduled when it
   // is, and returns false. Returns true if it is already reached.
   bool parkUnlessReached(uint64_t target, const std::shared_ptr<Stream>& stream);
-  // Blocks until target is reached or the deadline passes (0 = none).
-  bool waitFor(uint64_t target, uint64_t deadlineSteadyNs = 0);
+  // Blocks until target is reached (orSuccess), the deadline passes
+  // (orErrorTimeout; 0 = none) or the event is abandoned at exit
+  // (orErrorShuttingDown). No message is set.
+  orError_t waitFor(uint64_t target, uint64_t deadlineSteadyNs = 0);
+
+  // At exit (a record task of the event was dropped, or a host thread is
+  // blocked on it): pending captures never complete; waits on the event end
+  // with orErrorShuttingDown and streams parked on it are rescheduled, for
+  // the executor to drop their wait.
+  void abandon();
+  // At exit, once queued work is dropped: every host thread blocked in
+  // waitFor on any event, and any that starts waiting later, gets
+  // orErrorShuttingDown.
+  static void abandonBlockedWaits();
 
   // Timestamp of the completed latest capture; false if there is none yet
   // (never recorded, or the latest capture is still pending).
@@ -58,6 +72,7 @@ class Event {
   std::vector<uint64_t> pending_;   // captures begun and not completed (few)
   uint64_t timestampNs_ = 0;        // of capture `completed_`
   std::vector<Parked> parked_;
+  bool abandoned_ = false;          // at exit: pending captures never complete
 };
 
 }  // namespace openreg

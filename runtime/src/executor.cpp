@@ -4,7 +4,7 @@
 #include <cstring>
 #include <exception>
 
-#include "activity/recorder.h"
+#include "activity/device_records.h"
 #include "collective.h"
 #include "event.h"
 #include "runtime_state.h"
@@ -31,6 +31,25 @@ inline void cpuRelax() {
 #endif
 }
 
+// A kernel's userDataDestroy runs once, whether the kernel ran or was dropped.
+inline void destroyUserData(Task& task) {
+  if (task.kernel.userDataDestroy == nullptr) return;
+  try {
+    task.kernel.userDataDestroy(task.kernel.userData);
+  } catch (...) {
+  }
+}
+
+// Out of line: the failure path's buffers stay off the per-task frame.
+[[gnu::noinline]] void reportKernelFailure(Stream& stream, const Task& task, char* message, size_t size) {
+  message[size - 1] = '\0';
+  char text[768];
+  std::snprintf(text, sizeof(text), "kernel '%s' failed on device %d stream %llu: %s", task.kernel.name,
+                stream.device(), static_cast<unsigned long long>(stream.id()),
+                message[0] != '\0' ? message : "(no reason given)");
+  stream.setError(orErrorLaunchFailure, text);
+}
+
 template <class T>
 void fill(void* dst, T value, size_t count) {
   T* out = static_cast<T*>(dst);
@@ -40,6 +59,15 @@ void fill(void* dst, T value, size_t count) {
 }  // namespace
 
 bool onExecutorThread() { return threadContext().onExecutor; }
+
+void dropTask(Task& task) {
+  switch (task.kind) {
+    case TaskKind::Kernel: destroyUserData(task); break;
+    case TaskKind::EventRecord: task.event->abandon(); break;
+    case TaskKind::Collective: dropCollective(task); break;
+    default: break;
+  }
+}
 
 void Executor::schedule(std::shared_ptr<Stream> stream) {
   std::call_once(started_, [this] { startThreads(); });
@@ -108,26 +136,10 @@ void Executor::workerLoop() {
 
 void Executor::serve(const std::shared_ptr<Stream>& stream) {
   // Tasks are taken in batches so the stream's lock (shared with launching
-  // threads) is taken twice per batch, not twice per task. A wait, which may
-  // park the stream, always travels alone.
+  // threads) is taken twice per batch, not twice per task.
   Task batch[kBatch];
   for (int round = 0; round < kRounds; ++round) {
-    int taken = 0;
-    {
-      std::lock_guard lock(stream->mutex_);
-      if (stream->hasParked_) {
-        batch[taken++] = std::move(stream->parked_);
-        stream->parked_ = Task{};
-        stream->hasParked_ = false;
-      } else {
-        do {
-          const bool isWait = stream->queue_.front().kind == TaskKind::WaitEvent;
-          if (isWait && taken > 0) break;
-          batch[taken++] = stream->queue_.pop();
-          if (isWait) break;
-        } while (taken < kBatch && !stream->queue_.empty());
-      }
-    }
+    const int taken = stream->takeTasks(batch, kBatch);
     int done = 0;
     bool parked = false;
     for (; done < taken; ++done) {
@@ -138,161 +150,89 @@ void Executor::serve(const std::shared_ptr<Stream>& stream) {
       batch[done] = Task{};  // release what it holds before the stream counts it done
     }
     bool more = false;
-    if (done > 0 || !parked) {
-      std::lock_guard lock(stream->mutex_);
-      stream->completed_.fetch_add(done, std::memory_order_release);
-      if (stream->waiters_ > 0) stream->progress_.notify_all();
-      if (!parked) {
-        more = !stream->queue_.empty();
-        if (!more) stream->scheduled_ = false;
-      }
-    }
+    if (done > 0 || !parked) more = stream->finishTasks(done, parked);
     if (parked || !more) return;  // a parked stream is rescheduled by its event
   }
   schedule(stream);  // yield to other streams
 }
 
 bool Executor::run(const std::shared_ptr<Stream>& stream, Task& task) {
-  if (discarding_.load(std::memory_order_acquire)) return true;
-  using namespace activity;
+  if (discarding_.load(std::memory_order_acquire)) {
+    dropTask(task);
+    return true;
+  }
   switch (task.kind) {
-    case TaskKind::Kernel: {
-      const uint64_t start = task.recordDevice ? clock_->now() : 0;
-      char message[512];
-      message[0] = '\0';
-      int result;
-      try {
-        result = task.kernel.func(task.kernel.userData, message, sizeof(message));
-      } catch (const std::exception& e) {
-        result = -1;
-        std::snprintf(message, sizeof(message), "kernel threw: %s", e.what());
-      } catch (...) {
-        result = -1;
-        std::snprintf(message, sizeof(message), "kernel threw an unknown exception");
-      }
-      const uint64_t end = task.recordDevice ? clock_->now() : 0;
-      if (task.kernel.userDataDestroy != nullptr) {
-        try {
-          task.kernel.userDataDestroy(task.kernel.userData);
-        } catch (...) {
-        }
-      }
-      if (result != 0) {
-        message[sizeof(message) - 1] = '\0';
-        char text[768];
-        std::snprintf(text, sizeof(text), "kernel '%s' failed on device %d stream %llu: %s", task.kernel.name,
-                      device_, static_cast<unsigned long long>(stream->id()),
-                      message[0] != '\0' ? message : "(no reason given)");
-        stream->setError(orErrorLaunchFailure, text);
-      }
-      if (task.recordDevice) {
-        orActivityKernel record{};
-        record.device = device_;
-        record.status = result == 0 ? orSuccess : orErrorLaunchFailure;
-        record.streamId = stream->id();
-        record.correlationId = task.correlationId;
-        record.start = start;
-        record.end = end;
-        record.name = task.kernel.name;
-        record.grid = task.kernel.grid;
-        record.block = task.kernel.block;
-        record.sharedMemBytes = task.kernel.sharedMemBytes;
-        record.streamPriority = stream->priority();
-        writeRecord(record, OR_ACTIVITY_KIND_KERNEL, device_);
-      }
-      return true;
-    }
-    case TaskKind::Memcpy: {
-      const uint64_t start = task.recordDevice ? clock_->now() : 0;
-      std::memmove(task.copy.dst, task.staging ? task.staging.get() : task.copy.src, task.copy.bytes);
-      if (task.recordDevice) {
-        orActivityMemcpy record{};
-        record.copyKind = task.copy.copyKind;
-        record.srcKind = task.copy.srcKind;
-        record.dstKind = task.copy.dstKind;
-        record.isAsync = task.isAsync ? 1 : 0;
-        record.device = device_;
-        record.srcDevice = task.copy.srcDevice;
-        record.dstDevice = task.copy.dstDevice;
-        record.streamId = stream->id();
-        record.correlationId = task.correlationId;
-        record.bytes = task.copy.bytes;
-        record.start = start;
-        record.end = clock_->now();
-        writeRecord(record, OR_ACTIVITY_KIND_MEMCPY, device_);
-      }
-      return true;
-    }
-    case TaskKind::Memset: {
-      const uint64_t start = task.recordDevice ? clock_->now() : 0;
-      const size_t count = task.memset.bytes / task.memset.elementSize;
-      switch (task.memset.elementSize) {
-        case 1: std::memset(task.memset.dst, static_cast<int>(task.memset.pattern & 0xff), task.memset.bytes); break;
-        case 2: fill<uint16_t>(task.memset.dst, static_cast<uint16_t>(task.memset.pattern), count); break;
-        default: fill<uint32_t>(task.memset.dst, task.memset.pattern, count); break;
-      }
-      if (task.recordDevice) {
-        orActivityMemset record{};
-        record.device = device_;
-        record.value = task.memset.pattern;
-        record.streamId = stream->id();
-        record.correlationId = task.correlationId;
-        record.bytes = task.memset.bytes;
-        record.start = start;
-        record.end = clock_->now();
-        record.elementSize = task.memset.elementSize;
-        record.isAsync = task.isAsync ? 1 : 0;
-        writeRecord(record, OR_ACTIVITY_KIND_MEMSET, device_);
-      }
-      return true;
-    }
-    case TaskKind::EventRecord:
-      task.event->complete(task.wait.sequence, clock_->now());
-      return true;
-    case TaskKind::WaitEvent: {
-      if (task.recordDevice && task.wait.waitStartDevice == 0) task.wait.waitStartDevice = clock_->now();
-      if (!task.event->reached(task.wait.sequence)) {
-        // Stash the wait before registering with the event: once registered,
-        // another worker may resume the stream at once.
-        std::shared_ptr<Event> event = task.event;
-        const uint64_t target = task.wait.sequence;
-        {
-          std::lock_guard lock(stream->mutex_);
-          stream->parked_ = std::move(task);
-          stream->hasParked_ = true;
-        }
-        if (!event->parkUnlessReached(target, stream)) return false;
-        std::lock_guard lock(stream->mutex_);  // completed meanwhile: take it back
-        task = std::move(stream->parked_);
-        stream->parked_ = Task{};
-        stream->hasParked_ = false;
-      }
-      if (task.recordDevice) {
-        orActivitySynchronization record{};
-        record.syncType = OR_ACTIVITY_SYNC_STREAM_WAIT_EVENT;
-        record.clockDomain = OR_ACTIVITY_CLOCK_DEVICE;
-        record.device = device_;
-        record.streamId = stream->id();
-        record.eventId = task.event->id();
-        record.correlationId = task.correlationId;
-        record.start = task.wait.waitStartDevice;
-        record.end = clock_->now();
-        writeRecord(record, OR_ACTIVITY_KIND_SYNCHRONIZATION, device_);
-      }
-      return true;
-    }
-    case TaskKind::HostFunc:
-      try {
-        task.hostFunc.func(task.hostFunc.userData);
-      } catch (...) {
-        stream->setError(orErrorLaunchFailure, "a host function queued with orLaunchHostFunc threw");
-      }
-      return true;
-    case TaskKind::Collective:
-      runCollective(*stream, task, device_, *clock_);
-      return true;
+    case TaskKind::Kernel: runKernel(*stream, task); return true;
+    case TaskKind::Memcpy: runMemcpy(*stream, task); return true;
+    case TaskKind::Memset: runMemset(*stream, task); return true;
+    case TaskKind::EventRecord: runEventRecord(task); return true;
+    case TaskKind::WaitEvent: return runWait(stream, task);
+    case TaskKind::HostFunc: runHostFunc(*stream, task); return true;
+    case TaskKind::Collective: runCollective(*stream, task, device_, *clock_); return true;
   }
   return true;
+}
+
+void Executor::runKernel(Stream& stream, Task& task) {
+  const uint64_t start = task.recordDevice ? clock_->now() : 0;
+  char message[512];
+  message[0] = '\0';
+  int result;
+  try {
+    result = task.kernel.func(task.kernel.userData, message, sizeof(message));
+  } catch (const std::exception& e) {
+    result = -1;
+    std::snprintf(message, sizeof(message), "kernel threw: %s", e.what());
+  } catch (...) {
+    result = -1;
+    std::snprintf(message, sizeof(message), "kernel threw an unknown exception");
+  }
+  const uint64_t end = task.recordDevice ? clock_->now() : 0;
+  destroyUserData(task);
+  if (result != 0) reportKernelFailure(stream, task, message, sizeof(message));
+  if (task.recordDevice) {
+    activity::recordKernel(task, stream, start, end, result == 0 ? orSuccess : orErrorLaunchFailure);
+  }
+}
+
+void Executor::runMemcpy(Stream& stream, Task& task) {
+  const uint64_t start = task.recordDevice ? clock_->now() : 0;
+  std::memmove(task.copy.dst, task.staging ? task.staging.get() : task.copy.src, task.copy.bytes);
+  if (task.recordDevice) activity::recordMemcpy(task, stream, start, clock_->now());
+}
+
+void Executor::runMemset(Stream& stream, Task& task) {
+  const uint64_t start = task.recordDevice ? clock_->now() : 0;
+  const size_t count = task.memset.bytes / task.memset.elementSize;
+  switch (task.memset.elementSize) {
+    case 1: std::memset(task.memset.dst, static_cast<int>(task.memset.pattern & 0xff), task.memset.bytes); break;
+    case 2: fill<uint16_t>(task.memset.dst, static_cast<uint16_t>(task.memset.pattern), count); break;
+    default: fill<uint32_t>(task.memset.dst, task.memset.pattern, count); break;
+  }
+  if (task.recordDevice) activity::recordMemset(task, stream, start, clock_->now());
+}
+
+void Executor::runEventRecord(Task& task) { task.event->complete(task.wait.sequence, clock_->now()); }
+
+bool Executor::runWait(const std::shared_ptr<Stream>& stream, Task& task) {
+  if (task.recordDevice && task.wait.waitStartDevice == 0) task.wait.waitStartDevice = clock_->now();
+  if (!task.event->reached(task.wait.sequence)) {
+    std::shared_ptr<Event> event = task.event;
+    const uint64_t target = task.wait.sequence;
+    stream->park(std::move(task));
+    if (!event->parkUnlessReached(target, stream)) return false;
+    task = stream->unpark();  // completed meanwhile: take it back
+  }
+  if (task.recordDevice) activity::recordStreamWait(task, *stream, clock_->now());
+  return true;
+}
+
+void Executor::runHostFunc(Stream& stream, Task& task) {
+  try {
+    task.hostFunc.func(task.hostFunc.userData);
+  } catch (...) {
+    stream.setError(orErrorLaunchFailure, "a host function queued with orLaunchHostFunc threw");
+  }
 }
 
 }  // namespace openreg

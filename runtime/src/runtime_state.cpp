@@ -24,7 +24,12 @@ void drainAtExit() {
                    device->index, static_cast<unsigned long long>(runtime->config.exitDrainTimeoutMs));
     }
   }
+  // Drop what is left; then no wait may hang on it (runtime.h, "At exit").
   for (auto& device : runtime->devices) device->executor->discardPendingWork();
+  for (auto& device : runtime->devices) {
+    for (auto& stream : device->snapshotStreams()) stream->abandon();
+  }
+  Event::abandonBlockedWaits();
   activity::shutdownDelivery();
 }
 
@@ -135,7 +140,7 @@ orError_t waitDeviceIdle(Device& device, bool takeErrors, uint64_t deadlineStead
   const auto streams = device.snapshotStreams();
   // All idle before any failure is taken, so a timeout loses none of them.
   for (auto& stream : streams) {
-    if (!stream->waitIdle(deadlineSteadyNs)) return orErrorTimeout;
+    if (orError_t error = stream->waitIdle(deadlineSteadyNs)) return error;
   }
   if (!takeErrors) return orSuccess;
   // Report one failure per call; later ones stay for the next sync.
@@ -147,13 +152,14 @@ orError_t waitDeviceIdle(Device& device, bool takeErrors, uint64_t deadlineStead
 
 void MemoryRegistry::add(void* base, Allocation allocation) {
   std::unique_lock lock(mutex_);
+  allocation.generation = nextGeneration_++;
   allocations_[reinterpret_cast<uintptr_t>(base)] = allocation;
 }
 
-bool MemoryRegistry::remove(void* base, orMemoryType type, Allocation* removed) {
+bool MemoryRegistry::remove(void* base, uint64_t generation, Allocation* removed) {
   std::unique_lock lock(mutex_);
   auto it = allocations_.find(reinterpret_cast<uintptr_t>(base));
-  if (it == allocations_.end() || it->second.type != type) return false;
+  if (it == allocations_.end() || it->second.generation != generation) return false;
   *removed = it->second;
   allocations_.erase(it);
   return true;

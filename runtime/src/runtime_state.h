@@ -51,19 +51,23 @@ struct Allocation {
   size_t reserved = 0;        // rounded up: what the device capacity is charged
   int device = -1;            // -1 for pinned host memory
   orMemoryType type = orMemoryTypeUnregistered;
+  uint64_t generation = 0;    // set by MemoryRegistry::add, unique per allocation
 };
 
 class MemoryRegistry {
  public:
   void add(void* base, Allocation allocation);
-  // Removes an allocation that starts exactly at base and has `type`.
-  bool remove(void* base, orMemoryType type, Allocation* removed);
+  // Removes the allocation at base if it is still the one `find` returned
+  // (same generation): a stale pointer never removes a later allocation that
+  // reused its address.
+  bool remove(void* base, uint64_t generation, Allocation* removed);
   // Finds the allocation containing ptr.
   bool find(const void* ptr, void** base, Allocation* allocation) const;
 
  private:
   mutable std::shared_mutex mutex_;
   std::map<uintptr_t, Allocation> allocations_;
+  uint64_t nextGeneration_ = 1;
 };
 
 constexpr uint64_t kStreamHandleTag = 0x5;
@@ -97,7 +101,8 @@ orError_t resolveStream(Runtime& runtime, orStream_t handle, const char* caller,
 orError_t refuseOnExecutor(const char* caller);
 
 // Waits for all streams of a device; collects the first sticky failure if
-// takeErrors. Times out after deadlineSteadyNs (0 = never).
+// takeErrors. Times out after deadlineSteadyNs (0 = never); at exit, a wait
+// cut short returns orErrorShuttingDown. No message is set for either.
 orError_t waitDeviceIdle(Device& device, bool takeErrors, uint64_t deadlineSteadyNs);
 
 }  // namespace openreg

@@ -28,11 +28,17 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Queues a task; returns its sequence number (1-based, per stream).
   uint64_t enqueue(Task&& task);
 
-  // Blocks until every task with sequence <= target completed, or until the
-  // deadline (steady ns, 0 = none). Returns false on timeout.
-  bool waitFor(uint64_t target, uint64_t deadlineSteadyNs = 0);
+  // Blocks until every task with sequence <= target completed (orSuccess),
+  // until the deadline (steady ns, 0 = none: orErrorTimeout), or until the
+  // stream is abandoned at exit (orErrorShuttingDown). No message is set.
+  orError_t waitFor(uint64_t target, uint64_t deadlineSteadyNs = 0);
   // Waits for everything queued so far.
-  bool waitIdle(uint64_t deadlineSteadyNs = 0) { return waitFor(enqueuedCount(), deadlineSteadyNs); }
+  orError_t waitIdle(uint64_t deadlineSteadyNs = 0) { return waitFor(enqueuedCount(), deadlineSteadyNs); }
+
+  // At exit, after draining: drops every queued and parked task without
+  // running it (dropTask), drops work queued from now on at once, and ends
+  // the waits that are not reached with orErrorShuttingDown.
+  void abandon();
 
   uint64_t enqueuedCount();
   uint64_t completedCount() const { return completed_.load(std::memory_order_acquire); }
@@ -46,8 +52,22 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void markDestroyed() { destroyed_.store(true, std::memory_order_release); }
   bool destroyed() const { return destroyed_.load(std::memory_order_acquire); }
 
+  // Executor side. Moves the next tasks to run into `batch` (at most `max`)
+  // and returns how many: the parked wait alone if there is one, else queued
+  // tasks in order, a wait always alone (it may park the stream).
+  int takeTasks(Task* batch, int max);
+  // Counts `done` tasks of the batch completed and wakes the stream's
+  // waiters. Unless the stream parked, returns whether more work is queued;
+  // if none, the stream leaves the executor until its next enqueue.
+  bool finishTasks(int done, bool parked);
+  // Parks a wait whose event is pending: it is logically the queue's front and
+  // is taken first once the event reschedules the stream. Park before
+  // registering with the event, which may reschedule the stream at once.
+  void park(Task&& wait);
+  // Takes back the parked wait (its event completed before it registered).
+  Task unpark();
+
  private:
-  friend class Executor;
 
   const int device_;
   const uint64_t id_;
@@ -63,6 +83,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   Task parked_;
   bool hasParked_ = false;
   bool scheduled_ = false;    // owned by the executor (ready, running or parked)
+  bool abandoned_ = false;    // at exit: nothing more runs
   uint64_t enqueued_ = 0;
   int waiters_ = 0;
   std::atomic<uint64_t> completed_{0};

@@ -1,5 +1,7 @@
 // The activity tracing API: completeness, correlation, window, delivery,
 // drops, clock samples, record iteration.
+#include <sys/syscall.h>
+
 #include <random>
 #include <set>
 
@@ -25,10 +27,14 @@ TEST(Activity, ExactCountsCorrelationAndExternalIdsUnderConcurrency) {
   collector.enableAll();
   ASSERT_OR(orActivityEnableTracing());
 
+  uint64_t droppedBefore = 0;
+  ASSERT_OR(orActivityGetNumDroppedRecords(-1, &droppedBefore));
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
+  std::vector<uint32_t> launcherTid(kThreads);  // each launcher's gettid, as RUNTIME records carry it
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
+      launcherTid[t] = static_cast<uint32_t>(::syscall(SYS_gettid));
       const int device = t % 2;
       orSetDevice(device);
       orStream_t streams[2];
@@ -75,9 +81,10 @@ TEST(Activity, ExactCountsCorrelationAndExternalIdsUnderConcurrency) {
   EXPECT_EQ(kernels.size(), size_t{kThreads * kKernels});
   EXPECT_EQ(copies.size(), size_t{kThreads * kCopies});
   EXPECT_EQ(memsets.size(), size_t{kThreads * kMemsets});
-  uint64_t dropped = 0;
-  ASSERT_OR(orActivityGetNumDroppedRecords(-1, &dropped));
-  EXPECT_EQ(dropped, 0u);
+  // A delta: the counter runs since the runtime started, and other tests drop on purpose.
+  uint64_t droppedAfter = 0;
+  ASSERT_OR(orActivityGetNumDroppedRecords(-1, &droppedAfter));
+  EXPECT_EQ(droppedAfter - droppedBefore, 0u);
 
   // Each device record joins exactly one RUNTIME record, by a unique id.
   std::map<uint64_t, int> runtimeByCorrelation;
@@ -115,7 +122,7 @@ TEST(Activity, ExactCountsCorrelationAndExternalIdsUnderConcurrency) {
     EXPECT_EQ(k.device, thread % 2);
     EXPECT_GE(k.streamId, 2u);
     EXPECT_LE(k.start, k.end);
-    EXPECT_EQ(runtimeRecord[k.correlationId].threadId, runtimeRecord[k.correlationId].threadId);
+    EXPECT_EQ(runtimeRecord[k.correlationId].threadId, launcherTid[thread]) << "launch row on another thread";
     ++perThread[thread];
   }
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(perThread[t], kKernels);
@@ -175,8 +182,9 @@ TEST(Activity, PerKindSwitchesAreHonoured) {
 }
 
 TEST(Activity, DropsAreCountedWhenTheClientRunsOutOfBuffers) {
-  uint64_t droppedBefore = 0;
+  uint64_t droppedBefore = 0, droppedDevice0Before = 0;
   ASSERT_OR(orActivityGetNumDroppedRecords(-1, &droppedBefore));
+  ASSERT_OR(orActivityGetNumDroppedRecords(0, &droppedDevice0Before));
   constexpr int kLaunches = 2000;
   size_t delivered = 0;
   {
@@ -195,7 +203,7 @@ TEST(Activity, DropsAreCountedWhenTheClientRunsOutOfBuffers) {
   ASSERT_OR(orActivityGetNumDroppedRecords(-1, &droppedAfter));
   ASSERT_OR(orActivityGetNumDroppedRecords(0, &droppedDevice0));
   EXPECT_EQ(delivered + (droppedAfter - droppedBefore), size_t{kLaunches}) << "every record is delivered or counted";
-  EXPECT_GE(droppedDevice0, droppedAfter - droppedBefore);
+  EXPECT_EQ(droppedDevice0 - droppedDevice0Before, droppedAfter - droppedBefore) << "all on device 0";
   orActivityStats stats{};
   stats.structSize = sizeof(stats);
   ASSERT_OR(orActivityGetStats(&stats));
@@ -268,6 +276,8 @@ TEST(Activity, SynchronizationMemoryAndMarkerRecords) {
   ASSERT_OR(orActivityMarkerRangePush("phase"));
   ASSERT_OR(orActivityMarkerInstant("tick"));
   ASSERT_OR(orActivityMarkerRangePop());
+  // Lets stream b park on the event first (the path worth checking); the
+  // assertions below are causal and hold either way.
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
   gate.open();
   ASSERT_OR(orStreamSynchronize(b));
@@ -276,17 +286,26 @@ TEST(Activity, SynchronizationMemoryAndMarkerRecords) {
   ASSERT_OR(orActivityDisableTracing());
   collector.flush();
   std::map<uint32_t, int> syncTypes;
+  uint64_t waitEnd = 0;
   for (const auto& s : collector.records<orActivitySynchronization>(OR_ACTIVITY_KIND_SYNCHRONIZATION)) {
     ++syncTypes[s.syncType];
     EXPECT_LE(s.start, s.end);
     if (s.syncType == OR_ACTIVITY_SYNC_STREAM_WAIT_EVENT) {
       EXPECT_EQ(s.clockDomain, uint32_t{OR_ACTIVITY_CLOCK_DEVICE});
-      EXPECT_GT(s.end - s.start, 1000000u) << "the stream really waited ~2 ms";
+      waitEnd = s.end;
     } else {
       EXPECT_EQ(s.clockDomain, uint32_t{OR_ACTIVITY_CLOCK_HOST});
     }
   }
   EXPECT_EQ(syncTypes[OR_ACTIVITY_SYNC_STREAM_WAIT_EVENT], 1);
+  // Causal, in the device clock: the wait ends no earlier than the kernel it waited for,
+  // and the kernel queued behind it starts no earlier than the wait's end.
+  std::map<std::string, orActivityKernel> kernelByName;
+  for (const auto& k : collector.records<orActivityKernel>(OR_ACTIVITY_KIND_KERNEL)) kernelByName[k.name] = k;
+  ASSERT_EQ(kernelByName.count("slow"), 1u);
+  ASSERT_EQ(kernelByName.count("after_wait"), 1u);
+  EXPECT_GE(waitEnd, kernelByName["slow"].end) << "the stream stopped waiting before its producer finished";
+  EXPECT_GE(kernelByName["after_wait"].start, waitEnd);
   EXPECT_GE(syncTypes[OR_ACTIVITY_SYNC_STREAM], 1);
   EXPECT_EQ(syncTypes[OR_ACTIVITY_SYNC_EVENT], 1);
   EXPECT_EQ(syncTypes[OR_ACTIVITY_SYNC_DEVICE], 1);
@@ -371,10 +390,21 @@ TEST(Activity, ChildClockMapping) {
   for (const auto& r : collector.records<orActivityClockSync>(OR_ACTIVITY_KIND_CLOCK_SYNC)) {
     if (r.device == 0) syncs.push_back(r);
   }
-  // Periodic samples between the ones taken at enable and disable.
-  ASSERT_GE(syncs.size(), 3u);
   std::sort(syncs.begin(), syncs.end(),
             [](const auto& a, const auto& b) { return a.deviceTimestamp < b.deviceTimestamp; });
+  // The contract: at least one sample per device every 10 ms while tracing
+  // (host clock); the runtime aims at 5 ms. On a loaded machine its thread is
+  // descheduled for longer (gaps of 12 ms under ASan and 32 ms at load 12 on
+  // 2 cores were seen), so only a quarter of the contract's rate is asserted:
+  // that fails when periodic sampling stops or slows down, not on a hiccup.
+  ASSERT_GE(syncs.size(), 2u);
+  uint64_t largestGap = 0;
+  for (size_t i = 1; i < syncs.size(); ++i) {
+    largestGap = std::max(largestGap, syncs[i].hostTimestamp - syncs[i - 1].hostTimestamp);
+  }
+  const uint64_t span = syncs.back().hostTimestamp - syncs.front().hostTimestamp;
+  EXPECT_GE(span, uint64_t{400000000}) << "the samples span the 40 x 10 ms window";
+  EXPECT_GE(syncs.size() - 1, span / 40000000) << "periodic clock samples stopped; largest gap " << largestGap;
   int64_t worstSingleOffset = 0;
   int checked = 0;
   const int64_t firstOffset = int64_t(syncs.front().hostTimestamp) - int64_t(syncs.front().deviceTimestamp);

@@ -12,8 +12,12 @@
 //   - live submissions through orReplaySubmit() (see replay.h), stamped with
 //     the calling thread's external correlation ids like a real launch.
 //
-// Built with OPENREG_REPLAY_PARTIAL it omits some functions, to test how the
-// plugin handles a library that lacks symbols.
+// Built with OPENREG_REPLAY_PARTIAL it omits two required functions, to test
+// how the plugin handles a library that lacks symbols; with
+// OPENREG_REPLAY_MINIMAL it omits every optional one (orActivityGetStats,
+// orGetErrorName, the three marker functions), which must not matter.
+// orActivityRegisterTimestampCallback, also optional, is never implemented:
+// host records are CLOCK_REALTIME in every variant.
 #include "replay.h"
 
 #include <sys/syscall.h>
@@ -343,6 +347,7 @@ class Replay {
         const std::string copy = item.str("copy", "HtoD");
         if (copy == "DtoH") copyKind = OR_ACTIVITY_MEMCPY_DTOH;
         if (copy == "DtoD") copyKind = OR_ACTIVITY_MEMCPY_DTOD;
+        if (copy == "HtoH") copyKind = OR_ACTIVITY_MEMCPY_HTOH;
         if (copy == "PtoP") copyKind = OR_ACTIVITY_MEMCPY_PTOP;
         const int repeat = static_cast<int>(item.num("repeat", 1));
         const uint64_t period = static_cast<uint64_t>(item.num("period_us", 0) * 1000.0L);
@@ -546,6 +551,7 @@ REPLAY_API orError_t orActivityGetNumDroppedRecords(int device, uint64_t* droppe
   return orSuccess;
 }
 
+#ifndef OPENREG_REPLAY_MINIMAL
 REPLAY_API orError_t orActivityGetStats(orActivityStats* stats) {
   if (stats == nullptr) return invalid();
   auto& r = Replay::get();
@@ -555,6 +561,7 @@ REPLAY_API orError_t orActivityGetStats(orActivityStats* stats) {
   std::memcpy(stats, &copy, std::min<size_t>(stats->structSize, sizeof(copy)));
   return orSuccess;
 }
+#endif
 
 REPLAY_API orError_t orActivityPushExternalCorrelationId(orActivityExternalCorrelationKind kind, uint64_t id) {
   if (kind <= OR_EXTERNAL_CORRELATION_KIND_UNKNOWN || kind >= OR_EXTERNAL_CORRELATION_KIND_COUNT) return invalid();
@@ -590,12 +597,14 @@ REPLAY_API orError_t orActivityGetTimestamp(uint64_t* timestamp) {
   return orSuccess;
 }
 
+#ifndef OPENREG_REPLAY_MINIMAL
 REPLAY_API orError_t orActivityMarkerRangePush(const char* name) {
   if (name == nullptr) return invalid();
   return orSuccess;
 }
 REPLAY_API orError_t orActivityMarkerRangePop(void) { return orSuccess; }
 REPLAY_API orError_t orActivityMarkerInstant(const char* name) { return name == nullptr ? invalid() : orSuccess; }
+#endif
 
 REPLAY_API orError_t orActivityGetVersion(uint32_t* version) {
   if (version == nullptr) return invalid();
@@ -643,6 +652,7 @@ REPLAY_API orError_t orActivityGetStreamInfo(int device, uint64_t streamId, orAc
   return orSuccess;
 }
 
+#ifndef OPENREG_REPLAY_MINIMAL
 REPLAY_API const char* orGetErrorName(orError_t error) {
   switch (error) {
     case orSuccess: return "orSuccess";
@@ -654,6 +664,7 @@ REPLAY_API const char* orGetErrorName(orError_t error) {
     default: return "orErrorUnknown";
   }
 }
+#endif
 
 // ------------------------------------------------------- test controls
 

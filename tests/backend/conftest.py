@@ -26,12 +26,17 @@ def _clean_device_state():
     """Every test starts on device 0 with the default streams, and leaves no queued failure behind."""
     torch.openreg.set_device(0)
     yield
+    # A kernel failure still queued at the end is the test's: synchronizing
+    # every device reports (and clears) it, and the test fails with it.
+    left = []
     for index in range(torch.openreg.device_count()):
         try:
             torch.openreg.synchronize(index)
-        except RuntimeError:
-            pass
+        except RuntimeError as error:
+            left.append(f"openreg:{index}: {error}")
     torch.openreg.set_device(0)
+    if left:
+        pytest.fail("the test left a queued device failure:\n" + "\n".join(left), pytrace=False)
 
 
 @pytest.fixture

@@ -64,8 +64,8 @@ def test_trace_tools_work(broken_install, tmp_path):
 
     trace = tmp_path / "trace.json"
     write_workload(trace, target_events=2_000)
-    for command in ("summary", "check"):
-        result = run_in(broken_install, ["-m", "torch_openreg", command, str(trace)])
+    for command in (["summary"], ["check", "--strict"]):
+        result = run_in(broken_install, ["-m", "torch_openreg", *command, str(trace)])
         assert result.returncode == 0, (command, result.stdout[-2000:], result.stderr[-2000:])
         assert result.stdout.strip(), command
 

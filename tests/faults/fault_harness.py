@@ -37,6 +37,17 @@ def write_result(result):
         json.dump(result, f)
 def device_events(prof):
     return [e for e in prof.events() if e.device_type != torch.autograd.DeviceType.CPU]
+def runtime_stats():
+    # The runtime's own cumulative counters (orActivityGetStats), from the instance the backend loaded.
+    import ctypes
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(torch_openreg.__file__), "lib", "libopenreg.so.1"))
+    class Stats(ctypes.Structure):
+        _fields_ = [("structSize", ctypes.c_uint32), ("reserved", ctypes.c_uint32)] + [
+            (name, ctypes.c_uint64) for name in ("written", "dropped", "requested", "refused", "completed",
+                                                 "request_ns", "completed_ns", "flush_ns")]
+    stats = Stats(structSize=ctypes.sizeof(Stats))
+    assert lib.orActivityGetStats(ctypes.byref(stats)) == 0
+    return dict(written=stats.written, dropped=stats.dropped)
 """
 
 # What a crash or an abort leaves on stderr, whatever the exit code says.

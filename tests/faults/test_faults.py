@@ -39,13 +39,16 @@ def test_tiny_buffers_drop_records_and_say_so(tmp_path):
         a = torch.zeros(64, device="openreg:0")
         b = torch.zeros(64, device="openreg:1")
         torch.openreg.synchronize(0); torch.openreg.synchronize(1)
+        before = runtime_stats()
         with profile(activities=DEVICE_ACTIVITIES) as prof:
             for _ in range(3000):
                 a.add_(1.0)
                 b.add_(1.0)
             torch.openreg.synchronize(1)
+        after = runtime_stats()
         prof.export_chrome_trace("trace.json")
-        write_result(dict(a=a[0].item(), b=b[0].item(), device_events=len(device_events(prof))))
+        write_result(dict(a=a[0].item(), b=b[0].item(), device_events=len(device_events(prof)),
+                          written=after["written"] - before["written"], dropped=after["dropped"] - before["dropped"]))
     """, tmp_path, env=TINY_BUFFERS).ok()
     assert outcome.result["a"] == outcome.result["b"] == 3000.0, "the device computed everything regardless"
     trace = assert_trace_valid(tmp_path / "trace.json")
@@ -55,7 +58,12 @@ def test_tiny_buffers_drop_records_and_say_so(tmp_path):
     assert meta["buffers_refused"] > 0
     warning = re.search(r"openreg profiler: (\d+) activity records were dropped by the runtime", outcome.stderr)
     assert warning and int(warning.group(1)) == dropped, outcome.stderr[-3000:]
-    # Nothing lost silently: every kernel is in the trace or among the drops.
+    # Nothing lost silently: every record the runtime wrote reached the trace's
+    # records, every one it dropped is in the count, exactly.
+    assert meta["records"] == outcome.result["written"], (meta, outcome.result)
+    assert dropped == outcome.result["dropped"], (meta, outcome.result)
+    # The drop counter covers every kind (records of runtime calls and clock
+    # samples drop too), so for kernels only a lower bound is known.
     kernels = len(trace.kernels())
     assert kernels + dropped >= 6000
     assert kernels == outcome.result["device_events"]

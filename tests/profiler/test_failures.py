@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shutil
 
-from conftest import PLUGIN_LIB_DIR
+from conftest import PLUGIN_LIB_DIR, replay_library
 import trace_invariants as ti
 from trace_invariants import Trace
 
@@ -121,7 +121,7 @@ write_result(dict(results=results))
     for name, kernels in (("a", 2), ("b", 3)):
         trace = Trace.load(tmp_path / f"{name}.json")
         assert len(trace.kernels()) == kernels
-        assert not ti.check_all(trace)
+        ti.assert_clean(trace, device_events=kernels)
 
 
 def test_legacy_path_without_device_guard(run_case):
@@ -138,3 +138,17 @@ write_result(dict(kind=kind, avg=avg))
     assert case.result["kind"] == "ProfilerState.KINETO_PRIVATEUSE1_FALLBACK"
     assert case.result["avg"]["aten::add"] == 0
     assert "openreg profiler (legacy path): recording a device event failed" in case.stderr
+
+
+def test_library_without_the_optional_functions(run_case, tmp_path):
+    """A library lacking every optional function (stats, error names, markers, the timestamp
+    callback) still gives a complete device lane, in CLOCK_REALTIME, with no error and no warning."""
+    # The test controls must drive the same library the plugin loaded.
+    case = run_case(PROFILE_ONCE, library="minimal",
+                    env={"OPENREG_REPLAY_CONTROL": str(replay_library("minimal"))}).check()
+    trace = Trace.load(tmp_path / "trace.json")
+    ti.assert_clean(trace, device_events=2)
+    assert sorted(e.name for e in trace.kernels()) == ["replay_kernel_0", "replay_kernel_1"]
+    assert "openreg_profiler_error" not in trace.raw
+    assert trace.openreg_metadata()["host_clock"] == "CLOCK_REALTIME"
+    assert "openreg profiler" not in case.stderr, case.stderr[-3000:]

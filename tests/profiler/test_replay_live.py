@@ -63,8 +63,7 @@ def test_exact_counts_and_links(run_case, tmp_path):
 def test_structural_invariants(run_case, tmp_path):
     case = run_case(PROFILE_MIXED).check()
     trace = Trace.load(tmp_path / "trace.json")
-    problems = ti.check_all(trace, window=(case.result["start"], case.result["end"]))
-    assert not problems, "\n".join(problems)
+    ti.assert_clean(trace, device_events=7 + 2 + 2, window=(case.result["start"], case.result["end"]))
     # Two devices, named, below the host; rows per stream, named.
     names = trace.metadata("process_name")
     assert names[0]["name"].startswith("openreg:0") and names[1]["name"].startswith("openreg:1")
@@ -77,9 +76,8 @@ def test_structural_invariants(run_case, tmp_path):
 def test_device_args(run_case, tmp_path):
     run_case(PROFILE_MIXED).check()
     trace = Trace.load(tmp_path / "trace.json")
-    kernel = trace.kernels()[0]
-    assert kernel.args["grid"] == [4, 1, 1] and kernel.args["block"] == [128, 1, 1]
-    assert kernel.args["shared memory"] == 256
+    # Launch shapes are checked on real kernels (test_openreg_backend.py's
+    # test_launch_shapes_come_from_the_backend), not against the replay's own.
     copy = trace.complete(["gpu_memcpy"])[0]
     assert copy.args["bytes"] == 256 * 4
     assert copy.args["kind"] in ("HtoD", "DtoH")
@@ -149,7 +147,7 @@ write_result(dict(counts=counts))
     assert not cpu_only.kernels() and "openreg_profiler" not in cpu_only.raw
     last = Trace.load(tmp_path / "last.json")
     assert len(last.kernels()) == 2
-    assert not ti.check_all(last)
+    ti.assert_clean(last, device_events=2)
 
 
 def test_every_schedule_cycle_collects(run_case, tmp_path):
@@ -180,7 +178,7 @@ write_result(dict(traces=traces))
         assert len(steps) == 2
         # As for CUDA, the steps are mirrored on the stream rows they cover.
         assert {e.name for e in trace.annotations()} == {e.name for e in steps}
-        assert not ti.check_all(trace), path
+        ti.assert_clean(trace, device_events=3)
 
 
 def test_per_type_request_is_honoured(run_case, tmp_path):
@@ -218,7 +216,7 @@ write_result(dict(avg=avg))
     waits = trace.complete(["cuda_sync"])
     assert [w.name for w in waits] == ["Stream Wait Event"]
     assert waits[0].row == (0, 2)
-    assert not ti.check_all(trace)
+    ti.assert_clean(trace, device_events=2)
     # Waiting is not work: the op that queued the wait gets no device time.
     assert case.result["avg"]["replaytest::wait"] == 0
 
@@ -263,6 +261,5 @@ write_result(dict(avg=avg))
     linked = [k for k in kernels if "External id" in k.args]
     assert len(linked) == 1
     assert len({e.tid for e in trace.runtime_events()}) == 5
-    problems = ti.check_all(trace)
-    assert not problems, "\n".join(problems)
+    ti.assert_clean(trace, device_events=4 * 5 * 2 + 1)
     assert abs(case.result["avg"]["replaytest::kernels"] - 3.0) < 0.5

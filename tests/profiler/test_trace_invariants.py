@@ -47,9 +47,13 @@ def events(raw: dict, **match) -> list[dict]:
     return [e for e in raw["traceEvents"] if all(e.get(k) == v for k, v in match.items())]
 
 
+WINDOW = (1_000_000_000 + 9_000, 1_000_000_000 + 40_000)
+
+
 def test_the_base_trace_is_clean(tmp_path):
     trace = load(tmp_path, base_trace())
-    assert ti.check_all(trace, window=(1_000_000_000 + 9_000, 1_000_000_000 + 40_000)) == []
+    ti.assert_clean(trace, device_events=1, window=WINDOW)
+    assert set(ti.findings(trace, window=WINDOW)) == set(ti.CHECKS) | {"in_window"}
 
 
 def plant(raw: dict, fault: str) -> None:
@@ -87,16 +91,34 @@ def plant(raw: dict, fault: str) -> None:
         raise AssertionError(fault)
 
 
-@pytest.mark.parametrize("fault", [
-    "missing stream arg", "stream 0", "device lane above host", "unnamed stream row", "backward flow",
-    "flow without finish", "duplicate flow start", "partial overlap on a row", "duplicate correlation",
-    "launch outside its op", "stream arg on a host row", "outside the window",
-])
+# Each planted fault and the check meant to catch it. Some faults trip other
+# checks too; the one named here must fire whatever the others do.
+EXPECTED_CHECK = {
+    "missing stream arg": "device_args",
+    "stream 0": "device_args",
+    "device lane above host": "lanes",
+    "unnamed stream row": "lanes",
+    "backward flow": "flows",
+    "flow without finish": "flows",
+    "duplicate flow start": "flows",
+    "partial overlap on a row": "rows_nest",
+    "duplicate correlation": "correlations",
+    "launch outside its op": "launches_inside_ops",
+    "stream arg on a host row": "device_args",
+    "outside the window": "in_window",
+}
+
+
+@pytest.mark.parametrize("fault", sorted(EXPECTED_CHECK))
 def test_planted_faults_are_reported(tmp_path, fault):
     raw = copy.deepcopy(base_trace())
     plant(raw, fault)
-    problems = ti.check_all(load(tmp_path, raw), window=(1_000_000_000 + 9_000, 1_000_000_000 + 40_000))
-    assert problems, f"{fault} went unnoticed"
+    found = ti.findings(load(tmp_path, raw), window=WINDOW)
+    assert found[EXPECTED_CHECK[fault]], f"{fault} went unnoticed by {EXPECTED_CHECK[fault]}: {found}"
+
+
+def test_every_check_has_a_planted_fault():
+    assert set(EXPECTED_CHECK.values()) == set(ti.CHECKS) | {"in_window"}
 
 
 def test_nested_spans_are_not_overlaps(tmp_path):

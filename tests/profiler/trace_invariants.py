@@ -4,6 +4,13 @@ Each check returns a list of problems (empty when the trace is fine), so a
 test can assert on all of them at once and print what broke. Timestamps are
 read as exact integers of nanoseconds: a float cannot hold an epoch-scale
 ``ts`` to the nanosecond, and 1 ns overlaps are what the row checks look for.
+
+These checks deliberately re-implement what ``trace/src/checks.cpp`` (the
+``check`` command) verifies: they are the tests' independent oracle. A bug in
+the shipped checker cannot hide a bug in the plugin's traces from the tests.
+Each side has its own planted-fault tests (test_trace_invariants.py here;
+trace/tests/test_checks.cpp and tests/test_trace_tools.py for the command).
+Keep them separate; fix a disagreement in whichever one is wrong.
 """
 
 from __future__ import annotations
@@ -269,18 +276,34 @@ def check_launches_inside_ops(trace: Trace) -> list[str]:
     return problems
 
 
-def check_all(trace: Trace, window: tuple[int, int] | None = None) -> list[str]:
-    problems = (
-        check_device_args(trace)
-        + check_lanes(trace)
-        + check_flows(trace)
-        + check_rows_nest(trace)
-        + check_correlations(trace)
-        + check_launches_inside_ops(trace)
-    )
+CHECKS = {
+    "device_args": check_device_args,
+    "lanes": check_lanes,
+    "flows": check_flows,
+    "rows_nest": check_rows_nest,
+    "correlations": check_correlations,
+    "launches_inside_ops": check_launches_inside_ops,
+}
+
+
+def findings(trace: Trace, window: tuple[int, int] | None = None) -> dict[str, list[str]]:
+    """Problems by check name (``in_window`` only with a window); every check appears."""
+    out = {name: check(trace) for name, check in CHECKS.items()}
     if window is not None:
-        problems += check_in_window(trace, *window)
-    return problems
+        out["in_window"] = check_in_window(trace, *window)
+    return out
+
+
+def check_all(trace: Trace, window: tuple[int, int] | None = None) -> list[str]:
+    return [p for problems in findings(trace, window).values() for p in problems]
+
+
+def assert_clean(trace: Trace, device_events: int, window: tuple[int, int] | None = None) -> None:
+    """No check finds a problem, in a trace holding exactly `device_events` kernels, copies and memsets
+    (so an empty or truncated trace cannot pass as clean)."""
+    problems = check_all(trace, window)
+    assert not problems, "\n".join(problems[:20])
+    assert len(trace.device_events()) == device_events, (len(trace.device_events()), device_events)
 
 
 def linked_op_names(trace: Trace) -> dict[int, str]:

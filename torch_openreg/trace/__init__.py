@@ -1,4 +1,4 @@
-"""Trace tools: summary, structural check and timeline for any torch.profiler
+"""Trace tools: summary, structural check, diff and timeline for any torch.profiler
 chrome trace (openreg's, CUDA's, or another backend's).
 
 The analysis runs in libopenreg_trace.so (C++, streaming); this package only
@@ -7,7 +7,7 @@ binds it and formats results. It needs neither torch nor the openreg backend.
     from torch_openreg.trace import open_trace
     with open_trace("trace.json") as t:
         print(t.summary()["top_kernels"])
-        assert t.check()["ok"]
+        assert t.check(strict=True)["ok"]  # strict: warnings fail too
 """
 
 from __future__ import annotations

@@ -123,6 +123,8 @@ def summary_text(s: dict[str, Any], path: str = "") -> str:
                 else:
                     out.append("      host: no host activity recorded")
 
+        out += _device_analyses_text(s)
+
     out.append("")
     mem = s["memory"]
     if not mem:
@@ -141,6 +143,91 @@ def summary_text(s: dict[str, Any], path: str = "") -> str:
     for m in s.get("host_memory", []):
         op = m["op"]
         out.append(f"  (host memory peak: {size(m['peak_bytes'])}{', in ' + op['name'] if op else ''})")
+    return "\n".join(out)
+
+
+_CLASSES = ("compute", "communication", "memory", "other")
+
+
+def _device_analyses_text(s: dict[str, Any]) -> list[str]:
+    """Kernel classes, temporal and idle breakdowns, launches, communication (as HTA reports them)."""
+    out = ["", "Kernel classes (as HolisticTraceAnalysis classifies them): time, share, count"]
+    classes = s["kernel_classes"]
+
+    def cells(c: dict[str, Any]) -> list[str]:
+        return [f"{duration(c[k]['total_ns'])} {percent(c[k]['share'])} x{c[k]['count']:,}" if c[k]["count"] else "-"
+                for k in _CLASSES]
+
+    rows = [[_lane(st["device"]), _lane(st["stream"])] + cells(st["classes"]) for st in classes["streams"]]
+    rows.append(["all", ""] + cells(classes["total"]))
+    out += _table(rows, ["device", "stream", *_CLASSES], set())
+
+    tb = s["temporal"]
+    out.append("")
+    out.append(f"Temporal breakdown over {duration(tb['kernel_time_ns'])} of device activity: "
+               f"compute {percent(tb['compute_share'])}, non-compute {percent(tb['non_compute_share'])}, "
+               f"idle {percent(tb['idle_share'])}")
+
+    idle = s["idle_breakdown"]
+    out.append("")
+    out.append(f"Idle time per stream: host wait (launched after the stream ran dry) / kernel wait "
+               f"(gap < {idle['kernel_wait_threshold_ns']} ns) / other")
+    rows = [[_lane(b["device"]), _lane(b["stream"]), duration(b["idle_ns"]),
+             f"{duration(b['host_wait_ns'])} ({percent(b['host_wait_share'])})",
+             f"{duration(b['kernel_wait_ns'])} ({percent(b['kernel_wait_share'])})",
+             f"{duration(b['other_ns'])} ({percent(b['other_share'])})"] for b in idle["streams"]]
+    out += _table(rows, ["device", "stream", "idle", "host wait", "kernel wait", "other"], {2, 3, 4, 5})
+
+    la = s["launches"]
+    out.append("")
+    if not la["launches"]:
+        out.append("Launches: no device event is paired with a host runtime call (by correlation).")
+    else:
+        out.append(
+            f"Launches: {la['launches']:,}, host launch time avg {duration(la['avg_host_ns'])}, launch-to-start "
+            f"delay avg {duration(la['avg_delay_ns'])} (max {duration(la['max_delay_ns'])}); "
+            f"{la['short_kernels']:,} kernels ({percent(la['short_share'])}) ran shorter than their launch")
+        out.append("  worst offenders by op (host launch time + delay)")
+        rows = [[o["name"] or "(linked to no op)", f"{o['launches']:,}", duration(o["host_ns"]), duration(o["delay_ns"]),
+                 f"{o['short_kernels']:,}"] for o in la["by_op"]]
+        out += _table(rows, ["op", "launches", "host", "delay", "short"], {1, 2, 3, 4})
+
+    comm = s["communication"]
+    if comm["collectives"]:
+        out.append("")
+        rank = f"rank {comm['rank']}" if comm["rank"] is not None else "this trace"
+        out.append(f"Communication on {rank}: {duration(comm['comm_ns'])}, {percent(comm['overlap_share'])} hidden "
+                   f"behind compute, {duration(comm['exposed_ns'])} exposed")
+        rows = [[c["collective"], f"{c['calls']:,}", size(c["bytes"]) if c["bytes"] else "?", duration(c["device_ns"]),
+                 f"{c['algbw_gbps']:.2f}" if c["algbw_gbps"] is not None else "?",
+                 f"{c['busbw_gbps']:.2f}" if c["busbw_gbps"] is not None else "?"] for c in comm["collectives"]]
+        out += _table(rows, ["collective", "calls", "bytes", "device", "algbw GB/s", "busbw GB/s"], {1, 2, 3, 4, 5})
+    return out
+
+
+def ranks_text(r: dict[str, Any]) -> str:
+    out = [f"Across {len(r['ranks'])} ranks: {r['matched_instances']:,} collectives matched "
+           f"({r['unmatched_instances']:,} seen on one rank only)"]
+    rows = [[str(x["rank"]), f"{x['last_arrivals']:,}", duration(x["waited_ns"]), x["path"]] for x in r["ranks"]]
+    out += _table(rows, ["rank", "arrived last", "waited", "trace"], {1, 2})
+    if r["longest_waits"]:
+        out.append("  longest waits")
+        for m in r["longest_waits"]:
+            seq = f" seq {m['seq']}" if m["seq"] is not None else ""
+            out.append(f"    {m['collective']}{seq}: rank {m['last_rank']} arrived last; others waited up to "
+                       f"{duration(m['max_wait_ns'])}")
+    return "\n".join(out)
+
+
+def diff_text(d: dict[str, Any], base: str, new: str, top: int = 15) -> str:
+    out = [f"diff {base} ({d['base_traces']} traces) -> {new} ({d['new_traces']} traces): device time "
+           f"{duration(d['base_device_ns'])} -> {duration(d['new_device_ns'])} ({d['device_ns_delta']:+,} ns)"]
+    for key, title in (("kernels", "kernel"), ("ops", "op")):
+        out.append("")
+        out.append(f"Per {title}, largest changes first")
+        rows = [[f"{r['device_ns_delta'] / 1e3:+,.3f} us", duration(r["base_device_ns"]), duration(r["new_device_ns"]),
+                 f"{r['base_count']:,} -> {r['new_count']:,}", r["status"], r["name"]] for r in d[key][:top]]
+        out += _table(rows, ["delta", "base", "new", "count", "", title], {0, 1, 2, 3})
     return "\n".join(out)
 
 
@@ -167,35 +254,48 @@ def _event_text(e: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+_LABELS = {"fail": "FAIL", "warn": "WARN", "pass": "PASS", "skipped": "SKIP"}
+
+
 def check_text(r: dict[str, Any], path: str = "") -> str:
-    out = [f"check {path}"]
-    failed_errors = failed_warnings = skipped = 0
+    out = [f"check {path}" + (" (strict)" if r.get("strict") else "")]
+    counts = {"fail": 0, "warn": 0, "skipped": 0, "pass": 0}
     width = max(len(c["name"]) for c in r["checks"])
     for c in r["checks"]:
         status = c["status"]
-        if status == "fail":
-            label = "FAIL" if c["severity"] == "error" else "WARN"
-            if c["severity"] == "error":
-                failed_errors += 1
-            else:
-                failed_warnings += 1
-        else:
-            label = "PASS" if status == "pass" else "SKIP"
-            skipped += status == "skipped"
-        count = f"{c['violations']:,}" if status == "fail" else ""
-        line = f"  {label}  {c['name']:<{width}}  {count:>7}  {c['description']}"
-        out.append(line.rstrip())
+        counts[status] += 1
+        found = c["violations"] + c["warnings"]
+        count = f"{found:,}" if status in ("fail", "warn") else ""
+        out.append(f"  {_LABELS[status]}  {c['name']:<{width}}  {count:>7}  {c['description']}".rstrip())
         if status == "skipped" and c.get("note") and c["note"] != "not selected":
             out.append(f"        ({c['note']})")
+        if status == "fail":
+            out.append(f"        breaks {c['consumer']}: {c['breaks']}")
+        elif status == "warn" and c.get("artifact") and not c["violations"]:
+            out.append(f"        harmless: {c['artifact']}")
         for v in c["examples"]:
-            out.append(f"        - {v['message']}")
+            out.append(f"        - {v['message']}" + (" [known artifact]" if v.get("artifact") and status == "fail" else ""))
             for e in v["events"]:
                 out.append(f"            {_event_text(e)}")
-        if status == "fail" and c["violations"] > len(c["examples"]):
-            out.append(f"        ... and {c['violations'] - len(c['examples']):,} more")
-    total = len(r["checks"])
+        if found > len(c["examples"]) and status in ("fail", "warn"):
+            out.append(f"        ... and {found - len(c['examples']):,} more")
     out.append(
-        f"{total} checks: {failed_errors} failed, {failed_warnings} warnings, {skipped} skipped -> "
+        f"{len(r['checks'])} checks: {counts['fail']} failed, {counts['warn']} warned, {counts['skipped']} skipped -> "
         f"{'OK' if r['ok'] else 'FAILED'}"
     )
+    return "\n".join(out)
+
+
+def explain_text(checks: list[dict[str, str]]) -> str:
+    """What each check protects: the consumer, what breaks there, and which findings only warn."""
+    out: list[str] = []
+    for c in checks:
+        out.append(f"{c['name']} ({c['severity']}): {c['description']}")
+        out.append(f"  protects: {c['consumer']}")
+        out.append(f"  when it fails: {c['breaks']}")
+        if c["artifact"]:
+            out.append(f"  only warns (unless --strict): {c['artifact']}")
+        out.append("")
+    out.append("A check fails only when a consumer breaks; warnings (warning-level checks and known Kineto "
+               "artifacts) fail only with --strict.")
     return "\n".join(out)

@@ -36,6 +36,8 @@ class KinetoTraceWriter:
         self.host_tid = host_tid
         self.base_time_ns = base_time_ns
         self.events: list[str] = []
+        # torch.profiler's footer once torch.distributed runs: {"backend", "rank", "world_size"}.
+        self.distributed: dict[str, Any] | None = None
 
     # ------------------------------------------------------------ raw events
 
@@ -143,7 +145,10 @@ class KinetoTraceWriter:
     def text(self) -> str:
         header = (f'{{\n  "schemaVersion": 1,\n  "deviceProperties": [\n  ],\n  "displayTimeUnit": "ms",\n'
                   f'  "baseTimeNanoseconds": {self.base_time_ns},\n  "traceEvents": [\n  ')
-        return header + ",\n  ".join(self.events) + '\n  ],\n  "traceName": "synthetic"\n}'
+        footer = ""
+        if self.distributed is not None:
+            footer = f'\n  "distributedInfo": {json.dumps(self.distributed)},'
+        return header + ",\n  ".join(self.events) + f'\n  ],{footer}\n  "traceName": "synthetic"\n}}'
 
     def write(self, path: str | Path) -> Path:
         path = Path(path)
@@ -239,3 +244,66 @@ def write_workload(path: str | Path, target_events: int, streams: int = 2, seed:
     out.write('\n  ],\n  "traceName": "synthetic"\n}')
     out.close()
     return written
+
+
+# Rank traces of a data-parallel step, for the communication section.
+COMPUTE_STREAM = 7
+COMM_STREAM = 20
+
+
+def comm_kernel_name(style: str) -> str:
+    """An all-reduce of f32 as NCCL names it, or as openreg's collectives do."""
+    return "ncclDevKernel_AllReduce_Sum_f32_RING_LL" if style == "nccl" else "openregComm_AllReduce_Sum_f32"
+
+
+def write_rank_traces(folder: str | Path, world_size: int = 2, steps: int = 3, style: str = "nccl",
+                      skew_ns: int = 20_000, nelems: int = 1 << 20, comm_args: bool = True) -> list[Path]:
+    """One trace per rank (rank{r}.json), in step k starting at k ms:
+
+    - a compute kernel on stream 7 over [10, 110] us of the step;
+    - an all-reduce on stream 20 that rank r reaches at 60 + r * skew us and
+      that ends, on every rank, 50 us after the last rank arrived.
+
+    So with 2 ranks and skew 20 us: rank 0 communicates 70 us, 50 of them
+    under compute (overlap 5/7, 20 us exposed); rank 1 50 us, 30 under compute
+    (0.6, 20 us exposed); rank 1 arrives last and rank 0 waits 20 us each step.
+    `style` "nccl" writes NCCL's kernel names with the args Kineto copies from
+    record_param_comms ("Collective name", "In msg nelems", "dtype", "Seq"...;
+    `comm_args` False leaves them out); "openreg" names the kernel as openreg's
+    collectives do."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    last_arrival = 60_000 + (world_size - 1) * skew_ns
+    for rank in range(world_size):
+        host = 1000 + rank
+        w = KinetoTraceWriter(host_pid=host, host_tid=host)
+        w.distributed = {"backend": "nccl" if style == "nccl" else "gloo", "rank": rank, "world_size": world_size}
+        w.host_rows().device_rows(rank, [COMPUTE_STREAM, COMM_STREAM], name="GPU" if style == "nccl" else "openreg")
+        w.span(0, steps * 1_000_000)
+        api = "cudaLaunchKernel" if style == "nccl" else "orLaunchKernel"
+        rt_cat = "cuda_runtime" if style == "nccl" else "privateuse1_runtime"
+        ext = corr = 0
+        for k in range(steps):
+            base = k * 1_000_000
+            ext += 1
+            w.op(f"ProfilerStep#{k + 1}", base + 1_000, 998_000, ext, cat="user_annotation")
+            ext += 1
+            corr += 1
+            w.op("aten::mm", base + 2_000, 6_000, ext)
+            w.runtime(api, base + 3_000, 2_000, corr, ext, cat=rt_cat)
+            w.device_event("gemm_kernel", base + 10_000, 100_000, rank, COMPUTE_STREAM, corr, ext)
+            ext += 1
+            corr += 1
+            arrive = base + 60_000 + rank * skew_ns
+            end = base + last_arrival + 50_000
+            op_ts = arrive - 10_000
+            w.op("record_param_comms", op_ts, 8_000, ext)
+            w.runtime(api, op_ts + 2_000, 2_000, corr, ext, cat=rt_cat)
+            args: dict[str, Any] = {"External id": ext, "device": rank, "stream": COMM_STREAM, "correlation": corr}
+            if comm_args:
+                args.update({"Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems,
+                             "Group size": world_size, "dtype": "Float", "Process Group Name": "0", "Seq": k})
+            w.device_event(comm_kernel_name(style), arrive, end - arrive, rank, COMM_STREAM, corr, ext, args=args)
+        paths.append(w.write(folder / f"rank{rank}.json"))
+    return paths

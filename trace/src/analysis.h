@@ -3,15 +3,18 @@
 // returns).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "json_writer.h"
+#include "openreg/common/json_writer.h"
 #include "trace_model.h"
 
 namespace openreg::trace {
+
+using common::JsonWriter;
 
 // ---------------------------------------------------------------- window
 
@@ -22,47 +25,125 @@ struct Window {
   int64_t start = 0, end = 0;
   std::string source;  // "trace_span", "trace_span+record_window_end", "host_events"
 };
-std::optional<Window> profiling_window(const Trace& t);
+std::optional<Window> profilingWindow(const Trace& t);
 
 // ---------------------------------------------------------------- summary
 
 struct SummaryOptions {
   int top = 10;
   int gaps = 5;
+  // HTA's consecutive_kernel_delay: a gap shorter than this between two
+  // kernels already queued is launch overhead ("kernel wait"). HTA's default
+  // of 30 applies to its timestamps, which are whole microseconds.
+  int64_t kernelWaitNs = 30'000;
+  // HTA's runtime_cutoff and launch_delay_cutoff (its outlier thresholds).
+  int64_t slowLaunchNs = 50'000;
+  int64_t slowStartNs = 100'000;
+};
+
+struct Interval {
+  int64_t start, end;
+};
+// Sorts and merges into the union in place; returns the covered time.
+int64_t mergeUnion(std::vector<Interval>& iv);
+// Time covered by both of two merged (sorted, disjoint) lists.
+int64_t intersectionNs(const std::vector<Interval>& a, const std::vector<Interval>& b);
+
+// Kernel classes as HTA names them (its KernelType, OTHER included).
+enum class KernelClass : uint8_t { kCompute, kCommunication, kMemory, kOther };
+inline constexpr size_t kKernelClasses = 4;
+KernelClass classifyKernel(const Trace& t, uint32_t slice);
+const char* kernelClassName(KernelClass c);
+
+struct ClassTime {
+  uint64_t count = 0;
+  int64_t totalNs = 0;  // sum of durations
+  int64_t busyNs = 0;   // union of the intervals
+};
+struct KernelClasses {
+  std::array<ClassTime, kKernelClasses> total{};
+  struct PerStream {
+    uint32_t lane = 0;
+    std::array<ClassTime, kKernelClasses> byClass{};
+  };
+  std::vector<PerStream> streams;  // by device, stream
+};
+
+// Idle time between device events on one stream, as HTA's idle time
+// breakdown splits it (see trace/README.md for where we differ).
+struct IdleBreakdown {
+  // HTA groups by the "stream" arg; a device event without one counts on its row's tid.
+  Key device, stream;
+  int64_t hostWaitNs = 0, kernelWaitNs = 0, otherNs = 0;
+  uint64_t hostWaitGaps = 0, kernelWaitGaps = 0, otherGaps = 0;
+  int64_t totalNs() const { return hostWaitNs + kernelWaitNs + otherNs; }
+};
+
+// Launches: a runtime call paired with its device event by correlation.
+struct LaunchRow {
+  uint32_t name = kNoString;  // the runtime call, or the op
+  uint64_t launches = 0, shortKernels = 0, slowLaunches = 0, slowStarts = 0;
+  int64_t hostNs = 0, delayNs = 0, deviceNs = 0, maxDelayNs = 0;
+};
+struct LaunchStats {
+  LaunchRow total;
+  std::vector<LaunchRow> byApi;  // by host time, descending
+  std::vector<LaunchRow> byOp;   // worst first: most launch overhead (host + delay)
+};
+
+struct CollectiveStat {
+  std::string collective;  // canonical: AllReduce, AllGather, ReduceScatter, ...
+  uint64_t calls = 0;
+  int64_t bytes = 0;  // 0 when no event said its size
+  int64_t deviceNs = 0;
+  int64_t groupSize = 0;  // 0 when unknown
+};
+struct CollectiveInstance {
+  uint32_t slice = 0;
+  std::string collective;
+  int64_t seq = -1;  // -1: none in the trace
+  uint32_t group = kNoString;
+  int64_t bytes = 0;
+};
+struct Communication {
+  std::vector<CollectiveStat> collectives;  // by device time, descending
+  int64_t commNs = 0, computeNs = 0, overlapNs = 0;  // unions over the whole trace
+  std::vector<CollectiveInstance> instances;         // in start order
 };
 
 struct KernelStat {
   uint32_t name = kNoString, cat = kNoString;
+  uint32_t firstSlice = 0;  // its class is that of its first event
   uint64_t count = 0;
-  int64_t total_ns = 0, min_ns = 0, max_ns = 0;
+  int64_t totalNs = 0, minNs = 0, maxNs = 0;
 };
 
 struct OpDeviceStat {
   uint32_t name = kNoString;  // kNoString: device work linked to no op
-  int64_t device_ns = 0;
-  uint64_t device_events = 0;
-  uint64_t op_instances = 0;
+  int64_t deviceNs = 0;
+  uint64_t deviceEvents = 0;
+  uint64_t opInstances = 0;
 };
 
 struct LinkStat {
-  uint64_t device_events = 0, linked = 0, via_external_id = 0, via_correlation = 0;
+  uint64_t deviceEvents = 0, linked = 0, viaExternalId = 0, viaCorrelation = 0;
   struct PerCategory {
     uint32_t cat = kNoString;
     uint64_t events = 0, linked = 0;
   };
-  std::vector<PerCategory> by_category;
+  std::vector<PerCategory> byCategory;
 };
 
 struct StreamStat {
   uint32_t lane = 0;
   uint64_t events = 0;
-  int64_t busy_ns = 0, first_ns = 0, last_ns = 0;
+  int64_t busyNs = 0, firstNs = 0, lastNs = 0;
 };
 
 struct DeviceStat {
   Key device;
   uint64_t streams = 0, events = 0;
-  int64_t busy_ns = 0, first_ns = 0, last_ns = 0;
+  int64_t busyNs = 0, firstNs = 0, lastNs = 0;
 };
 
 struct HostActivity {
@@ -72,29 +153,29 @@ struct HostActivity {
   struct Overlap {
     uint32_t name = kNoString, cat = kNoString;
     uint64_t count = 0;
-    int64_t overlap_ns = 0;
+    int64_t overlapNs = 0;
   };
   std::vector<Overlap> overlapping;  // host calls inside the gap, most time first
 };
 
 struct IdleGap {
   Key device;
-  int64_t start_ns = 0, end_ns = 0;
+  int64_t startNs = 0, endNs = 0;
   HostActivity host;
 };
 
 struct MemoryStat {
-  int64_t device_type = 0, device_id = 0;
+  int64_t deviceType = 0, deviceId = 0;
   uint64_t events = 0, allocations = 0, frees = 0;
-  int64_t peak_bytes = 0, peak_ts = 0, final_bytes = 0;
-  int32_t peak_event = -1;         // index into Trace::memory
+  int64_t peakBytes = 0, peakTs = 0, finalBytes = 0;
+  int32_t peakEvent = -1;         // index into Trace::memory
   int32_t op = kNoSlice;           // innermost host op enclosing the peak
-  std::vector<uint32_t> op_stack;  // host ops enclosing the peak, outermost first
+  std::vector<uint32_t> opStack;  // host ops enclosing the peak, outermost first
 };
 
 struct Summary {
   std::optional<Window> window;
-  int64_t device_total_ns = 0;
+  int64_t deviceTotalNs = 0;
   std::vector<KernelStat> kernels;     // by total time, descending (all)
   std::vector<OpDeviceStat> ops;       // by device time, descending (all)
   LinkStat links;
@@ -102,14 +183,25 @@ struct Summary {
   std::vector<DeviceStat> devices;
   std::vector<IdleGap> gaps;           // largest first, at most options.gaps
   std::vector<MemoryStat> memory;      // device memory (type != CPU)
-  std::vector<MemoryStat> host_memory; // CPU memory, for reference
+  std::vector<MemoryStat> hostMemory; // CPU memory, for reference
+  KernelClasses classes;
+  std::vector<IdleBreakdown> idle;     // by device, stream
+  LaunchStats launches;
+  Communication communication;
 };
 
-Summary compute_summary(const Trace& t, const SummaryOptions& options);
-std::string summary_to_json(const Trace& t, const Summary& s, const SummaryOptions& options);
+// The HTA-style parts of the summary (device_analysis.cpp).
+KernelClasses computeKernelClasses(const Trace& t);
+std::vector<IdleBreakdown> computeIdleBreakdown(const Trace& t, const SummaryOptions& options);
+LaunchStats computeLaunchStats(const Trace& t, const SummaryOptions& options);
+Communication computeCommunication(const Trace& t);
+void writeDeviceAnalyses(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+
+Summary computeSummary(const Trace& t, const SummaryOptions& options);
+std::string summaryToJson(const Trace& t, const Summary& s, const SummaryOptions& options);
 // Condenses a host stack for display (see HostActivity::text).
-std::string describe_host_stack(const Trace& t, const std::vector<uint32_t>& stack);
-const char* device_type_name(int64_t type);
+std::string describeHostStack(const Trace& t, const std::vector<uint32_t>& stack);
+const char* deviceTypeName(int64_t type);
 
 // ---------------------------------------------------------------- checks
 
@@ -118,7 +210,9 @@ enum class Severity { kError, kWarning };
 struct CheckOptions {
   int examples = 5;
   std::vector<std::string> skip, only;
-  int64_t window_slack_ns = 0;
+  int64_t windowSlackNs = 0;
+  // Every finding fails, known artifacts and warning-level checks included:
+  // for openreg's own traces, which have none of those artifacts.
   bool strict = false;
 };
 
@@ -131,19 +225,26 @@ struct EventRef {
 struct Violation {
   std::string message;
   std::vector<EventRef> events;
+  // A known artifact of real Kineto traces that breaks no consumer: reported
+  // as a warning unless CheckOptions::strict.
+  bool artifact = false;
 };
 
 struct CheckResult {
   std::string name;
   Severity severity = Severity::kError;
-  enum Status { kPass, kFail, kSkipped } status = kPass;
-  uint64_t violations = 0;
+  // kWarn: findings, none of which breaks a consumer (an artifact, or a
+  // warning-level check); only strict makes them fail.
+  enum Status { kPass, kFail, kWarn, kSkipped } status = kPass;
+  uint64_t violations = 0;  // findings that fail
+  uint64_t warnings = 0;    // findings that only warn
   std::vector<Violation> examples;
   std::string note;  // e.g. why it was skipped, or what was assumed
 };
 
 struct CheckReport {
   bool ok = true;
+  bool strict = false;
   std::vector<CheckResult> results;
 };
 
@@ -151,23 +252,26 @@ struct CheckInfo {
   const char* name;
   Severity severity;
   const char* description;
+  const char* consumer;  // who reads what this check protects
+  const char* breaks;    // what that consumer shows or loses when it fails
+  const char* artifact;  // the findings that only warn, and why; "" if none
 };
-const std::vector<CheckInfo>& check_table();
+const std::vector<CheckInfo>& checkTable();
 
 // Throws std::invalid_argument for an unknown name in skip/only.
-CheckReport run_checks(const Trace& t, const CheckOptions& options);
-std::string check_report_to_json(const Trace& t, const CheckReport& r);
-std::string check_table_to_json();
+CheckReport runChecks(const Trace& t, const CheckOptions& options);
+std::string checkReportToJson(const Trace& t, const CheckReport& r);
+std::string checkTableToJson();
 
 // ---------------------------------------------------------------- timeline
 
 struct TimelineOptions {
   int width = 2000;
 };
-std::string timeline_json(const Trace& t, const TimelineOptions& options);
+std::string timelineJson(const Trace& t, const TimelineOptions& options);
 
 // Shared by the renderers.
-void write_event_ref(JsonWriter& w, const Trace& t, const EventRef& ref);
-void write_trace_info(JsonWriter& w, const Trace& t);
+void writeEventRef(JsonWriter& w, const Trace& t, const EventRef& ref);
+void writeTraceInfo(JsonWriter& w, const Trace& t);
 
 }  // namespace openreg::trace

@@ -22,7 +22,7 @@ JsonError::JsonError(uint64_t offset, const std::string& message)
 
 namespace {
 
-bool has_gzip_magic(const unsigned char* p, size_t n) { return n >= 2 && p[0] == 0x1f && p[1] == 0x8b; }
+bool hasGzipMagic(const unsigned char* p, size_t n) { return n >= 2 && p[0] == 0x1f && p[1] == 0x8b; }
 
 class FdSource final : public ByteSource {
  public:
@@ -61,17 +61,17 @@ class GzipSource final : public ByteSource {
       if (z_.avail_in == 0) {
         size_t n = upstream_->read(in_.data(), in_.size());
         if (n == 0) {
-          if (member_open_) throw IoError(what_ + ": truncated gzip stream");
+          if (memberOpen_) throw IoError(what_ + ": truncated gzip stream");
           done_ = true;
           break;
         }
         z_.next_in = reinterpret_cast<Bytef*>(in_.data());
         z_.avail_in = static_cast<uInt>(n);
       }
-      member_open_ = true;
+      memberOpen_ = true;
       int rc = inflate(&z_, Z_NO_FLUSH);
       if (rc == Z_STREAM_END) {
-        member_open_ = false;
+        memberOpen_ = false;
         inflateReset(&z_);
       } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
         throw IoError(what_ + ": corrupt gzip stream (" + (z_.msg ? z_.msg : "zlib error") + ")");
@@ -85,7 +85,7 @@ class GzipSource final : public ByteSource {
   std::string what_;
   std::vector<char> in_;
   z_stream z_;
-  bool member_open_ = false;
+  bool memberOpen_ = false;
   bool done_ = false;
 };
 
@@ -127,7 +127,7 @@ class PrefixedSource final : public ByteSource {
   std::unique_ptr<ByteSource> rest_;
 };
 
-std::unique_ptr<ByteSource> maybe_gunzip(std::unique_ptr<ByteSource> raw, const std::string& what) {
+std::unique_ptr<ByteSource> maybeGunzip(std::unique_ptr<ByteSource> raw, const std::string& what) {
   char head[2];
   size_t got = 0;
   while (got < 2) {
@@ -136,46 +136,46 @@ std::unique_ptr<ByteSource> maybe_gunzip(std::unique_ptr<ByteSource> raw, const 
     got += n;
   }
   auto replay = std::make_unique<PrefixedSource>(std::string(head, got), std::move(raw));
-  if (has_gzip_magic(reinterpret_cast<unsigned char*>(head), got))
+  if (hasGzipMagic(reinterpret_cast<unsigned char*>(head), got))
     return std::make_unique<GzipSource>(std::move(replay), what);
   return replay;
 }
 
-inline bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
-inline bool is_number_char(char c) {
-  return is_digit(c) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+inline bool isSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+inline bool isDigit(char c) { return c >= '0' && c <= '9'; }
+inline bool isNumberChar(char c) {
+  return isDigit(c) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
 }
 
 // JSON number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-bool valid_number(std::string_view s) {
+bool validNumber(std::string_view s) {
   size_t i = 0, n = s.size();
   if (i < n && s[i] == '-') ++i;
   if (i >= n) return false;
   if (s[i] == '0') {
     ++i;
   } else if (s[i] >= '1' && s[i] <= '9') {
-    while (i < n && is_digit(s[i])) ++i;
+    while (i < n && isDigit(s[i])) ++i;
   } else {
     return false;
   }
   if (i < n && s[i] == '.') {
     ++i;
     size_t start = i;
-    while (i < n && is_digit(s[i])) ++i;
+    while (i < n && isDigit(s[i])) ++i;
     if (i == start) return false;
   }
   if (i < n && (s[i] == 'e' || s[i] == 'E')) {
     ++i;
     if (i < n && (s[i] == '+' || s[i] == '-')) ++i;
     size_t start = i;
-    while (i < n && is_digit(s[i])) ++i;
+    while (i < n && isDigit(s[i])) ++i;
     if (i == start) return false;
   }
   return i == n;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
+void appendUtf8(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
     out.push_back(static_cast<char>(cp));
   } else if (cp < 0x800) {
@@ -194,7 +194,7 @@ void append_utf8(std::string& out, uint32_t cp) {
 }
 
 // Length of the UTF-8 sequence that `lead` starts, 0 if it cannot start one.
-int utf8_length(unsigned char lead) {
+int utf8Length(unsigned char lead) {
   if (lead < 0x80) return 1;
   if (lead >= 0xC2 && lead <= 0xDF) return 2;
   if (lead >= 0xE0 && lead <= 0xEF) return 3;
@@ -203,7 +203,7 @@ int utf8_length(unsigned char lead) {
 }
 
 // Second-byte ranges exclude overlong forms, surrogates and > U+10FFFF.
-bool valid_second_byte(unsigned char lead, unsigned char b) {
+bool validSecondByte(unsigned char lead, unsigned char b) {
   if (lead == 0xE0) return b >= 0xA0 && b <= 0xBF;
   if (lead == 0xED) return b >= 0x80 && b <= 0x9F;
   if (lead == 0xF0) return b >= 0x90 && b <= 0xBF;
@@ -213,48 +213,48 @@ bool valid_second_byte(unsigned char lead, unsigned char b) {
 
 }  // namespace
 
-std::unique_ptr<ByteSource> open_file_source(const std::string& path) {
+std::unique_ptr<ByteSource> openFileSource(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw IoError("cannot open " + path + ": " + std::strerror(errno));
-  return maybe_gunzip(std::make_unique<FdSource>(fd, path), path);
+  return maybeGunzip(std::make_unique<FdSource>(fd, path), path);
 }
 
-std::unique_ptr<ByteSource> open_memory_source(const void* data, size_t size) {
-  return maybe_gunzip(std::make_unique<MemorySource>(static_cast<const char*>(data), size), "buffer");
+std::unique_ptr<ByteSource> openMemorySource(const void* data, size_t size) {
+  return maybeGunzip(std::make_unique<MemorySource>(static_cast<const char*>(data), size), "buffer");
 }
 
-JsonReader::JsonReader(std::unique_ptr<ByteSource> source, size_t buffer_size)
-    : source_(std::move(source)), buffer_(buffer_size == 0 ? 1 : buffer_size) {
-  buf_begin_ = pos_ = end_ = buffer_.data();
+JsonReader::JsonReader(std::unique_ptr<ByteSource> source, size_t bufferSize)
+    : source_(std::move(source)), buffer_(bufferSize == 0 ? 1 : bufferSize) {
+  bufBegin_ = pos_ = end_ = buffer_.data();
 }
 
 void JsonReader::fail(const std::string& what) const { throw JsonError(offset(), what); }
 
 bool JsonReader::refill() {
   if (eof_) return false;
-  consumed_ += static_cast<uint64_t>(end_ - buf_begin_);
+  consumed_ += static_cast<uint64_t>(end_ - bufBegin_);
   size_t n = source_->read(buffer_.data(), buffer_.size());
-  buf_begin_ = pos_ = buffer_.data();
-  end_ = buf_begin_ + n;
+  bufBegin_ = pos_ = buffer_.data();
+  end_ = bufBegin_ + n;
   if (n == 0) eof_ = true;
   return n != 0;
 }
 
-int JsonReader::peek_nonspace_refill() {
+int JsonReader::peekNonspaceRefill() {
   for (;;) {
     if (!refill()) return -1;
     while (pos_ < end_) {
       char c = *pos_;
-      if (!is_space(c)) return static_cast<unsigned char>(c);
+      if (!isSpace(c)) return static_cast<unsigned char>(c);
       ++pos_;
     }
   }
 }
 
-bool JsonReader::at_end() { return peek_nonspace() < 0; }
+bool JsonReader::atEnd() { return peekNonspace() < 0; }
 
-bool JsonReader::consume_if(char c) {
-  if (peek_nonspace() == static_cast<unsigned char>(c)) {
+bool JsonReader::consumeIf(char c) {
+  if (peekNonspace() == static_cast<unsigned char>(c)) {
     ++pos_;
     return true;
   }
@@ -262,7 +262,7 @@ bool JsonReader::consume_if(char c) {
 }
 
 void JsonReader::expect(char c) {
-  int got = peek_nonspace();
+  int got = peekNonspace();
   if (got != static_cast<unsigned char>(c)) {
     if (got < 0) fail(std::string("expected '") + c + "' but the input ended");
     fail(std::string("expected '") + c + "' but found '" + static_cast<char>(got) + "'");
@@ -270,8 +270,8 @@ void JsonReader::expect(char c) {
   ++pos_;
 }
 
-JsonKind JsonReader::peek_kind() {
-  int c = peek_nonspace();
+JsonKind JsonReader::peekKind() {
+  int c = peekNonspace();
   switch (c) {
     case '"': return JsonKind::kString;
     case '{': return JsonKind::kObject;
@@ -281,12 +281,12 @@ JsonKind JsonReader::peek_kind() {
     case 'n': return JsonKind::kNull;
     case -1: fail("expected a value but the input ended");
     default:
-      if (c == '-' || is_digit(static_cast<char>(c))) return JsonKind::kNumber;
+      if (c == '-' || isDigit(static_cast<char>(c))) return JsonKind::kNumber;
       fail(std::string("unexpected character '") + static_cast<char>(c) + "'");
   }
 }
 
-std::string_view JsonReader::read_string() {
+std::string_view JsonReader::readString() {
   expect('"');
   const char* start = pos_;
   const char* p = pos_;
@@ -299,9 +299,9 @@ std::string_view JsonReader::read_string() {
     }
     if (c == '\\' || c < 0x20) break;
     if (c >= 0x80) {
-      int len = utf8_length(c);
+      int len = utf8Length(c);
       if (len == 0 || end_ - p < len) break;  // invalid, or crosses the buffer: slow path decides
-      if (!valid_second_byte(c, static_cast<unsigned char>(p[1]))) break;
+      if (!validSecondByte(c, static_cast<unsigned char>(p[1]))) break;
       bool ok = true;
       for (int k = 2; k < len; ++k)
         if ((static_cast<unsigned char>(p[k]) & 0xC0) != 0x80) ok = false;
@@ -312,10 +312,10 @@ std::string_view JsonReader::read_string() {
     ++p;
   }
   pos_ = p;
-  return read_string_slow(start);
+  return readStringSlow(start);
 }
 
-std::string_view JsonReader::read_string_slow(const char* start) {
+std::string_view JsonReader::readStringSlow(const char* start) {
   scratch_.assign(start, static_cast<size_t>(pos_ - start));
   for (;;) {
     if (pos_ == end_ && !refill()) fail("unterminated string");
@@ -326,12 +326,12 @@ std::string_view JsonReader::read_string_slow(const char* start) {
     }
     if (c == '\\') {
       ++pos_;
-      append_escape();
+      appendEscape();
     } else if (c < 0x20) {
       fail("control character in string");
     } else if (c >= 0x80) {
       ++pos_;
-      append_utf8_continuation(c);
+      appendUtf8Continuation(c);
     } else {
       scratch_.push_back(static_cast<char>(c));
       ++pos_;
@@ -339,21 +339,21 @@ std::string_view JsonReader::read_string_slow(const char* start) {
   }
 }
 
-void JsonReader::append_utf8_continuation(unsigned char lead) {
-  int len = utf8_length(lead);
+void JsonReader::appendUtf8Continuation(unsigned char lead) {
+  int len = utf8Length(lead);
   if (len == 0) fail("invalid UTF-8 in string");
   scratch_.push_back(static_cast<char>(lead));
   for (int k = 1; k < len; ++k) {
     if (pos_ == end_ && !refill()) fail("unterminated string");
     unsigned char b = static_cast<unsigned char>(*pos_);
-    bool ok = k == 1 ? valid_second_byte(lead, b) : (b & 0xC0) == 0x80;
+    bool ok = k == 1 ? validSecondByte(lead, b) : (b & 0xC0) == 0x80;
     if (!ok) fail("invalid UTF-8 in string");
     scratch_.push_back(static_cast<char>(b));
     ++pos_;
   }
 }
 
-void JsonReader::append_escape() {
+void JsonReader::appendEscape() {
   auto next = [this]() -> char {
     if (pos_ == end_ && !refill()) fail("unterminated escape");
     return *pos_++;
@@ -391,41 +391,41 @@ void JsonReader::append_escape() {
       } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
         fail("lone surrogate in \\u escape");
       }
-      append_utf8(scratch_, cp);
+      appendUtf8(scratch_, cp);
       break;
     }
     default: fail(std::string("bad escape '\\") + e + "'");
   }
 }
 
-std::string_view JsonReader::read_number() {
-  int c = peek_nonspace();
+std::string_view JsonReader::readNumber() {
+  int c = peekNonspace();
   if (c != '-' && !(c >= '0' && c <= '9')) fail("expected a number");
   const char* start = pos_;
   const char* p = pos_;
-  while (p < end_ && is_number_char(*p)) ++p;
+  while (p < end_ && isNumberChar(*p)) ++p;
   if (p < end_) {
     std::string_view text(start, static_cast<size_t>(p - start));
-    if (!valid_number(text)) fail("malformed number '" + std::string(text) + "'");
+    if (!validNumber(text)) fail("malformed number '" + std::string(text) + "'");
     pos_ = p;
     return text;
   }
-  return read_number_slow();
+  return readNumberSlow();
 }
 
-std::string_view JsonReader::read_number_slow() {
-  number_scratch_.clear();
+std::string_view JsonReader::readNumberSlow() {
+  numberScratch_.clear();
   for (;;) {
     if (pos_ == end_ && !refill()) break;
-    if (!is_number_char(*pos_)) break;
-    number_scratch_.push_back(*pos_++);
-    if (number_scratch_.size() > 4096) fail("number too long");
+    if (!isNumberChar(*pos_)) break;
+    numberScratch_.push_back(*pos_++);
+    if (numberScratch_.size() > 4096) fail("number too long");
   }
-  if (!valid_number(number_scratch_)) fail("malformed number '" + number_scratch_ + "'");
-  return number_scratch_;
+  if (!validNumber(numberScratch_)) fail("malformed number '" + numberScratch_ + "'");
+  return numberScratch_;
 }
 
-void JsonReader::expect_literal(std::string_view word) {
+void JsonReader::expectLiteral(std::string_view word) {
   for (char w : word) {
     if (pos_ == end_ && !refill()) fail("unexpected end of input in literal");
     if (*pos_ != w) fail("invalid literal");
@@ -437,36 +437,36 @@ void JsonReader::expect_literal(std::string_view word) {
     fail("invalid literal");
 }
 
-bool JsonReader::read_bool() {
-  JsonKind k = peek_kind();
+bool JsonReader::readBool() {
+  JsonKind k = peekKind();
   if (k == JsonKind::kTrue) {
-    expect_literal("true");
+    expectLiteral("true");
     return true;
   }
   if (k == JsonKind::kFalse) {
-    expect_literal("false");
+    expectLiteral("false");
     return false;
   }
   fail("expected true or false");
 }
 
-void JsonReader::read_null() {
-  if (peek_kind() != JsonKind::kNull) fail("expected null");
-  expect_literal("null");
+void JsonReader::readNull() {
+  if (peekKind() != JsonKind::kNull) fail("expected null");
+  expectLiteral("null");
 }
 
-void JsonReader::push_container(uint8_t kind) {
+void JsonReader::pushContainer(uint8_t kind) {
   if (containers_.size() >= static_cast<size_t>(kMaxDepth)) fail("nesting too deep");
   containers_.push_back(kind);
 }
 
-void JsonReader::begin_object() {
+void JsonReader::beginObject() {
   expect('{');
-  push_container(kObjectBit);
+  pushContainer(kObjectBit);
 }
 
-bool JsonReader::next_key(std::string_view& key) {
-  int c = peek_nonspace();
+bool JsonReader::nextKey(std::string_view& key) {
+  int c = peekNonspace();
   if (c == '}') {
     ++pos_;
     containers_.pop_back();
@@ -475,14 +475,14 @@ bool JsonReader::next_key(std::string_view& key) {
   if (containers_.back() & kStartedBit) {
     if (c != ',') fail("expected ',' or '}' in object");
     ++pos_;
-    c = peek_nonspace();
+    c = peekNonspace();
   }
   containers_.back() |= kStartedBit;
   if (c != '"') fail("expected a string key in object");
-  key = read_string();
+  key = readString();
   // The ':' may sit in the next buffer; keep the key alive across the refill.
   const char* p = pos_;
-  while (p < end_ && is_space(*p)) ++p;
+  while (p < end_ && isSpace(*p)) ++p;
   if (p == end_ && key.data() != scratch_.data()) {
     scratch_.assign(key);
     key = scratch_;
@@ -491,13 +491,13 @@ bool JsonReader::next_key(std::string_view& key) {
   return true;
 }
 
-void JsonReader::begin_array() {
+void JsonReader::beginArray() {
   expect('[');
-  push_container(0);
+  pushContainer(0);
 }
 
-bool JsonReader::next_element() {
-  int c = peek_nonspace();
+bool JsonReader::nextElement() {
+  int c = peekNonspace();
   if (c == ']') {
     ++pos_;
     containers_.pop_back();
@@ -506,42 +506,42 @@ bool JsonReader::next_element() {
   if (containers_.back() & kStartedBit) {
     if (c != ',') fail("expected ',' or ']' in array");
     ++pos_;
-    if (peek_nonspace() == ']') fail("trailing comma in array");
+    if (peekNonspace() == ']') fail("trailing comma in array");
   }
   containers_.back() |= kStartedBit;
   return true;
 }
 
-void JsonReader::skip_value() {
+void JsonReader::skipValue() {
   // Iterative, so deep nesting cannot overflow the C++ stack.
   const size_t base = containers_.size();
   std::string_view key;
   for (;;) {
-    switch (peek_kind()) {
-      case JsonKind::kString: read_string(); break;
-      case JsonKind::kNumber: read_number(); break;
-      case JsonKind::kTrue: expect_literal("true"); break;
-      case JsonKind::kFalse: expect_literal("false"); break;
-      case JsonKind::kNull: expect_literal("null"); break;
+    switch (peekKind()) {
+      case JsonKind::kString: readString(); break;
+      case JsonKind::kNumber: readNumber(); break;
+      case JsonKind::kTrue: expectLiteral("true"); break;
+      case JsonKind::kFalse: expectLiteral("false"); break;
+      case JsonKind::kNull: expectLiteral("null"); break;
       case JsonKind::kObject:
-        begin_object();
-        if (next_key(key)) continue;
+        beginObject();
+        if (nextKey(key)) continue;
         break;
       case JsonKind::kArray:
-        begin_array();
-        if (next_element()) continue;
+        beginArray();
+        if (nextElement()) continue;
         break;
     }
     // One value is complete: move to the next member, closing finished containers.
     for (;;) {
       if (containers_.size() == base) return;
-      bool more = (containers_.back() & kObjectBit) ? next_key(key) : next_element();
+      bool more = (containers_.back() & kObjectBit) ? nextKey(key) : nextElement();
       if (more) break;
     }
   }
 }
 
-bool parse_int64(std::string_view text, int64_t& out) {
+bool parseInt64(std::string_view text, int64_t& out) {
   size_t i = 0;
   bool negative = false;
   if (i < text.size() && text[i] == '-') {
@@ -553,7 +553,7 @@ bool parse_int64(std::string_view text, int64_t& out) {
   int64_t value = 0;
   for (; i < text.size(); ++i) {
     char c = text[i];
-    if (!is_digit(c)) return false;
+    if (!isDigit(c)) return false;
     int digit = c - '0';
     if (value < (INT64_MIN + digit) / 10) return false;
     value = value * 10 - digit;
@@ -566,13 +566,13 @@ bool parse_int64(std::string_view text, int64_t& out) {
   return true;
 }
 
-bool parse_us_to_ns(std::string_view text, int64_t& out) {
+bool parseUsToNs(std::string_view text, int64_t& out) {
   size_t i = 0, n = text.size();
   bool negative = i < n && text[i] == '-';
   if (negative) ++i;
   int64_t whole = 0;
   size_t digits = 0;
-  for (; i < n && is_digit(text[i]); ++i, ++digits) {
+  for (; i < n && isDigit(text[i]); ++i, ++digits) {
     if (whole > (INT64_MAX / 1000 - 9) / 10) return false;
     whole = whole * 10 + (text[i] - '0');
   }
@@ -581,22 +581,22 @@ bool parse_us_to_ns(std::string_view text, int64_t& out) {
   if (i < n && text[i] == '.') {
     ++i;
     int kept = 0;
-    bool round_up = false;
-    for (; i < n && is_digit(text[i]); ++i) {
+    bool roundUp = false;
+    for (; i < n && isDigit(text[i]); ++i) {
       if (kept < 3) {
         frac = frac * 10 + (text[i] - '0');
         ++kept;
       } else if (kept == 3) {
-        round_up = text[i] >= '5';
+        roundUp = text[i] >= '5';
         kept = 4;
       }
     }
     for (; kept < 3; ++kept) frac *= 10;
-    if (round_up) ++frac;
+    if (roundUp) ++frac;
   }
   if (i < n) {
     // An exponent: rare in traces, so exactness gives way to double.
-    double v = parse_double(text) * 1000.0;
+    double v = parseDouble(text) * 1000.0;
     if (!std::isfinite(v) || std::fabs(v) > 9.0e18) return false;
     out = static_cast<int64_t>(std::llround(v));
     return true;
@@ -606,7 +606,7 @@ bool parse_us_to_ns(std::string_view text, int64_t& out) {
   return true;
 }
 
-double parse_double(std::string_view text) {
+double parseDouble(std::string_view text) {
   // from_chars ignores the C locale, unlike strtod.
   double v = 0.0;
   std::from_chars(text.data(), text.data() + text.size(), v);

@@ -39,9 +39,9 @@ class ByteSource {
 };
 
 // A file, transparently gunzipped when it starts with the gzip magic bytes.
-std::unique_ptr<ByteSource> open_file_source(const std::string& path);
+std::unique_ptr<ByteSource> openFileSource(const std::string& path);
 // An in-memory document; gzip is detected the same way. `data` must outlive the source.
-std::unique_ptr<ByteSource> open_memory_source(const void* data, size_t size);
+std::unique_ptr<ByteSource> openMemorySource(const void* data, size_t size);
 
 enum class JsonKind { kString, kNumber, kObject, kArray, kTrue, kFalse, kNull };
 
@@ -51,64 +51,64 @@ class JsonReader {
   static constexpr int kMaxDepth = 4096;
 
   explicit JsonReader(std::unique_ptr<ByteSource> source,
-                      size_t buffer_size = kDefaultBufferSize);
+                      size_t bufferSize = kDefaultBufferSize);
 
   // Kind of the next value, after whitespace. Fails at end of input or on a
   // character that cannot start a value.
-  JsonKind peek_kind();
+  JsonKind peekKind();
   // True when only whitespace remains.
-  bool at_end();
+  bool atEnd();
   // Consumes `c` if it is the next non-space character.
-  bool consume_if(char c);
+  bool consumeIf(char c);
   void expect(char c);
 
-  std::string_view read_string();
+  std::string_view readString();
   // The validated text of a number.
-  std::string_view read_number();
-  bool read_bool();
-  void read_null();
+  std::string_view readNumber();
+  bool readBool();
+  void readNull();
   // Skips (and validates) one value of any kind.
-  void skip_value();
+  void skipValue();
 
-  // Object iteration: call begin_object(), then next_key() until it returns
+  // Object iteration: call beginObject(), then nextKey() until it returns
   // false; read or skip exactly one value after each key.
-  void begin_object();
-  bool next_key(std::string_view& key);
-  void begin_array();
-  bool next_element();
+  void beginObject();
+  bool nextKey(std::string_view& key);
+  void beginArray();
+  bool nextElement();
 
-  uint64_t offset() const { return consumed_ + static_cast<uint64_t>(pos_ - buf_begin_); }
+  uint64_t offset() const { return consumed_ + static_cast<uint64_t>(pos_ - bufBegin_); }
   [[noreturn]] void fail(const std::string& what) const;
 
  private:
   // The next non-space byte without consuming it; -1 at end of input.
   // Inline: it runs before every token.
-  int peek_nonspace() {
+  int peekNonspace() {
     while (pos_ < end_) {
       char c = *pos_;
       if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return static_cast<unsigned char>(c);
       ++pos_;
     }
-    return peek_nonspace_refill();
+    return peekNonspaceRefill();
   }
-  int peek_nonspace_refill();
+  int peekNonspaceRefill();
   bool refill();
-  std::string_view read_string_slow(const char* start);
-  void append_escape();
-  void append_utf8_continuation(unsigned char lead);
-  std::string_view read_number_slow();
-  void expect_literal(std::string_view word);
-  void push_container(uint8_t kind);
+  std::string_view readStringSlow(const char* start);
+  void appendEscape();
+  void appendUtf8Continuation(unsigned char lead);
+  std::string_view readNumberSlow();
+  void expectLiteral(std::string_view word);
+  void pushContainer(uint8_t kind);
 
   std::unique_ptr<ByteSource> source_;
   std::vector<char> buffer_;
-  const char* buf_begin_ = nullptr;
+  const char* bufBegin_ = nullptr;
   const char* pos_ = nullptr;
   const char* end_ = nullptr;
-  uint64_t consumed_ = 0;  // bytes before buf_begin_
+  uint64_t consumed_ = 0;  // bytes before bufBegin_
   bool eof_ = false;
   std::string scratch_;
-  std::string number_scratch_;
+  std::string numberScratch_;
   // One entry per open object/array.
   static constexpr uint8_t kObjectBit = 1;
   static constexpr uint8_t kStartedBit = 2;  // a member was already read
@@ -116,10 +116,10 @@ class JsonReader {
 };
 
 // Integer text (no fraction or exponent) that fits int64.
-bool parse_int64(std::string_view text, int64_t& out);
+bool parseInt64(std::string_view text, int64_t& out);
 // Microseconds as written by Kineto ("123.456") to integer nanoseconds;
 // exact for up to 3 decimals, rounded beyond; exponents go through double.
-bool parse_us_to_ns(std::string_view text, int64_t& out);
-double parse_double(std::string_view text);
+bool parseUsToNs(std::string_view text, int64_t& out);
+double parseDouble(std::string_view text);
 
 }  // namespace openreg::trace

@@ -11,9 +11,9 @@ namespace openreg::trace {
 
 // Each throws std::invalid_argument on malformed JSON, an unknown key or a
 // value of the wrong type. Empty text means defaults.
-LoadOptions parse_load_options(std::string_view json);
-SummaryOptions parse_summary_options(std::string_view json);
-CheckOptions parse_check_options(std::string_view json);
-TimelineOptions parse_timeline_options(std::string_view json);
+LoadOptions parseLoadOptions(std::string_view json);
+SummaryOptions parseSummaryOptions(std::string_view json);
+CheckOptions parseCheckOptions(std::string_view json);
+TimelineOptions parseTimelineOptions(std::string_view json);
 
 }  // namespace openreg::trace

@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "analysis.h"
-#include "json_writer.h"
+#include "openreg/common/json_writer.h"
 
 namespace openreg::trace {
 
@@ -19,7 +19,7 @@ struct Block {
 };
 
 // Merges intervals (sorted by start) closer than `resolution`.
-std::vector<Block> merge_blocks(const Trace& t, const std::vector<uint32_t>& sorted, int64_t resolution) {
+std::vector<Block> mergeBlocks(const Trace& t, const std::vector<uint32_t>& sorted, int64_t resolution) {
   std::vector<Block> out;
   for (uint32_t i : sorted) {
     const Slice& s = t.slices[i];
@@ -37,28 +37,28 @@ std::vector<Block> merge_blocks(const Trace& t, const std::vector<uint32_t>& sor
   return out;
 }
 
-std::string lane_label(const Trace& t, uint32_t lane, const char* pid_word, const char* tid_word) {
+std::string laneLabel(const Trace& t, uint32_t lane, const char* pidWord, const char* tidWord) {
   const Lane& l = t.lanes[lane];
   const Trace::ProcessInfo* p = t.process(l.pid);
-  std::string proc = p && p->name != kNoString ? std::string(t.str(p->name)) : std::string(pid_word) + " " + t.key_text(l.pid);
+  std::string proc = p && p->name != kNoString ? std::string(t.str(p->name)) : std::string(pidWord) + " " + t.keyText(l.pid);
   uint32_t th = t.threads[lane].name;
-  std::string thread = th != kNoString ? std::string(t.str(th)) : std::string(tid_word) + " " + t.key_text(l.tid);
+  std::string thread = th != kNoString ? std::string(t.str(th)) : std::string(tidWord) + " " + t.keyText(l.tid);
   return proc + " / " + thread;
 }
 
-bool is_step(const Trace& t, const Slice& s) { return t.str(s.name).substr(0, 13) == "ProfilerStep#"; }
+bool isStep(const Trace& t, const Slice& s) { return t.str(s.name).substr(0, 13) == "ProfilerStep#"; }
 
 }  // namespace
 
-std::string timeline_json(const Trace& t, const TimelineOptions& options) {
+std::string timelineJson(const Trace& t, const TimelineOptions& options) {
   const int width = std::max(options.width, 1);
   int64_t lo = 0, hi = 0;
-  if (auto w = profiling_window(t)) {
+  if (auto w = profilingWindow(t)) {
     lo = w->start;
     hi = w->end;
   }
   bool any = hi > lo;
-  for (uint32_t i : t.device_slices) {
+  for (uint32_t i : t.deviceSlices) {
     const Slice& s = t.slices[i];
     if (!any || s.ts < lo) lo = s.ts;
     if (!any || s.end() > hi) hi = s.end();
@@ -68,58 +68,58 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
   const int64_t resolution = std::max<int64_t>(1, (hi - lo + width - 1) / width);
 
   std::vector<std::string_view> names;
-  std::unordered_map<uint32_t, size_t> name_index;
+  std::unordered_map<uint32_t, size_t> nameIndex;
   auto intern = [&](uint32_t id) -> size_t {
-    auto [it, inserted] = name_index.emplace(id, names.size());
+    auto [it, inserted] = nameIndex.emplace(id, names.size());
     if (inserted) names.push_back(t.str(id));
     return it->second;
   };
 
   JsonWriter w;
-  w.begin_object();
-  w.field("origin_ns", t.origin_ns);
-  w.field("start_ns", lo - t.origin_ns);
-  w.field("end_ns", hi - t.origin_ns);
+  w.beginObject();
+  w.field("origin_ns", t.originNs);
+  w.field("start_ns", lo - t.originNs);
+  w.field("end_ns", hi - t.originNs);
   w.field("resolution_ns", resolution);
 
   // Device rows, ordered by device then stream.
   std::map<std::pair<Key, Key>, std::vector<uint32_t>> rows;
-  for (uint32_t i : t.device_slices) {
+  for (uint32_t i : t.deviceSlices) {
     const Lane& l = t.lanes[t.slices[i].lane];
     rows[{l.pid, l.tid}].push_back(i);
   }
-  w.key("device_rows").begin_array();
+  w.key("device_rows").beginArray();
   for (auto& [key, idx] : rows) {
     std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return t.slices[a].ts < t.slices[b].ts; });
     uint32_t lane = t.slices[idx[0]].lane;
-    w.begin_object();
-    w.field("label", lane_label(t, lane, "device", "stream"));
+    w.beginObject();
+    w.field("label", laneLabel(t, lane, "device", "stream"));
     w.field("events", static_cast<uint64_t>(idx.size()));
-    w.key("blocks").begin_array();
-    for (const Block& b : merge_blocks(t, idx, resolution))
-      w.begin_array().value(b.start - t.origin_ns).value(b.end - t.origin_ns).value(static_cast<uint64_t>(intern(b.name))).end_array();
-    w.end_array();
-    w.end_object();
+    w.key("blocks").beginArray();
+    for (const Block& b : mergeBlocks(t, idx, resolution))
+      w.beginArray().value(b.start - t.originNs).value(b.end - t.originNs).value(static_cast<uint64_t>(intern(b.name))).endArray();
+    w.endArray();
+    w.endObject();
   }
-  w.end_array();
+  w.endArray();
 
   // Host rows: outermost ops per thread, and the profiler steps.
   std::vector<uint32_t> steps;
-  w.key("host_rows").begin_array();
+  w.key("host_rows").beginArray();
   for (uint32_t lane = 0; lane < t.lanes.size(); ++lane) {
-    if (t.lane_kind[lane] != LaneKind::kHost) continue;
+    if (t.laneKind[lane] != LaneKind::kHost) continue;
     std::vector<uint32_t> top;
-    for (uint32_t i : t.lane_slices[lane]) {
+    for (uint32_t i : t.laneSlices[lane]) {
       const Slice& s = t.slices[i];
       if (t.role(s.cat) != CategoryRole::kOp) continue;
-      if (is_step(t, s)) {
+      if (isStep(t, s)) {
         steps.push_back(i);
         continue;
       }
       bool outermost = true;
       for (int32_t p = t.parent[i]; p != kNoSlice; p = t.parent[p]) {
         const Slice& ps = t.slices[p];
-        if (t.role(ps.cat) == CategoryRole::kOp && !is_step(t, ps)) {
+        if (t.role(ps.cat) == CategoryRole::kOp && !isStep(t, ps)) {
           outermost = false;
           break;
         }
@@ -127,72 +127,72 @@ std::string timeline_json(const Trace& t, const TimelineOptions& options) {
       if (outermost) top.push_back(i);
     }
     if (top.empty()) continue;
-    w.begin_object();
-    w.field("label", lane_label(t, lane, "process", "thread"));
+    w.beginObject();
+    w.field("label", laneLabel(t, lane, "process", "thread"));
     w.field("ops", static_cast<uint64_t>(top.size()));
-    w.key("blocks").begin_array();
-    for (const Block& b : merge_blocks(t, top, resolution))
-      w.begin_array().value(b.start - t.origin_ns).value(b.end - t.origin_ns).value(static_cast<uint64_t>(intern(b.name))).end_array();
-    w.end_array();
-    w.end_object();
+    w.key("blocks").beginArray();
+    for (const Block& b : mergeBlocks(t, top, resolution))
+      w.beginArray().value(b.start - t.originNs).value(b.end - t.originNs).value(static_cast<uint64_t>(intern(b.name))).endArray();
+    w.endArray();
+    w.endObject();
   }
-  w.end_array();
+  w.endArray();
 
   std::sort(steps.begin(), steps.end(), [&](uint32_t a, uint32_t b) { return t.slices[a].ts < t.slices[b].ts; });
-  w.key("steps").begin_array();
+  w.key("steps").beginArray();
   for (uint32_t i : steps) {
     const Slice& s = t.slices[i];
-    w.begin_array().value(s.ts - t.origin_ns).value(s.end() - t.origin_ns).value(t.str(s.name)).end_array();
+    w.beginArray().value(s.ts - t.originNs).value(s.end() - t.originNs).value(t.str(s.name)).endArray();
   }
-  w.end_array();
+  w.endArray();
 
   // Memory curves: per bucket its first value, maximum and last value, so
   // peaks survive the reduction.
   std::map<std::pair<int64_t, int64_t>, std::vector<uint32_t>> series;
   for (uint32_t i = 0; i < t.memory.size(); ++i) {
     const MemoryPoint& m = t.memory[i];
-    if (m.device_type.ok() && m.total_allocated.ok())
-      series[{m.device_type.value, m.device_id.ok() ? m.device_id.value : -1}].push_back(i);
+    if (m.deviceType.ok() && m.totalAllocated.ok())
+      series[{m.deviceType.value, m.deviceId.ok() ? m.deviceId.value : -1}].push_back(i);
   }
-  w.key("memory").begin_array();
+  w.key("memory").beginArray();
   for (auto& entry : series) {
     // Named, not a structured binding: clang 14 cannot capture those in lambdas.
     const auto& key = entry.first;
     std::vector<uint32_t>& idx = entry.second;
     std::stable_sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return t.memory[a].ts < t.memory[b].ts; });
-    w.begin_object();
+    w.beginObject();
     w.field("device_type", key.first);
-    w.field("device_type_name", device_type_name(key.first));
+    w.field("device_type_name", deviceTypeName(key.first));
     w.field("device_id", key.second);
-    w.key("points").begin_array();
+    w.key("points").beginArray();
     size_t k = 0;
     while (k < idx.size()) {
       const int64_t bucket = (t.memory[idx[k]].ts - lo) / resolution;
       size_t e = k;
       size_t peak = k;
       while (e < idx.size() && (t.memory[idx[e]].ts - lo) / resolution == bucket) {
-        if (t.memory[idx[e]].total_allocated.value > t.memory[idx[peak]].total_allocated.value) peak = e;
+        if (t.memory[idx[e]].totalAllocated.value > t.memory[idx[peak]].totalAllocated.value) peak = e;
         ++e;
       }
       // Positions k <= peak <= e - 1: emit each once, in time order.
       auto emit = [&](size_t j) {
         const MemoryPoint& m = t.memory[idx[j]];
-        w.begin_array().value(m.ts - t.origin_ns).value(m.total_allocated.value).end_array();
+        w.beginArray().value(m.ts - t.originNs).value(m.totalAllocated.value).endArray();
       };
       emit(k);
       if (peak != k) emit(peak);
       if (e - 1 != peak) emit(e - 1);
       k = e;
     }
-    w.end_array();
-    w.end_object();
+    w.endArray();
+    w.endObject();
   }
-  w.end_array();
+  w.endArray();
 
-  w.key("names").begin_array();
+  w.key("names").beginArray();
   for (std::string_view n : names) w.value(n);
-  w.end_array();
-  w.end_object();
+  w.endArray();
+  w.endObject();
   return w.take();
 }
 

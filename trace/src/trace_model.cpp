@@ -11,16 +11,16 @@ namespace openreg::trace {
 
 char* StringTable::allocate(size_t n) {
   constexpr size_t kBlock = 64 * 1024;
-  if (n > block_left_) {
+  if (n > blockLeft_) {
     size_t size = n > kBlock / 4 ? n : kBlock;  // long strings get a block of their own
     blocks_.emplace_back(new char[size]);
     if (size == n) return blocks_.back().get();
-    block_pos_ = blocks_.back().get();
-    block_left_ = size;
+    blockPos_ = blocks_.back().get();
+    blockLeft_ = size;
   }
-  char* p = block_pos_;
-  block_pos_ += n;
-  block_left_ -= n;
+  char* p = blockPos_;
+  blockPos_ += n;
+  blockLeft_ -= n;
   return p;
 }
 
@@ -43,7 +43,7 @@ uint32_t StringTable::find(std::string_view s) const {
 
 // ---------------------------------------------------------------- helpers
 
-std::string format_us(int64_t ns) {
+std::string formatUs(int64_t ns) {
   bool negative = ns < 0;
   uint64_t a = negative ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
   char buf[48];
@@ -52,12 +52,18 @@ std::string format_us(int64_t ns) {
   return buf;
 }
 
-std::string Trace::key_text(const Key& k) const {
-  return k.is_string ? std::string(str(static_cast<uint32_t>(k.value))) : std::to_string(k.value);
+std::string Trace::keyText(const Key& k) const {
+  return k.isString ? std::string(str(static_cast<uint32_t>(k.value))) : std::to_string(k.value);
 }
 
-uint32_t Trace::lane_id(const Lane& lane) {
-  auto [it, inserted] = lane_ids_.emplace(lane, static_cast<uint32_t>(lanes.size()));
+const CommArgs* Trace::commArgsOf(uint32_t slice) const {
+  auto it = std::lower_bound(commArgs.begin(), commArgs.end(), slice,
+                             [](const CommArgs& a, uint32_t i) { return a.slice < i; });
+  return it != commArgs.end() && it->slice == slice ? &*it : nullptr;
+}
+
+uint32_t Trace::laneId(const Lane& lane) {
+  auto [it, inserted] = laneIds_.emplace(lane, static_cast<uint32_t>(lanes.size()));
   if (inserted) lanes.push_back(lane);
   return it->second;
 }
@@ -69,211 +75,256 @@ namespace {
 // Everything one event may carry; reused across events.
 struct EventFields {
   char ph = 0;
-  bool ph_ok = false;
+  bool phOk = false;
   uint32_t name = kNoString, cat = kNoString;
   Key pid, tid, id;
-  bool has_pid = false, has_tid = false, has_id = false;
+  bool hasPid = false, hasTid = false, hasId = false;
   int64_t ts = 0, dur = 0;
-  bool has_ts = false, has_dur = false;
-  bool bp_e = false;
-  IntArg external_id, device, stream, correlation, device_type, device_id, total_allocated, bytes,
-      sort_index;
-  uint32_t str_arg = kNoString;
+  bool hasTs = false, hasDur = false;
+  bool bpE = false;
+  IntArg externalId, device, stream, correlation, deviceType, deviceId, totalAllocated, bytes,
+      sortIndex;
+  CommArgs comm;
+  bool hasComm = false;
+  uint32_t strArg = kNoString;
 };
 
 class Loader {
  public:
   Loader(Trace& t, JsonReader& r) : t_(t), r_(r) {
-    memory_name_ = t_.strings.intern("[memory]");
-    window_end_name_ = t_.strings.intern("Record Window End");
+    memoryName_ = t_.strings.intern("[memory]");
+    windowEndName_ = t_.strings.intern("Record Window End");
   }
 
-  void read_document() {
-    JsonKind kind = r_.peek_kind();
+  void readDocument() {
+    JsonKind kind = r_.peekKind();
     if (kind == JsonKind::kArray) {
-      t_.has_trace_events = true;
-      read_events();
+      t_.hasTraceEvents = true;
+      readEvents();
     } else if (kind == JsonKind::kObject) {
-      r_.begin_object();
+      r_.beginObject();
       std::string_view key;
-      while (r_.next_key(key)) {
+      while (r_.nextKey(key)) {
         if (key == "traceEvents") {
-          if (r_.peek_kind() != JsonKind::kArray) r_.fail("\"traceEvents\" is not an array");
-          t_.has_trace_events = true;
-          read_events();
+          if (r_.peekKind() != JsonKind::kArray) r_.fail("\"traceEvents\" is not an array");
+          t_.hasTraceEvents = true;
+          readEvents();
+        } else if (key == "distributedInfo" && r_.peekKind() == JsonKind::kObject) {
+          readDistributedInfo();
         } else {
-          r_.skip_value();
+          r_.skipValue();
         }
       }
     } else {
       r_.fail("a trace is a JSON object or array");
     }
-    if (!r_.at_end()) r_.fail("data after the end of the JSON document");
+    if (!r_.atEnd()) r_.fail("data after the end of the JSON document");
   }
 
  private:
-  void read_events() {
-    r_.begin_array();
-    while (r_.next_element()) {
-      Origin origin{r_.offset(), static_cast<uint32_t>(t_.event_count)};
-      ++t_.event_count;
-      if (r_.peek_kind() != JsonKind::kObject) {
-        r_.skip_value();
+  void readEvents() {
+    r_.beginArray();
+    while (r_.nextElement()) {
+      Origin origin{r_.offset(), static_cast<uint32_t>(t_.eventCount)};
+      ++t_.eventCount;
+      if (r_.peekKind() != JsonKind::kObject) {
+        r_.skipValue();
         malformed(origin, "event is not a JSON object");
         continue;
       }
-      read_event(origin);
+      readEvent(origin);
+    }
+  }
+
+  void readDistributedInfo() {
+    r_.beginObject();
+    std::string_view key;
+    while (r_.nextKey(key)) {
+      IntArg v;
+      if (key == "rank" || key == "world_size") {
+        readIntArg(v);
+        if (v.ok()) (key == "rank" ? t_.rank : t_.worldSize) = v.value;
+      } else if (key == "backend") {
+        t_.distBackend = readInternedString();
+      } else {
+        r_.skipValue();
+      }
+    }
+  }
+
+  // An integer, or a string holding one (some torch versions write "Seq" so).
+  void readIntOrNumericString(IntArg& arg) {
+    if (r_.peekKind() == JsonKind::kString) {
+      arg.present = true;
+      arg.isInt = parseInt64(r_.readString(), arg.value);
+    } else {
+      readIntArg(arg);
     }
   }
 
   void malformed(const Origin& origin, std::string reason, uint32_t name = kNoString) {
-    ++t_.malformed_count;
+    ++t_.malformedCount;
     if (t_.malformed.size() < Trace::kMaxMalformedKept) t_.malformed.push_back({origin, std::move(reason), name});
   }
 
-  uint32_t read_interned_string() {
-    if (r_.peek_kind() != JsonKind::kString) {
-      r_.skip_value();
+  uint32_t readInternedString() {
+    if (r_.peekKind() != JsonKind::kString) {
+      r_.skipValue();
       return kNoString;
     }
-    return t_.strings.intern(r_.read_string());
+    return t_.strings.intern(r_.readString());
   }
 
-  bool read_key(Key& out) {
-    switch (r_.peek_kind()) {
+  bool readKey(Key& out) {
+    switch (r_.peekKind()) {
       case JsonKind::kNumber: {
-        std::string_view text = r_.read_number();
-        if (parse_int64(text, out.value)) {
-          out.is_string = false;
+        std::string_view text = r_.readNumber();
+        if (parseInt64(text, out.value)) {
+          out.isString = false;
         } else {
           out = Key{t_.strings.intern(text), true};
         }
         return true;
       }
       case JsonKind::kString:
-        out = Key{t_.strings.intern(r_.read_string()), true};
+        out = Key{t_.strings.intern(r_.readString()), true};
         return true;
       default:
-        r_.skip_value();
+        r_.skipValue();
         return false;
     }
   }
 
-  bool read_time(int64_t& out) {
-    if (r_.peek_kind() != JsonKind::kNumber) {
-      r_.skip_value();
+  bool readTime(int64_t& out) {
+    if (r_.peekKind() != JsonKind::kNumber) {
+      r_.skipValue();
       return false;
     }
     // Bounded so that ts + dur and differences of times cannot overflow.
     constexpr int64_t kMaxTimeNs = int64_t{1} << 61;
-    return parse_us_to_ns(r_.read_number(), out) && out > -kMaxTimeNs && out < kMaxTimeNs;
+    return parseUsToNs(r_.readNumber(), out) && out > -kMaxTimeNs && out < kMaxTimeNs;
   }
 
-  void read_int_arg(IntArg& arg) {
+  void readIntArg(IntArg& arg) {
     arg.present = true;
-    arg.is_int = false;
-    if (r_.peek_kind() == JsonKind::kNumber) {
-      arg.is_int = parse_int64(r_.read_number(), arg.value);
+    arg.isInt = false;
+    if (r_.peekKind() == JsonKind::kNumber) {
+      arg.isInt = parseInt64(r_.readNumber(), arg.value);
     } else {
-      r_.skip_value();
+      r_.skipValue();
     }
   }
 
-  void read_args(EventFields& e) {
-    if (r_.peek_kind() != JsonKind::kObject) {
-      r_.skip_value();
+  void readArgs(EventFields& e) {
+    if (r_.peekKind() != JsonKind::kObject) {
+      r_.skipValue();
       return;
     }
-    r_.begin_object();
+    r_.beginObject();
     std::string_view key;
-    while (r_.next_key(key)) {
+    while (r_.nextKey(key)) {
       switch (key.size()) {
+        case 3:
+          if (key == "Seq") { readIntOrNumericString(e.comm.seq); e.hasComm = true; continue; }
+          break;
         case 4:
-          if (key == "name") { e.str_arg = read_interned_string(); continue; }
+          if (key == "name") { e.strArg = readInternedString(); continue; }
           break;
         case 5:
-          if (key == "Bytes") { read_int_arg(e.bytes); continue; }
+          if (key == "Bytes") { readIntArg(e.bytes); continue; }
+          if (key == "dtype") { e.comm.dtype = readInternedString(); continue; }
           break;
         case 6:
-          if (key == "device") { read_int_arg(e.device); continue; }
-          if (key == "stream") { read_int_arg(e.stream); continue; }
-          if (key == "labels") { e.str_arg = read_interned_string(); continue; }
+          if (key == "device") { readIntArg(e.device); continue; }
+          if (key == "stream") { readIntArg(e.stream); continue; }
+          if (key == "labels") { e.strArg = readInternedString(); continue; }
           break;
         case 9:
-          if (key == "Device Id") { read_int_arg(e.device_id); continue; }
+          if (key == "Device Id") { readIntArg(e.deviceId); continue; }
           break;
         case 10:
-          if (key == "sort_index") { read_int_arg(e.sort_index); continue; }
+          if (key == "sort_index") { readIntArg(e.sortIndex); continue; }
+          if (key == "Group size") { readIntArg(e.comm.groupSize); continue; }
+          break;
+        case 13:
+          if (key == "In msg nelems") { readIntArg(e.comm.inNelems); continue; }
+          break;
+        case 14:
+          if (key == "Out msg nelems") { readIntArg(e.comm.outNelems); continue; }
+          break;
+        case 18:
+          if (key == "Process Group Name") { e.comm.group = readInternedString(); continue; }
           break;
         case 11:
-          if (key == "External id") { read_int_arg(e.external_id); continue; }
-          if (key == "correlation") { read_int_arg(e.correlation); continue; }
-          if (key == "Device Type") { read_int_arg(e.device_type); continue; }
+          if (key == "External id") { readIntArg(e.externalId); continue; }
+          if (key == "correlation") { readIntArg(e.correlation); continue; }
+          if (key == "Device Type") { readIntArg(e.deviceType); continue; }
           break;
         case 15:
-          if (key == "Total Allocated") { read_int_arg(e.total_allocated); continue; }
+          if (key == "Total Allocated") { readIntArg(e.totalAllocated); continue; }
+          if (key == "Collective name") { e.comm.collective = readInternedString(); e.hasComm = true; continue; }
           break;
         default:
           break;
       }
-      r_.skip_value();
+      r_.skipValue();
     }
   }
 
-  void read_event(const Origin& origin) {
+  void readEvent(const Origin& origin) {
     EventFields& e = fields_;
     e = EventFields{};
-    r_.begin_object();
+    r_.beginObject();
     std::string_view key;
-    while (r_.next_key(key)) {
+    while (r_.nextKey(key)) {
       switch (key.size()) {
         case 2:
           if (key == "ph") {
-            if (r_.peek_kind() == JsonKind::kString) {
-              std::string_view ph = r_.read_string();
-              e.ph_ok = ph.size() == 1;
+            if (r_.peekKind() == JsonKind::kString) {
+              std::string_view ph = r_.readString();
+              e.phOk = ph.size() == 1;
               e.ph = ph.empty() ? '?' : ph[0];
             } else {
-              r_.skip_value();
+              r_.skipValue();
             }
             continue;
           }
-          if (key == "ts") { e.has_ts = read_time(e.ts); continue; }
-          if (key == "id") { e.has_id = read_key(e.id); continue; }
+          if (key == "ts") { e.hasTs = readTime(e.ts); continue; }
+          if (key == "id") { e.hasId = readKey(e.id); continue; }
           if (key == "bp") {
-            if (r_.peek_kind() == JsonKind::kString) e.bp_e = r_.read_string() == "e";
-            else r_.skip_value();
+            if (r_.peekKind() == JsonKind::kString) e.bpE = r_.readString() == "e";
+            else r_.skipValue();
             continue;
           }
           break;
         case 3:
-          if (key == "pid") { e.has_pid = read_key(e.pid); continue; }
-          if (key == "tid") { e.has_tid = read_key(e.tid); continue; }
-          if (key == "cat") { e.cat = read_interned_string(); continue; }
-          if (key == "dur") { e.has_dur = read_time(e.dur); continue; }
+          if (key == "pid") { e.hasPid = readKey(e.pid); continue; }
+          if (key == "tid") { e.hasTid = readKey(e.tid); continue; }
+          if (key == "cat") { e.cat = readInternedString(); continue; }
+          if (key == "dur") { e.hasDur = readTime(e.dur); continue; }
           break;
         case 4:
-          if (key == "name") { e.name = read_interned_string(); continue; }
-          if (key == "args") { read_args(e); continue; }
+          if (key == "name") { e.name = readInternedString(); continue; }
+          if (key == "args") { readArgs(e); continue; }
           break;
         default:
           break;
       }
-      r_.skip_value();
+      r_.skipValue();
     }
     commit(origin);
   }
 
   void commit(const Origin& origin) {
     EventFields& e = fields_;
-    if (!e.ph_ok) {
+    if (!e.phOk) {
       malformed(origin, "missing or invalid \"ph\"", e.name);
       return;
     }
-    ++t_.phase_counts[static_cast<unsigned char>(e.ph)];
+    ++t_.phaseCounts[static_cast<unsigned char>(e.ph)];
     switch (e.ph) {
       case 'X': {
-        if (!e.has_ts || !e.has_dur || !e.has_pid || !e.has_tid) {
+        if (!e.hasTs || !e.hasDur || !e.hasPid || !e.hasTid) {
           malformed(origin, "complete event without a numeric ts, dur, pid or tid (or a time beyond 2^61 ns)", e.name);
           return;
         }
@@ -285,20 +336,24 @@ class Loader {
         s.ts = e.ts;
         s.dur = e.dur;
         s.origin = origin;
-        s.lane = t_.lane_id(Lane{e.pid, e.tid});
+        s.lane = t_.laneId(Lane{e.pid, e.tid});
         s.name = e.name;
         s.cat = e.cat;
-        s.external_id = e.external_id;
+        s.externalId = e.externalId;
         s.device = e.device;
         s.stream = e.stream;
         s.correlation = e.correlation;
+        if (e.hasComm) {
+          e.comm.slice = static_cast<uint32_t>(t_.slices.size());
+          t_.commArgs.push_back(e.comm);
+        }
         t_.slices.push_back(s);
         return;
       }
       case 's':
       case 't':
       case 'f': {
-        if (!e.has_ts || !e.has_pid || !e.has_tid || !e.has_id) {
+        if (!e.hasTs || !e.hasPid || !e.hasTid || !e.hasId) {
           malformed(origin, "flow event without an id, numeric ts, pid or tid", e.name);
           return;
         }
@@ -306,32 +361,32 @@ class Loader {
         f.ts = e.ts;
         f.origin = origin;
         f.id = e.id;
-        f.lane = t_.lane_id(Lane{e.pid, e.tid});
+        f.lane = t_.laneId(Lane{e.pid, e.tid});
         f.name = e.name;
         f.cat = e.cat;
         f.ph = e.ph;
-        f.binds_enclosing = e.bp_e;
+        f.bindsEnclosing = e.bpE;
         t_.flows.push_back(f);
         return;
       }
       case 'i':
       case 'I': {
-        if (e.name == window_end_name_ && e.has_ts) {
-          if (!t_.record_window_end || *t_.record_window_end < e.ts) t_.record_window_end = e.ts;
+        if (e.name == windowEndName_ && e.hasTs) {
+          if (!t_.recordWindowEnd || *t_.recordWindowEnd < e.ts) t_.recordWindowEnd = e.ts;
           return;
         }
-        if (e.name != memory_name_) return;
-        if (!e.has_ts || !e.has_pid || !e.has_tid) {
+        if (e.name != memoryName_) return;
+        if (!e.hasTs || !e.hasPid || !e.hasTid) {
           malformed(origin, "[memory] event without a numeric ts, pid or tid", e.name);
           return;
         }
         MemoryPoint m;
         m.ts = e.ts;
         m.origin = origin;
-        m.lane = t_.lane_id(Lane{e.pid, e.tid});
-        m.device_type = e.device_type;
-        m.device_id = e.device_id;
-        m.total_allocated = e.total_allocated;
+        m.lane = t_.laneId(Lane{e.pid, e.tid});
+        m.deviceType = e.deviceType;
+        m.deviceId = e.deviceId;
+        m.totalAllocated = e.totalAllocated;
         m.bytes = e.bytes;
         t_.memory.push_back(m);
         return;
@@ -339,10 +394,10 @@ class Loader {
       case 'M': {
         MetaEvent m;
         m.origin = origin;
-        m.lane = t_.lane_id(Lane{e.has_pid ? e.pid : Key{}, e.has_tid ? e.tid : Key{}});
+        m.lane = t_.laneId(Lane{e.hasPid ? e.pid : Key{}, e.hasTid ? e.tid : Key{}});
         m.name = e.name;
-        m.str_arg = e.str_arg;
-        m.sort_index = e.sort_index;
+        m.strArg = e.strArg;
+        m.sortIndex = e.sortIndex;
         t_.meta.push_back(m);
         return;
       }
@@ -354,16 +409,16 @@ class Loader {
   Trace& t_;
   JsonReader& r_;
   EventFields fields_;
-  uint32_t memory_name_, window_end_name_;
+  uint32_t memoryName_, windowEndName_;
 };
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-void classify_categories(Trace& t) {
+void classifyCategories(Trace& t) {
   const LoadOptions& o = t.options;
-  t.category_role.assign(t.strings.size(), CategoryRole::kOther);
+  t.categoryRole.assign(t.strings.size(), CategoryRole::kOther);
   std::vector<bool> used(t.strings.size(), false);
   for (const Slice& s : t.slices)
     if (s.cat != kNoString) used[s.cat] = true;
@@ -373,91 +428,91 @@ void classify_categories(Trace& t) {
   auto assign = [&](const std::vector<std::string>& names, CategoryRole role) {
     for (const std::string& n : names) {
       uint32_t id = t.strings.find(n);
-      if (id != kNoString) t.category_role[id] = role;
+      if (id != kNoString) t.categoryRole[id] = role;
     }
   };
   // Later assignments win: configured device categories are the strongest.
   assign({"Trace"}, CategoryRole::kSpan);
   assign({"python_function"}, CategoryRole::kPython);
-  assign(o.op_categories, CategoryRole::kOp);
-  if (o.runtime_categories_given) {
-    assign(o.runtime_categories, CategoryRole::kRuntime);
+  assign(o.opCategories, CategoryRole::kOp);
+  if (o.runtimeCategoriesGiven) {
+    assign(o.runtimeCategories, CategoryRole::kRuntime);
   } else {
     for (uint32_t id = 0; id < t.strings.size(); ++id) {
       if (!used[id]) continue;
       std::string_view name = t.str(id);
-      if (ends_with(name, "_runtime") || ends_with(name, "_driver")) t.category_role[id] = CategoryRole::kRuntime;
+      if (ends_with(name, "_runtime") || ends_with(name, "_driver")) t.categoryRole[id] = CategoryRole::kRuntime;
     }
   }
-  assign(o.annotation_categories, CategoryRole::kAnnotation);
-  assign(o.device_categories, CategoryRole::kDevice);
-  if (o.infer_device_categories) {
+  assign(o.annotationCategories, CategoryRole::kAnnotation);
+  assign(o.deviceCategories, CategoryRole::kDevice);
+  if (o.inferDeviceCategories) {
     // HTA's rule: device work is what carries a stream and a correlation.
     for (const Slice& s : t.slices) {
-      if (s.cat == kNoString || t.category_role[s.cat] != CategoryRole::kOther) continue;
-      if (s.stream.ok() && s.correlation.ok()) t.category_role[s.cat] = CategoryRole::kDevice;
+      if (s.cat == kNoString || t.categoryRole[s.cat] != CategoryRole::kOther) continue;
+      if (s.stream.ok() && s.correlation.ok()) t.categoryRole[s.cat] = CategoryRole::kDevice;
     }
   }
   auto collect = [&](CategoryRole role, std::vector<uint32_t>& out) {
     for (uint32_t id = 0; id < t.strings.size(); ++id)
-      if (used[id] && t.category_role[id] == role) out.push_back(id);
+      if (used[id] && t.categoryRole[id] == role) out.push_back(id);
   };
-  collect(CategoryRole::kDevice, t.device_categories);
-  collect(CategoryRole::kRuntime, t.runtime_categories);
-  collect(CategoryRole::kAnnotation, t.annotation_categories);
-  collect(CategoryRole::kOp, t.op_categories);
-  for (const std::string& n : o.flow_categories) {
+  collect(CategoryRole::kDevice, t.deviceCategories);
+  collect(CategoryRole::kRuntime, t.runtimeCategories);
+  collect(CategoryRole::kAnnotation, t.annotationCategories);
+  collect(CategoryRole::kOp, t.opCategories);
+  for (const std::string& n : o.flowCategories) {
     uint32_t id = t.strings.find(n);
-    if (id != kNoString) t.flow_categories.push_back(id);
+    if (id != kNoString) t.flowCategories.push_back(id);
   }
 }
 
-void read_metadata(Trace& t) {
+void readMetadata(Trace& t) {
   t.threads.assign(t.lanes.size(), {});
-  uint32_t process_name = t.strings.intern("process_name");
-  uint32_t process_labels = t.strings.intern("process_labels");
-  uint32_t process_sort_index = t.strings.intern("process_sort_index");
-  uint32_t thread_name = t.strings.intern("thread_name");
-  uint32_t thread_sort_index = t.strings.intern("thread_sort_index");
+  uint32_t processName = t.strings.intern("process_name");
+  uint32_t processLabels = t.strings.intern("process_labels");
+  uint32_t processSortIndex = t.strings.intern("process_sort_index");
+  uint32_t threadName = t.strings.intern("thread_name");
+  uint32_t threadSortIndex = t.strings.intern("thread_sort_index");
   for (size_t i = 0; i < t.meta.size(); ++i) {
     const MetaEvent& m = t.meta[i];
     const Lane& lane = t.lanes[m.lane];
-    if (m.name == process_name || m.name == process_labels || m.name == process_sort_index) {
+    if (m.name == processName || m.name == processLabels || m.name == processSortIndex) {
       Trace::ProcessInfo& p = t.processes[lane.pid];
-      if (m.name == process_name && p.name == kNoString) p.name = m.str_arg;
-      if (m.name == process_labels && p.labels == kNoString) p.labels = m.str_arg;
-      if (m.name == process_sort_index && !p.sort_index && m.sort_index.ok()) {
-        p.sort_index = m.sort_index.value;
-        p.sort_meta = static_cast<int32_t>(i);
+      if (m.name == processName && p.name == kNoString) p.name = m.strArg;
+      if (m.name == processLabels && p.labels == kNoString) p.labels = m.strArg;
+      if (m.name == processSortIndex && !p.sortIndex && m.sortIndex.ok()) {
+        p.sortIndex = m.sortIndex.value;
+        p.sortMeta = static_cast<int32_t>(i);
       }
-    } else if (m.name == thread_name || m.name == thread_sort_index) {
+    } else if (m.name == threadName || m.name == threadSortIndex) {
       Trace::ThreadInfo& th = t.threads[m.lane];
-      if (m.name == thread_name && th.name == kNoString) th.name = m.str_arg;
-      if (m.name == thread_sort_index && !th.sort_index && m.sort_index.ok()) th.sort_index = m.sort_index.value;
+      if (m.name == threadName && th.name == kNoString) th.name = m.strArg;
+      if (m.name == threadSortIndex && !th.sortIndex && m.sortIndex.ok()) th.sortIndex = m.sortIndex.value;
     }
   }
 }
 
-void build_indexes(Trace& t) {
-  read_metadata(t);  // interns the metadata names first, so role tables cover them
-  classify_categories(t);
+void buildIndexes(Trace& t) {
+  readMetadata(t);  // interns the metadata names first, so role tables cover them
+  classifyCategories(t);
 
-  std::set<Key> device_pids;
+  std::set<Key> devicePids;
   for (const Slice& s : t.slices)
-    if (t.is_device(s)) device_pids.insert(t.lanes[s.lane].pid);
-  t.lane_kind.resize(t.lanes.size());
+    if (t.isDevice(s)) devicePids.insert(t.lanes[s.lane].pid);
+  t.laneKind.resize(t.lanes.size());
   for (size_t i = 0; i < t.lanes.size(); ++i) {
     const Key& pid = t.lanes[i].pid;
-    t.lane_kind[i] = device_pids.count(pid) ? LaneKind::kDevice
-                     : pid.is_string        ? LaneKind::kOther
+    t.laneKind[i] = devicePids.count(pid) ? LaneKind::kDevice
+                     : pid.isString        ? LaneKind::kOther
                                             : LaneKind::kHost;
   }
 
-  t.lane_slices.assign(t.lanes.size(), {});
-  for (uint32_t i = 0; i < t.slices.size(); ++i) t.lane_slices[t.slices[i].lane].push_back(i);
+  t.laneSlices.assign(t.lanes.size(), {});
+  for (uint32_t i = 0; i < t.slices.size(); ++i) t.laneSlices[t.slices[i].lane].push_back(i);
   t.parent.assign(t.slices.size(), kNoSlice);
   std::vector<uint32_t> open;
-  for (auto& v : t.lane_slices) {
+  for (auto& v : t.laneSlices) {
     std::sort(v.begin(), v.end(), [&](uint32_t a, uint32_t b) {
       const Slice& x = t.slices[a];
       const Slice& y = t.slices[b];
@@ -481,14 +536,14 @@ void build_indexes(Trace& t) {
 
   for (uint32_t i = 0; i < t.slices.size(); ++i) {
     const Slice& s = t.slices[i];
-    if (t.lane_kind[s.lane] != LaneKind::kHost) continue;
+    if (t.laneKind[s.lane] != LaneKind::kHost) continue;
     CategoryRole r = t.role(s.cat);
-    if (r == CategoryRole::kOp && s.external_id.ok()) t.op_by_external_id.emplace(s.external_id.value, i);
-    if (r == CategoryRole::kRuntime && s.correlation.ok()) t.runtime_by_correlation.emplace(s.correlation.value, i);
+    if (r == CategoryRole::kOp && s.externalId.ok()) t.opByExternalId.emplace(s.externalId.value, i);
+    if (r == CategoryRole::kRuntime && s.correlation.ok()) t.runtimeByCorrelation.emplace(s.correlation.value, i);
   }
   for (uint32_t i = 0; i < t.slices.size(); ++i)
-    if (t.is_device(t.slices[i])) t.device_slices.push_back(i);
-  std::sort(t.device_slices.begin(), t.device_slices.end(), [&](uint32_t a, uint32_t b) {
+    if (t.isDevice(t.slices[i])) t.deviceSlices.push_back(i);
+  std::sort(t.deviceSlices.begin(), t.deviceSlices.end(), [&](uint32_t a, uint32_t b) {
     const Slice& x = t.slices[a];
     const Slice& y = t.slices[b];
     if (x.lane != y.lane) return x.lane < y.lane;
@@ -506,22 +561,22 @@ void build_indexes(Trace& t) {
   for (const Slice& s : t.slices) consider(s.ts);
   for (const MemoryPoint& m : t.memory) consider(m.ts);
   for (const FlowPoint& f : t.flows) consider(f.ts);
-  t.origin_ns = origin;
+  t.originNs = origin;
 }
 
 }  // namespace
 
 // ---------------------------------------------------------------- queries
 
-int32_t Trace::innermost_at(uint32_t lane, int64_t t, uint32_t roles) const {
-  if (lane >= lane_slices.size()) return kNoSlice;
-  const auto& v = lane_slices[lane];
+int32_t Trace::innermostAt(uint32_t lane, int64_t t, uint32_t roles) const {
+  if (lane >= laneSlices.size()) return kNoSlice;
+  const auto& v = laneSlices[lane];
   auto it = std::upper_bound(v.begin(), v.end(), t,
                              [&](int64_t value, uint32_t i) { return value < slices[i].ts; });
   if (it == v.begin()) return kNoSlice;
   auto matches = [&](uint32_t i) {
     const Slice& s = slices[i];
-    return s.ts <= t && t <= s.end() && (roles & role_bit(role(s.cat)));
+    return s.ts <= t && t <= s.end() && (roles & roleBit(role(s.cat)));
   };
   for (int32_t c = static_cast<int32_t>(*(it - 1)); c != kNoSlice; c = parent[c])
     if (matches(static_cast<uint32_t>(c))) return c;
@@ -536,9 +591,9 @@ int32_t Trace::innermost_at(uint32_t lane, int64_t t, uint32_t roles) const {
   return kNoSlice;
 }
 
-std::vector<uint32_t> Trace::stack_at(uint32_t lane, int64_t t) const {
+std::vector<uint32_t> Trace::stackAt(uint32_t lane, int64_t t) const {
   std::vector<uint32_t> out;
-  int32_t c = innermost_at(lane, t, kAnyRole);
+  int32_t c = innermostAt(lane, t, kAnyRole);
   for (; c != kNoSlice; c = parent[c]) {
     const Slice& s = slices[c];
     if (s.ts <= t && t <= s.end()) out.push_back(static_cast<uint32_t>(c));
@@ -547,50 +602,50 @@ std::vector<uint32_t> Trace::stack_at(uint32_t lane, int64_t t) const {
   return out;
 }
 
-int32_t Trace::op_of_device_slice(const Slice& s, bool* via_correlation) const {
-  if (via_correlation) *via_correlation = false;
-  if (s.external_id.ok()) {
-    auto it = op_by_external_id.find(s.external_id.value);
-    if (it != op_by_external_id.end()) return static_cast<int32_t>(it->second);
+int32_t Trace::opOfDeviceSlice(const Slice& s, bool* viaCorrelation) const {
+  if (viaCorrelation) *viaCorrelation = false;
+  if (s.externalId.ok()) {
+    auto it = opByExternalId.find(s.externalId.value);
+    if (it != opByExternalId.end()) return static_cast<int32_t>(it->second);
   }
   if (!s.correlation.ok()) return kNoSlice;
-  auto rt = runtime_by_correlation.find(s.correlation.value);
-  if (rt == runtime_by_correlation.end()) return kNoSlice;
-  if (via_correlation) *via_correlation = true;
+  auto rt = runtimeByCorrelation.find(s.correlation.value);
+  if (rt == runtimeByCorrelation.end()) return kNoSlice;
+  if (viaCorrelation) *viaCorrelation = true;
   const Slice& launch = slices[rt->second];
-  if (launch.external_id.ok()) {
-    auto it = op_by_external_id.find(launch.external_id.value);
-    if (it != op_by_external_id.end()) return static_cast<int32_t>(it->second);
+  if (launch.externalId.ok()) {
+    auto it = opByExternalId.find(launch.externalId.value);
+    if (it != opByExternalId.end()) return static_cast<int32_t>(it->second);
   }
-  return innermost_at(launch.lane, launch.ts, role_bit(CategoryRole::kOp));
+  return innermostAt(launch.lane, launch.ts, roleBit(CategoryRole::kOp));
 }
 
 // ---------------------------------------------------------------- entry points
 
-std::unique_ptr<Trace> load_trace(JsonReader& reader, const LoadOptions& options) {
+std::unique_ptr<Trace> loadTrace(JsonReader& reader, const LoadOptions& options) {
   auto t = std::make_unique<Trace>();
   t->options = options;
   try {
     Loader loader(*t, reader);
-    loader.read_document();
+    loader.readDocument();
   } catch (const JsonError& e) {
-    t->parse_error = ParseError{e.offset(), e.reason()};
+    t->parseError = ParseError{e.offset(), e.reason()};
   }
-  if (!t->parse_error && !t->has_trace_events)
-    t->parse_error = ParseError{0, "the document has no \"traceEvents\" array"};
-  t->bytes_read = reader.offset();
-  build_indexes(*t);
+  if (!t->parseError && !t->hasTraceEvents)
+    t->parseError = ParseError{0, "the document has no \"traceEvents\" array"};
+  t->bytesRead = reader.offset();
+  buildIndexes(*t);
   return t;
 }
 
-std::unique_ptr<Trace> load_trace_file(const std::string& path, const LoadOptions& options) {
-  JsonReader reader(open_file_source(path), options.buffer_size);
-  return load_trace(reader, options);
+std::unique_ptr<Trace> loadTraceFile(const std::string& path, const LoadOptions& options) {
+  JsonReader reader(openFileSource(path), options.bufferSize);
+  return loadTrace(reader, options);
 }
 
-std::unique_ptr<Trace> load_trace_buffer(const void* data, size_t size, const LoadOptions& options) {
-  JsonReader reader(open_memory_source(data, size), options.buffer_size);
-  return load_trace(reader, options);
+std::unique_ptr<Trace> loadTraceBuffer(const void* data, size_t size, const LoadOptions& options) {
+  JsonReader reader(openMemorySource(data, size), options.bufferSize);
+  return loadTrace(reader, options);
 }
 
 }  // namespace openreg::trace

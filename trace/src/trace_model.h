@@ -1,6 +1,6 @@
 // The parsed trace: compact event records, lanes, string table and the
 // indexes that the summary, checks and timeline share. Built once by
-// load_trace(), then read-only (safe to share between threads).
+// loadTrace(), then read-only (safe to share between threads).
 #pragma once
 
 #include <array>
@@ -42,8 +42,8 @@ class StringTable {
   char* allocate(size_t n);
 
   std::vector<std::unique_ptr<char[]>> blocks_;
-  size_t block_left_ = 0;
-  char* block_pos_ = nullptr;
+  size_t blockLeft_ = 0;
+  char* blockPos_ = nullptr;
   std::vector<std::string_view> views_;
   std::unordered_map<std::string_view, uint32_t, Hash, Eq> ids_;
 };
@@ -51,10 +51,10 @@ class StringTable {
 // A pid, tid or flow id: chrome traces allow numbers and strings.
 struct Key {
   int64_t value = 0;
-  bool is_string = false;  // value is then a StringTable id
+  bool isString = false;  // value is then a StringTable id
   bool operator==(const Key&) const = default;
   bool operator<(const Key& o) const {
-    return is_string != o.is_string ? !is_string : value < o.value;
+    return isString != o.isString ? !isString : value < o.value;
   }
 };
 
@@ -72,8 +72,8 @@ enum class CategoryRole : uint8_t { kOther, kDevice, kRuntime, kAnnotation, kOp,
 struct IntArg {
   int64_t value = 0;
   bool present = false;
-  bool is_int = false;  // false: present but a string, a fraction, a bool...
-  bool ok() const { return present && is_int; }
+  bool isInt = false;  // false: present but a string, a fraction, a bool...
+  bool ok() const { return present && isInt; }
 };
 
 // Where an event came from, for reports.
@@ -88,7 +88,18 @@ struct Slice {  // ph "X"
   Origin origin;
   uint32_t lane = 0;
   uint32_t name = kNoString, cat = kNoString;
-  IntArg external_id, device, stream, correlation;
+  IntArg externalId, device, stream, correlation;
+};
+
+// The record_param_comms args Kineto copies onto communication kernels
+// (and that openreg's collectives carry). Kept beside the slices, since few
+// events have them.
+struct CommArgs {
+  uint32_t slice = 0;                        // index into Trace::slices
+  uint32_t collective = kNoString;           // "Collective name"
+  uint32_t dtype = kNoString;                // "dtype"
+  uint32_t group = kNoString;                // "Process Group Name"
+  IntArg inNelems, outNelems, groupSize, seq;  // "In msg nelems", ..., "Seq"
 };
 
 struct FlowPoint {  // ph "s", "t", "f"
@@ -98,22 +109,22 @@ struct FlowPoint {  // ph "s", "t", "f"
   uint32_t lane = 0;
   uint32_t name = kNoString, cat = kNoString;
   char ph = 0;
-  bool binds_enclosing = false;  // "bp":"e"
+  bool bindsEnclosing = false;  // "bp":"e"
 };
 
 struct MemoryPoint {  // ph "i", name "[memory]"
   int64_t ts = 0;
   Origin origin;
   uint32_t lane = 0;
-  IntArg device_type, device_id, total_allocated, bytes;
+  IntArg deviceType, deviceId, totalAllocated, bytes;
 };
 
 struct MetaEvent {  // ph "M"
   Origin origin;
   uint32_t lane = 0;
   uint32_t name = kNoString;  // "process_name", "thread_sort_index", ...
-  uint32_t str_arg = kNoString;  // args.name / args.labels
-  IntArg sort_index;
+  uint32_t strArg = kNoString;  // args.name / args.labels
+  IntArg sortIndex;
 };
 
 struct Malformed {
@@ -123,16 +134,16 @@ struct Malformed {
 };
 
 struct LoadOptions {
-  std::vector<std::string> device_categories{"kernel", "gpu_memcpy", "gpu_memset"};
-  bool infer_device_categories = true;
+  std::vector<std::string> deviceCategories{"kernel", "gpu_memcpy", "gpu_memset"};
+  bool inferDeviceCategories = true;
   // Empty: every category ending in "_runtime" or "_driver".
-  std::vector<std::string> runtime_categories;
-  bool runtime_categories_given = false;
+  std::vector<std::string> runtimeCategories;
+  bool runtimeCategoriesGiven = false;
   // On device rows but not device work: may enclose work, never count as busy.
-  std::vector<std::string> annotation_categories{"gpu_user_annotation", "cuda_sync"};
-  std::vector<std::string> op_categories{"cpu_op", "user_annotation"};
-  std::vector<std::string> flow_categories{"ac2g"};
-  size_t buffer_size = JsonReader::kDefaultBufferSize;
+  std::vector<std::string> annotationCategories{"gpu_user_annotation", "cuda_sync"};
+  std::vector<std::string> opCategories{"cpu_op", "user_annotation"};
+  std::vector<std::string> flowCategories{"ac2g"};
+  size_t bufferSize = JsonReader::kDefaultBufferSize;
 };
 
 struct ParseError {
@@ -149,60 +160,66 @@ class Trace {
   std::vector<FlowPoint> flows;
   std::vector<MemoryPoint> memory;
   std::vector<MetaEvent> meta;
+  std::vector<CommArgs> commArgs;  // by slice index, ascending
+  // distributedInfo (torch.profiler writes it once torch.distributed runs).
+  std::optional<int64_t> rank, worldSize;
+  uint32_t distBackend = kNoString;
   std::vector<Malformed> malformed;  // first kMaxMalformedKept
-  uint64_t malformed_count = 0;
+  uint64_t malformedCount = 0;
   static constexpr size_t kMaxMalformedKept = 1000;
 
-  uint64_t event_count = 0;
-  uint64_t bytes_read = 0;
-  std::array<uint64_t, 256> phase_counts{};  // by the ph character
-  std::optional<int64_t> record_window_end;  // "Record Window End" instant
-  std::optional<ParseError> parse_error;
-  bool has_trace_events = false;
+  uint64_t eventCount = 0;
+  uint64_t bytesRead = 0;
+  std::array<uint64_t, 256> phaseCounts{};  // by the ph character
+  std::optional<int64_t> recordWindowEnd;  // "Record Window End" instant
+  std::optional<ParseError> parseError;
+  bool hasTraceEvents = false;
 
-  // ---- classification (build_indexes) ----
+  // ---- classification (buildIndexes) ----
   LoadOptions options;
-  std::vector<CategoryRole> category_role;  // by string id
-  std::vector<LaneKind> lane_kind;          // by lane
-  std::vector<uint32_t> device_categories, runtime_categories, annotation_categories,
-      op_categories, flow_categories;       // resolved string ids
+  std::vector<CategoryRole> categoryRole;  // by string id
+  std::vector<LaneKind> laneKind;          // by lane
+  std::vector<uint32_t> deviceCategories, runtimeCategories, annotationCategories,
+      opCategories, flowCategories;       // resolved string ids
 
   // ---- indexes ----
   // Slices of each lane sorted by (ts, longer first, file order).
-  std::vector<std::vector<uint32_t>> lane_slices;
+  std::vector<std::vector<uint32_t>> laneSlices;
   // Innermost slice on the same lane that fully encloses each slice.
   std::vector<int32_t> parent;
-  std::unordered_map<int64_t, uint32_t> op_by_external_id;
-  std::unordered_map<int64_t, uint32_t> runtime_by_correlation;
-  std::vector<uint32_t> device_slices;  // sorted by (lane, ts)
+  std::unordered_map<int64_t, uint32_t> opByExternalId;
+  std::unordered_map<int64_t, uint32_t> runtimeByCorrelation;
+  std::vector<uint32_t> deviceSlices;  // sorted by (lane, ts)
   // Earliest timestamp: reported times are relative to it.
-  int64_t origin_ns = 0;
+  int64_t originNs = 0;
 
   CategoryRole role(uint32_t cat) const {
-    return cat < category_role.size() ? category_role[cat] : CategoryRole::kOther;
+    return cat < categoryRole.size() ? categoryRole[cat] : CategoryRole::kOther;
   }
-  bool is_device(const Slice& s) const { return role(s.cat) == CategoryRole::kDevice; }
+  bool isDevice(const Slice& s) const { return role(s.cat) == CategoryRole::kDevice; }
   std::string_view str(uint32_t id) const { return strings.view(id); }
-  std::string key_text(const Key& k) const;
+  std::string keyText(const Key& k) const;
+  // The communication args of slice i, or nullptr.
+  const CommArgs* commArgsOf(uint32_t slice) const;
 
   // Innermost slice on `lane` containing t (inclusive ends) whose role is in
   // `roles` (a bit set of 1 << CategoryRole), or kNoSlice.
-  int32_t innermost_at(uint32_t lane, int64_t t, uint32_t roles) const;
+  int32_t innermostAt(uint32_t lane, int64_t t, uint32_t roles) const;
   // Slices on `lane` enclosing t, outermost first.
-  std::vector<uint32_t> stack_at(uint32_t lane, int64_t t) const;
+  std::vector<uint32_t> stackAt(uint32_t lane, int64_t t) const;
   // The host op a device slice belongs to: via "External id", else via its
   // runtime launch (same correlation). kNoSlice when unlinked.
-  int32_t op_of_device_slice(const Slice& s, bool* via_correlation = nullptr) const;
+  int32_t opOfDeviceSlice(const Slice& s, bool* viaCorrelation = nullptr) const;
 
   // From the "M" events; the first of duplicates wins.
   struct ProcessInfo {
     uint32_t name = kNoString, labels = kNoString;
-    std::optional<int64_t> sort_index;
-    int32_t sort_meta = -1;  // index into meta of the process_sort_index event
+    std::optional<int64_t> sortIndex;
+    int32_t sortMeta = -1;  // index into meta of the process_sort_index event
   };
   struct ThreadInfo {
     uint32_t name = kNoString;
-    std::optional<int64_t> sort_index;
+    std::optional<int64_t> sortIndex;
   };
   std::map<Key, ProcessInfo> processes;
   std::vector<ThreadInfo> threads;  // by lane
@@ -211,36 +228,36 @@ class Trace {
     return it == processes.end() ? nullptr : &it->second;
   }
 
-  uint32_t lane_id(const Lane& lane);
+  uint32_t laneId(const Lane& lane);
 
  private:
   struct LaneHash {
     size_t operator()(const Lane& l) const noexcept {
       uint64_t h = static_cast<uint64_t>(l.pid.value) * 0x9E3779B97F4A7C15ull;
       h ^= static_cast<uint64_t>(l.tid.value) + 0x7F4A7C15u + (h << 6) + (h >> 2);
-      return static_cast<size_t>(h ^ (l.pid.is_string ? 1 : 0) ^ (l.tid.is_string ? 2 : 0));
+      return static_cast<size_t>(h ^ (l.pid.isString ? 1 : 0) ^ (l.tid.isString ? 2 : 0));
     }
   };
-  std::unordered_map<Lane, uint32_t, LaneHash> lane_ids_;
+  std::unordered_map<Lane, uint32_t, LaneHash> laneIds_;
 };
 
-inline constexpr uint32_t role_bit(CategoryRole r) { return 1u << static_cast<uint32_t>(r); }
+inline constexpr uint32_t roleBit(CategoryRole r) { return 1u << static_cast<uint32_t>(r); }
 inline constexpr uint32_t kAnyRole = 0xFFFFFFFFu;
 
 // Parses the document from `reader`. A JSON error is kept in
-// trace.parse_error (events read before it stay); I/O errors throw IoError.
-std::unique_ptr<Trace> load_trace(JsonReader& reader, const LoadOptions& options);
-std::unique_ptr<Trace> load_trace_file(const std::string& path, const LoadOptions& options);
-std::unique_ptr<Trace> load_trace_buffer(const void* data, size_t size, const LoadOptions& options);
+// trace.parseError (events read before it stay); I/O errors throw IoError.
+std::unique_ptr<Trace> loadTrace(JsonReader& reader, const LoadOptions& options);
+std::unique_ptr<Trace> loadTraceFile(const std::string& path, const LoadOptions& options);
+std::unique_ptr<Trace> loadTraceBuffer(const void* data, size_t size, const LoadOptions& options);
 
 // Sums of durations saturate instead of overflowing on hostile input.
-inline int64_t saturating_add(int64_t a, int64_t b) {
+inline int64_t saturatingAdd(int64_t a, int64_t b) {
   int64_t r;
   if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
   return r;
 }
 
 // Formats ns as Kineto writes µs: "123.456".
-std::string format_us(int64_t ns);
+std::string formatUs(int64_t ns);
 
 }  // namespace openreg::trace

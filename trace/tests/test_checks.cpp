@@ -23,12 +23,22 @@ TraceBuilder clean() {
   return b;
 }
 
+// Checks with findings, failing or only warning.
 std::set<std::string> failing(const CheckReport& r) {
   std::set<std::string> out;
   for (const CheckResult& c : r.results)
-    if (c.status == CheckResult::kFail) out.insert(c.name);
+    if (c.status == CheckResult::kFail || c.status == CheckResult::kWarn) out.insert(c.name);
   return out;
 }
+
+std::set<std::string> withStatus(const CheckReport& r, CheckResult::Status status) {
+  std::set<std::string> out;
+  for (const CheckResult& c : r.results)
+    if (c.status == status) out.insert(c.name);
+  return out;
+}
+
+uint64_t found(const CheckResult& c) { return c.violations + c.warnings; }
 
 const CheckResult& result(const CheckReport& r, const std::string& name) {
   for (const CheckResult& c : r.results)
@@ -36,7 +46,7 @@ const CheckResult& result(const CheckReport& r, const std::string& name) {
   throw std::runtime_error("no check " + name);
 }
 
-CheckReport check(const TraceBuilder& b, const CheckOptions& o = {}) { return run_checks(*b.load(), o); }
+CheckReport check(const TraceBuilder& b, const CheckOptions& o = {}) { return runChecks(*b.load(), o); }
 
 TEST(Checks, CleanTracePassesEverything) {
   CheckReport r = check(clean());
@@ -47,15 +57,15 @@ TEST(Checks, CleanTracePassesEverything) {
 
 TEST(Checks, TableNamesAreUniqueAndAllRun) {
   std::set<std::string> names;
-  for (const CheckInfo& c : check_table()) EXPECT_TRUE(names.insert(c.name).second) << c.name;
-  EXPECT_EQ(check(clean()).results.size(), check_table().size());
+  for (const CheckInfo& c : checkTable()) EXPECT_TRUE(names.insert(c.name).second) << c.name;
+  EXPECT_EQ(check(clean()).results.size(), checkTable().size());
 }
 
 TEST(Checks, InvalidJson) {
   std::string text = clean().json();
   text.resize(text.size() / 2);
-  auto t = load_trace_buffer(text.data(), text.size(), {});
-  CheckReport r = run_checks(*t, {});
+  auto t = loadTraceBuffer(text.data(), text.size(), {});
+  CheckReport r = runChecks(*t, {});
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(failing(r), std::set<std::string>{"json_valid"});
   EXPECT_EQ(result(r, "flow_pairs").status, CheckResult::kSkipped);
@@ -90,7 +100,33 @@ TEST(Checks, StreamZeroAndStringArgs) {
            R"("External id":2,"device":"0","stream":8,"correlation":22)");
   CheckReport r = check(b);
   EXPECT_EQ(failing(r), (std::set<std::string>{"device_args", "device_events_launched"}));
-  EXPECT_EQ(result(r, "device_args").violations, 2u);
+  // Stream 0 and a string device break no consumer (HTA keeps stream >= 0
+  // and does not read device): warnings, unless strict.
+  EXPECT_TRUE(r.ok);
+  EXPECT_EQ(result(r, "device_args").status, CheckResult::kWarn);
+  EXPECT_EQ(result(r, "device_args").violations, 0u);
+  EXPECT_EQ(result(r, "device_args").warnings, 2u);
+  EXPECT_TRUE(result(r, "device_args").examples[0].artifact);
+  CheckReport strict = check(b, {.strict = true});
+  EXPECT_FALSE(strict.ok);
+  EXPECT_EQ(result(strict, "device_args").status, CheckResult::kFail);
+  EXPECT_EQ(result(strict, "device_args").violations, 2u);
+}
+
+TEST(Checks, KernelWithoutCorrelationFailsButVendorRecordOnlyWarns) {
+  TraceBuilder b = clean();
+  b.kernel("no_corr", 40'000, 1'000, 0, 7, 20, 2, "kernel", R"("External id":2,"device":0,"stream":7)");
+  CheckReport r = check(b);
+  EXPECT_EQ(result(r, "device_args").status, CheckResult::kFail);
+  EXPECT_FALSE(r.ok);
+
+  TraceBuilder v = clean();
+  v.kernel("event_wait", 40'000, 1'000, 0, 7, 20, 2, "mtia_ccp_events", R"("stream":7)");
+  LoadOptions o;
+  o.deviceCategories = {"kernel", "mtia_ccp_events"};
+  CheckReport rv = runChecks(*loadTraceBuffer(v.json().data(), v.json().size(), o), {});
+  EXPECT_EQ(result(rv, "device_args").status, CheckResult::kWarn);
+  EXPECT_EQ(result(rv, "device_args").warnings, 1u);
 }
 
 TEST(Checks, DeviceLanesAboveTheHost) {
@@ -110,7 +146,9 @@ TEST(Checks, DeviceLanesWithoutSortIndexSortByPid) {
   TraceBuilder b;
   b.span(0, 100'000).launch("aten::mm", "gemm", 1'000, 20'000, 5'000, 0, 7, 11, 2);
   CheckReport r = check(b);
-  EXPECT_EQ(result(r, "device_lanes_below_host").status, CheckResult::kFail);
+  // Layout only: a warning, a failure under strict.
+  EXPECT_EQ(result(r, "device_lanes_below_host").status, CheckResult::kWarn);
+  EXPECT_EQ(result(check(b, {.strict = true}), "device_lanes_below_host").status, CheckResult::kFail);
 }
 
 TEST(Checks, FlowStartWithoutFinish) {
@@ -119,6 +157,11 @@ TEST(Checks, FlowStartWithoutFinish) {
   CheckReport r = check(b);
   EXPECT_EQ(failing(r), std::set<std::string>{"flow_pairs"});
   EXPECT_NE(result(r, "flow_pairs").examples[0].message.find("1 start(s), 0 finish(es)"), std::string::npos);
+  // Kineto writes such halves itself; no viewer is hurt.
+  EXPECT_TRUE(r.ok);
+  EXPECT_EQ(result(r, "flow_pairs").status, CheckResult::kWarn);
+  EXPECT_TRUE(result(r, "flow_pairs").examples[0].artifact);
+  EXPECT_FALSE(check(b, {.strict = true}).ok);
 }
 
 TEST(Checks, DuplicateFlowStart) {
@@ -127,6 +170,9 @@ TEST(Checks, DuplicateFlowStart) {
   CheckReport r = check(b);
   EXPECT_EQ(failing(r), std::set<std::string>{"flow_pairs"});
   EXPECT_EQ(result(r, "flow_pairs").examples[0].events.size(), 3u);
+  // Two starts draw the arrow from the wrong slice: it fails.
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(result(r, "flow_pairs").status, CheckResult::kFail);
 }
 
 TEST(Checks, FlowPointingBackwards) {
@@ -238,7 +284,7 @@ TEST(Checks, KernelOutsideTheProfilingWindow) {
   EXPECT_EQ(failing(r), std::set<std::string>{"device_events_in_window"});
   EXPECT_NE(result(r, "device_events_in_window").examples[0].message.find("ends 4.000 us after"), std::string::npos);
   // A tolerance is available for writers whose window is known to be loose.
-  CheckReport slack = check(b, {.window_slack_ns = 4'000});
+  CheckReport slack = check(b, {.windowSlackNs = 4'000});
   EXPECT_EQ(failing(slack), std::set<std::string>{});
 }
 
@@ -248,6 +294,23 @@ TEST(Checks, DuplicateCorrelation) {
   CheckReport r = check(b);
   EXPECT_EQ(failing(r), std::set<std::string>{"correlation_unique"});
   EXPECT_EQ(result(r, "correlation_unique").examples[0].events.size(), 2u);
+  EXPECT_EQ(result(r, "correlation_unique").status, CheckResult::kFail);  // different work
+}
+
+TEST(Checks, OneLaunchSplitIntoRecordsOfTheSameWorkOnlyWarns) {
+  TraceBuilder b = clean();
+  b.kernel("gemm", 60'000, 1'000, 0, 8, 11, 2);  // same name and External id as correlation 11's
+  CheckReport r = check(b);
+  EXPECT_EQ(result(r, "correlation_unique").status, CheckResult::kWarn);
+  EXPECT_NE(result(r, "correlation_unique").examples[0].message.find("of the same work"), std::string::npos);
+  EXPECT_EQ(result(check(b, {.strict = true}), "correlation_unique").status, CheckResult::kFail);
+}
+
+TEST(Checks, EveryCheckNamesItsConsumer) {
+  for (const CheckInfo& c : checkTable()) {
+    EXPECT_GT(std::string(c.consumer).size(), 5u) << c.name;
+    EXPECT_GT(std::string(c.breaks).size(), 10u) << c.name;
+  }
 }
 
 TEST(Checks, LaneDisagreesWithArgs) {
@@ -270,10 +333,9 @@ TEST(Checks, HostOpsCrossing) {
   TraceBuilder b = clean();
   b.op("aten::a", 60'000, 1'000, 80).op("aten::b", 60'500, 1'000, 81);
   CheckReport r = check(b);
-  EXPECT_TRUE(r.ok);
-  EXPECT_EQ(failing(r), std::set<std::string>{"host_rows_nest"});
-  CheckReport strict = check(b, {.strict = true});
-  EXPECT_FALSE(strict.ok);
+  // Perfetto spills a partly overlapping slice: a broken consumer.
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(withStatus(r, CheckResult::kFail), std::set<std::string>{"host_rows_nest"});
 }
 
 TEST(Checks, OnlyAndSkipSelectChecks) {
@@ -298,8 +360,8 @@ TEST(Checks, ExamplesAreCappedButAllViolationsCounted) {
   EXPECT_EQ(c.examples[0].events.size(), 4u);
   TraceBuilder many = clean();
   for (int i = 0; i < 20; ++i) many.kernel("k", 40'000 + i * 1'000, 500, 0, 8, 100 + i, 2, "kernel", R"("device":0)");
-  CheckReport many_report = check(many, {.examples = 3});
-  const CheckResult& d = result(many_report, "device_args");
+  CheckReport manyReport = check(many, {.examples = 3});
+  const CheckResult& d = result(manyReport, "device_args");
   EXPECT_EQ(d.violations, 20u);
   EXPECT_EQ(d.examples.size(), 3u);
 }
@@ -308,9 +370,9 @@ TEST(Checks, ReportJsonIsValidAndNamesEvents) {
   TraceBuilder b = clean();
   b.kernel("again", 60'000, 1'000, 0, 8, 11, 2);
   auto t = b.load();
-  std::string json = check_report_to_json(*t, run_checks(*t, {}));
-  JsonReader r(open_memory_source(json.data(), json.size()));
-  EXPECT_NO_THROW(r.skip_value());
+  std::string json = checkReportToJson(*t, runChecks(*t, {}));
+  JsonReader r(openMemorySource(json.data(), json.size()));
+  EXPECT_NO_THROW(r.skipValue());
   EXPECT_NE(json.find(R"("ok":false)"), std::string::npos);
   EXPECT_NE(json.find(R"("name":"again")"), std::string::npos);
   EXPECT_NE(json.find(R"("ts":"60.000")"), std::string::npos);

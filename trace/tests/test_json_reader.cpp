@@ -10,23 +10,23 @@ namespace openreg::trace {
 namespace {
 
 // `text` must outlive the reader: the source reads it in place.
-JsonReader reader_for(const std::string& text, size_t buffer = JsonReader::kDefaultBufferSize) {
-  return JsonReader(open_memory_source(text.data(), text.size()), buffer);
+JsonReader readerFor(const std::string& text, size_t buffer = JsonReader::kDefaultBufferSize) {
+  return JsonReader(openMemorySource(text.data(), text.size()), buffer);
 }
 
 // Renders any value back to a canonical string, exercising every token kind.
 std::string canonical(JsonReader& r) {
-  switch (r.peek_kind()) {
-    case JsonKind::kString: return "s(" + std::string(r.read_string()) + ")";
-    case JsonKind::kNumber: return "n(" + std::string(r.read_number()) + ")";
+  switch (r.peekKind()) {
+    case JsonKind::kString: return "s(" + std::string(r.readString()) + ")";
+    case JsonKind::kNumber: return "n(" + std::string(r.readNumber()) + ")";
     case JsonKind::kTrue:
-    case JsonKind::kFalse: return r.read_bool() ? "true" : "false";
-    case JsonKind::kNull: r.read_null(); return "null";
+    case JsonKind::kFalse: return r.readBool() ? "true" : "false";
+    case JsonKind::kNull: r.readNull(); return "null";
     case JsonKind::kObject: {
       std::string out = "{";
-      r.begin_object();
+      r.beginObject();
       std::string_view key;
-      while (r.next_key(key)) {
+      while (r.nextKey(key)) {
         out += std::string(key) + ":";
         out += canonical(r) + ";";
       }
@@ -34,19 +34,19 @@ std::string canonical(JsonReader& r) {
     }
     case JsonKind::kArray: {
       std::string out = "[";
-      r.begin_array();
-      while (r.next_element()) out += canonical(r) + ";";
+      r.beginArray();
+      while (r.nextElement()) out += canonical(r) + ";";
       return out + "]";
     }
   }
   return "?";
 }
 
-std::string parse_error(const std::string& text) {
+std::string parseError(const std::string& text) {
   try {
-    auto r = reader_for(text);
-    r.skip_value();
-    if (!r.at_end()) return "trailing";
+    auto r = readerFor(text);
+    r.skipValue();
+    if (!r.atEnd()) return "trailing";
     return "";
   } catch (const JsonError& e) {
     return e.reason();
@@ -60,9 +60,9 @@ const std::string kDocument =
     R"("}, "long": "0123456789abcdefghijklmnopqrstuvwxyz"} )";
 
 TEST(JsonReader, ReadsEveryTokenKind) {
-  auto r = reader_for(kDocument);
+  auto r = readerFor(kDocument);
   std::string got = canonical(r);
-  EXPECT_TRUE(r.at_end());
+  EXPECT_TRUE(r.atEnd());
   EXPECT_EQ(got,
             "{a:[n(1);n(-2.5e3);n(0);true;false;null;];key with \"quotes\":s(line\nbreak \xC3\xA9 \xF0\x9F\x98\x80);"
             "nested:{deep:[[[];];{};];x:s(caf\xC3\xA9 caf\xC3\xA9);};long:s(0123456789abcdefghijklmnopqrstuvwxyz);}");
@@ -70,59 +70,59 @@ TEST(JsonReader, ReadsEveryTokenKind) {
 
 TEST(JsonReader, ResultDoesNotDependOnBufferSize) {
   // Tiny buffers split every token across refills.
-  auto whole = reader_for(kDocument);
+  auto whole = readerFor(kDocument);
   const std::string expected = canonical(whole);
   for (size_t buffer = 1; buffer <= 19; ++buffer) {
-    auto r = reader_for(kDocument, buffer);
+    auto r = readerFor(kDocument, buffer);
     EXPECT_EQ(canonical(r), expected) << "buffer size " << buffer;
-    EXPECT_TRUE(r.at_end());
+    EXPECT_TRUE(r.atEnd());
   }
 }
 
 TEST(JsonReader, SkipValueValidatesAndStopsAfterTheValue) {
   const std::string text = R"([{"a":[1,{"b":"c"}],"d":{}}, 42])";
   for (size_t buffer : {size_t{1}, size_t{3}, JsonReader::kDefaultBufferSize}) {
-    auto r = reader_for(text, buffer);
-    r.begin_array();
-    ASSERT_TRUE(r.next_element());
-    r.skip_value();
-    ASSERT_TRUE(r.next_element());
-    EXPECT_EQ(r.read_number(), "42");
-    EXPECT_FALSE(r.next_element());
-    EXPECT_TRUE(r.at_end());
+    auto r = readerFor(text, buffer);
+    r.beginArray();
+    ASSERT_TRUE(r.nextElement());
+    r.skipValue();
+    ASSERT_TRUE(r.nextElement());
+    EXPECT_EQ(r.readNumber(), "42");
+    EXPECT_FALSE(r.nextElement());
+    EXPECT_TRUE(r.atEnd());
   }
 }
 
 TEST(JsonReader, RejectsMalformedDocuments) {
-  EXPECT_EQ(parse_error(R"({"a":1})"), "");
-  EXPECT_NE(parse_error(R"([1,])"), "");
-  EXPECT_NE(parse_error(R"({"a":1,})"), "");
-  EXPECT_NE(parse_error(R"({"a" 1})"), "");
-  EXPECT_NE(parse_error(R"({a:1})"), "");
-  EXPECT_NE(parse_error(R"(["abc)"), "");
-  EXPECT_NE(parse_error(R"([tru])"), "");
-  EXPECT_NE(parse_error(R"([truex])"), "");
-  EXPECT_NE(parse_error(R"([01])"), "");
-  EXPECT_NE(parse_error(R"([1.])"), "");
-  EXPECT_NE(parse_error(R"([-])"), "");
-  EXPECT_NE(parse_error(R"([.5])"), "");
-  EXPECT_NE(parse_error(R"([1e])"), "");
-  EXPECT_NE(parse_error("[\"tab\there\"]"), "");
-  EXPECT_NE(parse_error(R"(["\x"])"), "");
-  EXPECT_NE(parse_error(R"(["\ud800"])"), "");
-  EXPECT_NE(parse_error("[\"\xC3\"]"), "");      // truncated UTF-8
-  EXPECT_NE(parse_error("[\"\xC0\xAF\"]"), "");  // overlong
-  EXPECT_NE(parse_error(R"([1] [2])"), "");
-  EXPECT_NE(parse_error(R"({"a":1]})"), "");
-  EXPECT_NE(parse_error(""), "");
-  EXPECT_NE(parse_error(std::string(5000, '[') + std::string(5000, ']')), "");  // too deep
+  EXPECT_EQ(parseError(R"({"a":1})"), "");
+  EXPECT_NE(parseError(R"([1,])"), "");
+  EXPECT_NE(parseError(R"({"a":1,})"), "");
+  EXPECT_NE(parseError(R"({"a" 1})"), "");
+  EXPECT_NE(parseError(R"({a:1})"), "");
+  EXPECT_NE(parseError(R"(["abc)"), "");
+  EXPECT_NE(parseError(R"([tru])"), "");
+  EXPECT_NE(parseError(R"([truex])"), "");
+  EXPECT_NE(parseError(R"([01])"), "");
+  EXPECT_NE(parseError(R"([1.])"), "");
+  EXPECT_NE(parseError(R"([-])"), "");
+  EXPECT_NE(parseError(R"([.5])"), "");
+  EXPECT_NE(parseError(R"([1e])"), "");
+  EXPECT_NE(parseError("[\"tab\there\"]"), "");
+  EXPECT_NE(parseError(R"(["\x"])"), "");
+  EXPECT_NE(parseError(R"(["\ud800"])"), "");
+  EXPECT_NE(parseError("[\"\xC3\"]"), "");      // truncated UTF-8
+  EXPECT_NE(parseError("[\"\xC0\xAF\"]"), "");  // overlong
+  EXPECT_NE(parseError(R"([1] [2])"), "");
+  EXPECT_NE(parseError(R"({"a":1]})"), "");
+  EXPECT_NE(parseError(""), "");
+  EXPECT_NE(parseError(std::string(5000, '[') + std::string(5000, ']')), "");  // too deep
 }
 
 TEST(JsonReader, ErrorOffsetPointsAtTheProblem) {
   const std::string text = R"({"a": [1, 2,, 3]})";
   try {
-    auto r = reader_for(text);
-    r.skip_value();
+    auto r = readerFor(text);
+    r.skipValue();
     FAIL() << "no error";
   } catch (const JsonError& e) {
     EXPECT_EQ(e.offset(), 12u);
@@ -132,51 +132,51 @@ TEST(JsonReader, ErrorOffsetPointsAtTheProblem) {
 TEST(JsonReader, KeyStaysValidWhenTheColonIsInTheNextBuffer) {
   const std::string text = R"({"traceEvents"     :  1, "b" :2})";
   for (size_t buffer = 1; buffer < text.size(); ++buffer) {
-    auto r = reader_for(text, buffer);
-    r.begin_object();
+    auto r = readerFor(text, buffer);
+    r.beginObject();
     std::string_view key;
-    ASSERT_TRUE(r.next_key(key));
+    ASSERT_TRUE(r.nextKey(key));
     EXPECT_EQ(key, "traceEvents") << "buffer " << buffer;
-    r.skip_value();
-    ASSERT_TRUE(r.next_key(key));
+    r.skipValue();
+    ASSERT_TRUE(r.nextKey(key));
     EXPECT_EQ(key, "b") << "buffer " << buffer;
-    r.skip_value();
-    EXPECT_FALSE(r.next_key(key));
+    r.skipValue();
+    EXPECT_FALSE(r.nextKey(key));
   }
 }
 
 TEST(Numbers, MicrosecondsToNanoseconds) {
   int64_t ns = 0;
-  ASSERT_TRUE(parse_us_to_ns("5091544930193.823", ns));
+  ASSERT_TRUE(parseUsToNs("5091544930193.823", ns));
   EXPECT_EQ(ns, 5091544930193823);
-  ASSERT_TRUE(parse_us_to_ns("1", ns));
+  ASSERT_TRUE(parseUsToNs("1", ns));
   EXPECT_EQ(ns, 1000);
-  ASSERT_TRUE(parse_us_to_ns("0.5", ns));
+  ASSERT_TRUE(parseUsToNs("0.5", ns));
   EXPECT_EQ(ns, 500);
-  ASSERT_TRUE(parse_us_to_ns("1.2345", ns));
+  ASSERT_TRUE(parseUsToNs("1.2345", ns));
   EXPECT_EQ(ns, 1235);
-  ASSERT_TRUE(parse_us_to_ns("1.2344", ns));
+  ASSERT_TRUE(parseUsToNs("1.2344", ns));
   EXPECT_EQ(ns, 1234);
-  ASSERT_TRUE(parse_us_to_ns("-1.5", ns));
+  ASSERT_TRUE(parseUsToNs("-1.5", ns));
   EXPECT_EQ(ns, -1500);
-  ASSERT_TRUE(parse_us_to_ns("1.5e3", ns));
+  ASSERT_TRUE(parseUsToNs("1.5e3", ns));
   EXPECT_EQ(ns, 1500000);
   // Epoch microseconds still fit.
-  ASSERT_TRUE(parse_us_to_ns("1790857026000000.001", ns));
+  ASSERT_TRUE(parseUsToNs("1790857026000000.001", ns));
   EXPECT_EQ(ns, 1790857026000000001);
-  EXPECT_FALSE(parse_us_to_ns("99999999999999999999", ns));
+  EXPECT_FALSE(parseUsToNs("99999999999999999999", ns));
 }
 
 TEST(Numbers, Int64) {
   int64_t v = 0;
-  ASSERT_TRUE(parse_int64("9223372036854775807", v));
+  ASSERT_TRUE(parseInt64("9223372036854775807", v));
   EXPECT_EQ(v, INT64_MAX);
-  ASSERT_TRUE(parse_int64("-9223372036854775808", v));
+  ASSERT_TRUE(parseInt64("-9223372036854775808", v));
   EXPECT_EQ(v, INT64_MIN);
-  EXPECT_FALSE(parse_int64("9223372036854775808", v));
-  EXPECT_FALSE(parse_int64("1.0", v));
-  EXPECT_FALSE(parse_int64("1e3", v));
-  EXPECT_FALSE(parse_int64("", v));
+  EXPECT_FALSE(parseInt64("9223372036854775808", v));
+  EXPECT_FALSE(parseInt64("1.0", v));
+  EXPECT_FALSE(parseInt64("1e3", v));
+  EXPECT_FALSE(parseInt64("", v));
 }
 
 std::string gzip(const std::string& text) {
@@ -196,30 +196,30 @@ std::string gzip(const std::string& text) {
 TEST(Gzip, IsDetectedAndInflated) {
   const std::string gz = gzip(kDocument);
   ASSERT_EQ(static_cast<unsigned char>(gz[0]), 0x1f);
-  auto plain = reader_for(kDocument);
+  auto plain = readerFor(kDocument);
   const std::string expected = canonical(plain);
   for (size_t buffer : {size_t{1}, size_t{7}, JsonReader::kDefaultBufferSize}) {
-    JsonReader r(open_memory_source(gz.data(), gz.size()), buffer);
+    JsonReader r(openMemorySource(gz.data(), gz.size()), buffer);
     EXPECT_EQ(canonical(r), expected);
-    EXPECT_TRUE(r.at_end());
+    EXPECT_TRUE(r.atEnd());
   }
 }
 
 TEST(Gzip, ConcatenatedMembersAreOneStream) {
   const std::string gz = gzip("[1, 2") + gzip(", 3]");
-  JsonReader r(open_memory_source(gz.data(), gz.size()));
+  JsonReader r(openMemorySource(gz.data(), gz.size()));
   EXPECT_EQ(canonical(r), "[n(1);n(2);n(3);]");
 }
 
 TEST(Gzip, TruncatedStreamIsAnIoError) {
   std::string gz = gzip(kDocument);
   gz.resize(gz.size() / 2);
-  JsonReader r(open_memory_source(gz.data(), gz.size()));
-  EXPECT_THROW(r.skip_value(), IoError);
+  JsonReader r(openMemorySource(gz.data(), gz.size()));
+  EXPECT_THROW(r.skipValue(), IoError);
 }
 
 TEST(FileSource, MissingFileIsAnIoError) {
-  EXPECT_THROW(open_file_source("/nonexistent/trace.json"), IoError);
+  EXPECT_THROW(openFileSource("/nonexistent/trace.json"), IoError);
 }
 
 }  // namespace

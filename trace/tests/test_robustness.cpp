@@ -24,24 +24,34 @@ std::string sample() {
   return b.json();
 }
 
-void analyse_everything(const std::string& text) {
-  std::unique_ptr<Trace> t;
-  try {
-    t = load_trace_buffer(text.data(), text.size(), {});
-  } catch (const IoError&) {
-    return;  // only for gzip input
+// Runs every analysis on `text` and checks what holds whatever the input: every
+// check reports, and a parse error shows as json_valid failing. Returns
+// whether the text parsed. Uncompressed input never throws (IoError is for
+// gzip only), so an exception fails the test.
+bool analyseEverything(const std::string& text) {
+  std::unique_ptr<Trace> t = loadTraceBuffer(text.data(), text.size(), {});
+  CheckReport r = runChecks(*t, {});
+  EXPECT_EQ(r.results.size(), checkTable().size());
+  bool jsonValid = false;
+  for (const auto& result : r.results) {
+    if (result.name == "json_valid") jsonValid = result.status == CheckResult::kPass;
   }
-  CheckReport r = run_checks(*t, {});
-  (void)check_report_to_json(*t, r);
-  if (t->parse_error) return;  // the C ABI refuses the rest on invalid JSON
+  EXPECT_EQ(jsonValid, !t->parseError.has_value());
+  if (t->parseError) EXPECT_FALSE(r.ok);
+  EXPECT_FALSE(checkReportToJson(*t, r).empty());
+  if (t->parseError) return false;  // the C ABI refuses the rest on invalid JSON
   SummaryOptions o;
-  (void)summary_to_json(*t, compute_summary(*t, o), o);
-  (void)timeline_json(*t, {.width = 50});
+  EXPECT_FALSE(summaryToJson(*t, computeSummary(*t, o), o).empty());
+  EXPECT_FALSE(timelineJson(*t, {.width = 50}).empty());
+  return true;
 }
 
 TEST(Robustness, EveryPrefixOfATrace) {
   const std::string text = sample();
-  for (size_t n = 0; n <= text.size(); n += 7) analyse_everything(text.substr(0, n));
+  ASSERT_TRUE(analyseEverything(text));
+  size_t parsed = 0;
+  for (size_t n = 0; n < text.size(); n += 7) parsed += analyseEverything(text.substr(0, n));
+  EXPECT_EQ(parsed, 0u) << "a strict prefix of a JSON object is never valid JSON";
 }
 
 TEST(Robustness, RandomByteEdits) {
@@ -60,7 +70,7 @@ TEST(Robustness, RandomByteEdits) {
         default: s.insert(pos, 1, c); break;
       }
     }
-    analyse_everything(s);
+    analyseEverything(s);
   }
 }
 
@@ -73,9 +83,9 @@ TEST(Robustness, ExtremeValues) {
   b.raw(R"({"ph":"X","cat":"kernel","name":"too big","pid":0,"tid":1,"ts":9e300,"dur":1})");
   b.raw(R"({"ph":"X","cat":"cpu_op","name":"op","pid":9223372036854775807,"tid":-9223372036854775808,"ts":0,"dur":1e-9})");
   b.raw(R"({"ph":"i","name":"[memory]","pid":1,"tid":1,"ts":1,"args":{"Device Type":20,"Total Allocated":9223372036854775807}})");
-  analyse_everything(b.json());
+  EXPECT_TRUE(analyseEverything(b.json()));
   auto t = b.load();
-  EXPECT_EQ(t->malformed_count, 1u);  // 9e300 us is out of range
+  EXPECT_EQ(t->malformedCount, 1u);  // 9e300 us is out of range
 }
 
 }  // namespace

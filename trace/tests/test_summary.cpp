@@ -13,7 +13,7 @@ using testing::TraceBuilder;
 //   stream 8: add [15, 20] us, Memcpy DtoH [170, 172] us, orphan [190, 191] us
 // so the device idles 95 us while the host sits in aten::item's
 // synchronisation, 18 us after it, and 5 us between the gemms.
-TraceBuilder one_step() {
+TraceBuilder oneStep() {
   TraceBuilder b;
   b.lanes(0, {7, 8}).span(0, 200'000);
   b.op("ProfilerStep#1", 0, 200'000, 1, "user_annotation");
@@ -37,13 +37,13 @@ TraceBuilder one_step() {
 }
 
 TEST(Summary, TopKernelsByDeviceTime) {
-  auto t = one_step().load();
-  Summary s = compute_summary(*t, {});
-  EXPECT_EQ(s.device_total_ns, 68'000);
+  auto t = oneStep().load();
+  Summary s = computeSummary(*t, {});
+  EXPECT_EQ(s.deviceTotalNs, 68'000);
   ASSERT_EQ(s.kernels.size(), 4u);
   EXPECT_EQ(t->str(s.kernels[0].name), "gemm");
   EXPECT_EQ(s.kernels[0].count, 2u);
-  EXPECT_EQ(s.kernels[0].total_ns, 60'000);
+  EXPECT_EQ(s.kernels[0].totalNs, 60'000);
   EXPECT_EQ(t->str(s.kernels[1].name), "add");
   EXPECT_EQ(t->str(s.kernels[2].name), "Memcpy DtoH (Device -> Host)");
   EXPECT_EQ(t->str(s.kernels[2].cat), "gpu_memcpy");
@@ -51,60 +51,60 @@ TEST(Summary, TopKernelsByDeviceTime) {
 }
 
 TEST(Summary, DeviceTimePerOpAndLinkedShare) {
-  auto t = one_step().load();
-  Summary s = compute_summary(*t, {});
+  auto t = oneStep().load();
+  Summary s = computeSummary(*t, {});
   ASSERT_EQ(s.ops.size(), 4u);
   EXPECT_EQ(t->str(s.ops[0].name), "aten::mm");
-  EXPECT_EQ(s.ops[0].device_ns, 60'000);
-  EXPECT_EQ(s.ops[0].op_instances, 2u);
+  EXPECT_EQ(s.ops[0].deviceNs, 60'000);
+  EXPECT_EQ(s.ops[0].opInstances, 2u);
   EXPECT_EQ(t->str(s.ops[1].name), "aten::add");
-  EXPECT_EQ(s.ops[1].device_ns, 5'000);
+  EXPECT_EQ(s.ops[1].deviceNs, 5'000);
   EXPECT_EQ(t->str(s.ops[2].name), "aten::item");
   EXPECT_EQ(s.ops[3].name, kNoString);  // the orphan
-  EXPECT_EQ(s.ops[3].device_ns, 1'000);
+  EXPECT_EQ(s.ops[3].deviceNs, 1'000);
 
-  EXPECT_EQ(s.links.device_events, 5u);
+  EXPECT_EQ(s.links.deviceEvents, 5u);
   EXPECT_EQ(s.links.linked, 4u);
-  EXPECT_EQ(s.links.via_external_id, 3u);
-  EXPECT_EQ(s.links.via_correlation, 1u);
+  EXPECT_EQ(s.links.viaExternalId, 3u);
+  EXPECT_EQ(s.links.viaCorrelation, 1u);
 }
 
 TEST(Summary, StreamAndDeviceUtilisation) {
-  auto t = one_step().load();
-  Summary s = compute_summary(*t, {});
+  auto t = oneStep().load();
+  Summary s = computeSummary(*t, {});
   ASSERT_EQ(s.streams.size(), 2u);
   EXPECT_EQ(t->lanes[s.streams[0].lane].tid.value, 7);
-  EXPECT_EQ(s.streams[0].busy_ns, 60'000);
-  EXPECT_EQ(s.streams[0].last_ns - s.streams[0].first_ns, 65'000);
+  EXPECT_EQ(s.streams[0].busyNs, 60'000);
+  EXPECT_EQ(s.streams[0].lastNs - s.streams[0].firstNs, 65'000);
   EXPECT_EQ(t->lanes[s.streams[1].lane].tid.value, 8);
-  EXPECT_EQ(s.streams[1].busy_ns, 8'000);
+  EXPECT_EQ(s.streams[1].busyNs, 8'000);
   EXPECT_EQ(s.streams[1].events, 3u);
   ASSERT_EQ(s.devices.size(), 1u);
   // Stream 8's add lies under stream 7's first gemm: counted once.
-  EXPECT_EQ(s.devices[0].busy_ns, 63'000);
-  EXPECT_EQ(s.devices[0].last_ns - s.devices[0].first_ns, 181'000);
+  EXPECT_EQ(s.devices[0].busyNs, 63'000);
+  EXPECT_EQ(s.devices[0].lastNs - s.devices[0].firstNs, 181'000);
 }
 
 TEST(Summary, LargestIdleGapsAndWhatTheHostDid) {
-  auto t = one_step().load();
-  Summary s = compute_summary(*t, {.top = 10, .gaps = 3});
+  auto t = oneStep().load();
+  Summary s = computeSummary(*t, {.top = 10, .gaps = 3});
   ASSERT_EQ(s.gaps.size(), 3u);
-  EXPECT_EQ(s.gaps[0].start_ns, 75'000);
-  EXPECT_EQ(s.gaps[0].end_ns, 170'000);
+  EXPECT_EQ(s.gaps[0].startNs, 75'000);
+  EXPECT_EQ(s.gaps[0].endNs, 170'000);
   EXPECT_EQ(s.gaps[0].host.text, "python: train.py(12): step \xE2\x86\x92 aten::item \xE2\x86\x92 orStreamSynchronize");
-  EXPECT_EQ(s.gaps[1].end_ns - s.gaps[1].start_ns, 18'000);
+  EXPECT_EQ(s.gaps[1].endNs - s.gaps[1].startNs, 18'000);
   EXPECT_EQ(s.gaps[1].host.text, "python: train.py(12): step");
   ASSERT_FALSE(s.gaps[1].host.overlapping.empty());
   EXPECT_EQ(t->str(s.gaps[1].host.overlapping[0].name), "aten::item");
-  EXPECT_EQ(s.gaps[1].host.overlapping[0].overlap_ns, 8'000);
-  EXPECT_EQ(s.gaps[2].end_ns - s.gaps[2].start_ns, 5'000);
+  EXPECT_EQ(s.gaps[1].host.overlapping[0].overlapNs, 8'000);
+  EXPECT_EQ(s.gaps[2].endNs - s.gaps[2].startNs, 5'000);
 }
 
 TEST(Summary, GapWithNoHostActivity) {
   TraceBuilder b;
   b.kernel("a", 0, 10, 0, 7, 1, 0).kernel("b", 1'000, 10, 0, 7, 2, 0);
   auto t = b.load();
-  Summary s = compute_summary(*t, {});
+  Summary s = computeSummary(*t, {});
   ASSERT_EQ(s.gaps.size(), 1u);
   EXPECT_EQ(s.gaps[0].host.lane, -1);
   EXPECT_TRUE(s.gaps[0].host.text.empty());
@@ -112,23 +112,23 @@ TEST(Summary, GapWithNoHostActivity) {
 }
 
 TEST(Summary, DeviceMemoryPeakAndItsOp) {
-  auto t = one_step().load();
-  Summary s = compute_summary(*t, {});
+  auto t = oneStep().load();
+  Summary s = computeSummary(*t, {});
   ASSERT_EQ(s.memory.size(), 1u);
   const MemoryStat& m = s.memory[0];
-  EXPECT_EQ(m.device_type, 20);
-  EXPECT_EQ(m.device_id, 0);
-  EXPECT_EQ(m.peak_bytes, 12'288);
-  EXPECT_EQ(m.final_bytes, 8192);
+  EXPECT_EQ(m.deviceType, 20);
+  EXPECT_EQ(m.deviceId, 0);
+  EXPECT_EQ(m.peakBytes, 12'288);
+  EXPECT_EQ(m.finalBytes, 8192);
   EXPECT_EQ(m.allocations, 2u);
   EXPECT_EQ(m.frees, 1u);
   ASSERT_NE(m.op, kNoSlice);
   EXPECT_EQ(t->str(t->slices[m.op].name), "aten::add");
-  ASSERT_EQ(m.op_stack.size(), 2u);
-  EXPECT_EQ(t->str(t->slices[m.op_stack[0]].name), "ProfilerStep#1");
+  ASSERT_EQ(m.opStack.size(), 2u);
+  EXPECT_EQ(t->str(t->slices[m.opStack[0]].name), "ProfilerStep#1");
   // CPU memory is kept apart and does not count as the device peak.
-  ASSERT_EQ(s.host_memory.size(), 1u);
-  EXPECT_EQ(s.host_memory[0].peak_bytes, 999'999);
+  ASSERT_EQ(s.hostMemory.size(), 1u);
+  EXPECT_EQ(s.hostMemory[0].peakBytes, 999'999);
 }
 
 TEST(Summary, MemoryPeakIsTheFirstTimeTheMaximumIsReached) {
@@ -136,7 +136,7 @@ TEST(Summary, MemoryPeakIsTheFirstTimeTheMaximumIsReached) {
   b.op("aten::first", 0, 100, 1).op("aten::second", 200, 100, 2);
   b.memory(50, 1, 0, 100, 100).memory(60, 1, 0, 0, -100).memory(250, 1, 0, 100, 100);
   auto t = b.load();
-  Summary s = compute_summary(*t, {});
+  Summary s = computeSummary(*t, {});
   ASSERT_EQ(s.memory.size(), 1u);
   EXPECT_EQ(t->str(t->slices[s.memory[0].op].name), "aten::first");
 }
@@ -145,20 +145,20 @@ TEST(Summary, CpuOnlyTraceHasEmptyDeviceSections) {
   TraceBuilder b;
   b.op("aten::add", 0, 100, 1);
   auto t = b.load();
-  Summary s = compute_summary(*t, {});
+  Summary s = computeSummary(*t, {});
   EXPECT_TRUE(s.kernels.empty());
   EXPECT_TRUE(s.streams.empty());
   EXPECT_TRUE(s.gaps.empty());
-  EXPECT_EQ(s.links.device_events, 0u);
+  EXPECT_EQ(s.links.deviceEvents, 0u);
 }
 
 TEST(Summary, JsonIsValid) {
-  auto t = one_step().load();
+  auto t = oneStep().load();
   SummaryOptions o;
-  std::string json = summary_to_json(*t, compute_summary(*t, o), o);
-  JsonReader r(open_memory_source(json.data(), json.size()));
-  EXPECT_NO_THROW(r.skip_value());
-  EXPECT_TRUE(r.at_end());
+  std::string json = summaryToJson(*t, computeSummary(*t, o), o);
+  JsonReader r(openMemorySource(json.data(), json.size()));
+  EXPECT_NO_THROW(r.skipValue());
+  EXPECT_TRUE(r.atEnd());
   EXPECT_NE(json.find(R"("name":"gemm")"), std::string::npos);
   EXPECT_NE(json.find(R"("device_type_name":"PrivateUse1")"), std::string::npos);
 }
@@ -167,7 +167,7 @@ TEST(Summary, WindowPrefersTraceSpanAndRecordWindowEnd) {
   TraceBuilder b;
   b.op("aten::add", 1'000, 100, 1).span(500, 2'000);
   auto t = b.load();
-  auto w = profiling_window(*t);
+  auto w = profilingWindow(*t);
   ASSERT_TRUE(w);
   EXPECT_EQ(w->start, 500);
   EXPECT_EQ(w->end, 2'500);
@@ -175,13 +175,13 @@ TEST(Summary, WindowPrefersTraceSpanAndRecordWindowEnd) {
 
   b.raw(R"({"name":"Record Window End","ph":"i","s":"g","pid":"","tid":"","ts":3.000})");
   t = b.load();
-  w = profiling_window(*t);
+  w = profilingWindow(*t);
   EXPECT_EQ(w->end, 3'000);
 
-  TraceBuilder no_span;
-  no_span.op("aten::add", 1'000, 100, 1).op("aten::mul", 5'000, 100, 2);
-  t = no_span.load();
-  w = profiling_window(*t);
+  TraceBuilder noSpan;
+  noSpan.op("aten::add", 1'000, 100, 1).op("aten::mul", 5'000, 100, 2);
+  t = noSpan.load();
+  w = profilingWindow(*t);
   EXPECT_EQ(w->source, "host_events");
   EXPECT_EQ(w->start, 1'000);
   EXPECT_EQ(w->end, 5'100);

@@ -10,7 +10,7 @@ using testing::kHostPid;
 using testing::kHostTid;
 using testing::TraceBuilder;
 
-uint32_t find_slice(const Trace& t, std::string_view name) {
+uint32_t findSlice(const Trace& t, std::string_view name) {
   for (uint32_t i = 0; i < t.slices.size(); ++i)
     if (t.str(t.slices[i].name) == name) return i;
   ADD_FAILURE() << "no slice " << name;
@@ -23,32 +23,32 @@ TEST(TraceModel, ReadsKinetoLayout) {
   b.memory(1'500, 20, 0, 4096, 4096);
   b.raw(R"({"name":"Record Window End","ph":"i","s":"g","pid":"","tid":"","ts":0.120})");
   auto t = b.load();
-  ASSERT_FALSE(t->parse_error) << t->parse_error->message;
-  EXPECT_EQ(t->event_count, 14u);
+  ASSERT_FALSE(t->parseError) << t->parseError->message;
+  EXPECT_EQ(t->eventCount, 14u);
   EXPECT_EQ(t->slices.size(), 4u);
   EXPECT_EQ(t->flows.size(), 2u);
   ASSERT_EQ(t->memory.size(), 1u);
-  EXPECT_EQ(t->memory[0].total_allocated.value, 4096);
-  EXPECT_EQ(t->memory[0].device_type.value, 20);
-  ASSERT_TRUE(t->record_window_end);
-  EXPECT_EQ(*t->record_window_end, 120);
+  EXPECT_EQ(t->memory[0].totalAllocated.value, 4096);
+  EXPECT_EQ(t->memory[0].deviceType.value, 20);
+  ASSERT_TRUE(t->recordWindowEnd);
+  EXPECT_EQ(*t->recordWindowEnd, 120);
 
-  const Slice& k = t->slices[find_slice(*t, "add_kernel")];
-  EXPECT_TRUE(t->is_device(k));
+  const Slice& k = t->slices[findSlice(*t, "add_kernel")];
+  EXPECT_TRUE(t->isDevice(k));
   EXPECT_EQ(k.ts, 20'000);
   EXPECT_EQ(k.dur, 3'000);
   EXPECT_EQ(k.stream.value, 7);
-  EXPECT_EQ(t->lane_kind[k.lane], LaneKind::kDevice);
+  EXPECT_EQ(t->laneKind[k.lane], LaneKind::kDevice);
   EXPECT_EQ(t->str(t->threads[k.lane].name), "stream 7");
-  EXPECT_EQ(t->process(Key{0, false})->sort_index, 5'000'000);
+  EXPECT_EQ(t->process(Key{0, false})->sortIndex, 5'000'000);
 
-  const Slice& rt = t->slices[find_slice(*t, "orLaunchKernel")];
+  const Slice& rt = t->slices[findSlice(*t, "orLaunchKernel")];
   EXPECT_EQ(t->role(rt.cat), CategoryRole::kRuntime);
-  EXPECT_EQ(t->lane_kind[rt.lane], LaneKind::kHost);
-  const Slice& span = t->slices[find_slice(*t, "PyTorch Profiler (0)")];
+  EXPECT_EQ(t->laneKind[rt.lane], LaneKind::kHost);
+  const Slice& span = t->slices[findSlice(*t, "PyTorch Profiler (0)")];
   EXPECT_EQ(t->role(span.cat), CategoryRole::kSpan);
-  EXPECT_EQ(t->lane_kind[span.lane], LaneKind::kOther);
-  EXPECT_EQ(t->origin_ns, 0);
+  EXPECT_EQ(t->laneKind[span.lane], LaneKind::kOther);
+  EXPECT_EQ(t->originNs, 0);
 }
 
 TEST(TraceModel, KeepsEventsBeforeAParseError) {
@@ -56,23 +56,23 @@ TEST(TraceModel, KeepsEventsBeforeAParseError) {
   b.op("aten::a", 0, 10, 1).op("aten::b", 20, 10, 2);
   std::string text = b.json();
   text.insert(text.find(R"({"ph":"X","cat":"cpu_op","name":"aten::b")"), "!!");
-  auto t = load_trace_buffer(text.data(), text.size(), {});
-  ASSERT_TRUE(t->parse_error);
+  auto t = loadTraceBuffer(text.data(), text.size(), {});
+  ASSERT_TRUE(t->parseError);
   EXPECT_EQ(t->slices.size(), 1u);
-  EXPECT_GT(t->parse_error->offset, 0u);
+  EXPECT_GT(t->parseError->offset, 0u);
 }
 
 TEST(TraceModel, DocumentWithoutTraceEventsIsAnError) {
   std::string text = R"({"schemaVersion": 1})";
-  auto t = load_trace_buffer(text.data(), text.size(), {});
-  ASSERT_TRUE(t->parse_error);
-  EXPECT_NE(t->parse_error->message.find("traceEvents"), std::string::npos);
+  auto t = loadTraceBuffer(text.data(), text.size(), {});
+  ASSERT_TRUE(t->parseError);
+  EXPECT_NE(t->parseError->message.find("traceEvents"), std::string::npos);
 }
 
 TEST(TraceModel, AcceptsTheBareArrayFormat) {
   std::string text = R"([{"ph":"X","name":"a","cat":"cpu_op","pid":1,"tid":1,"ts":1,"dur":2}])";
-  auto t = load_trace_buffer(text.data(), text.size(), {});
-  EXPECT_FALSE(t->parse_error);
+  auto t = loadTraceBuffer(text.data(), text.size(), {});
+  EXPECT_FALSE(t->parseError);
   EXPECT_EQ(t->slices.size(), 1u);
 }
 
@@ -84,8 +84,8 @@ TEST(TraceModel, CountsMalformedEvents) {
       .raw(R"({"ph":"s","name":"flow without id","cat":"ac2g","pid":1,"tid":1,"ts":1})")
       .raw(R"(42)");
   auto t = b.load();
-  EXPECT_FALSE(t->parse_error);
-  EXPECT_EQ(t->malformed_count, 5u);
+  EXPECT_FALSE(t->parseError);
+  EXPECT_EQ(t->malformedCount, 5u);
   EXPECT_TRUE(t->slices.empty());
 }
 
@@ -94,13 +94,13 @@ TEST(TraceModel, InfersDeviceCategoriesFromArgs) {
   b.kernel("ccp", 0, 10, 0, 3, 1, 1, "mtia_ccp_events");
   b.raw(R"({"ph":"X","cat":"mtia_runtime","name":"launch","pid":1000,"tid":1000,"ts":0,"dur":1,"args":{"correlation":1}})");
   auto t = b.load();
-  EXPECT_TRUE(t->is_device(t->slices[0]));
+  EXPECT_TRUE(t->isDevice(t->slices[0]));
   EXPECT_EQ(t->role(t->slices[1].cat), CategoryRole::kRuntime);
 
-  LoadOptions no_inference;
-  no_inference.infer_device_categories = false;
-  auto t2 = b.load(no_inference);
-  EXPECT_FALSE(t2->is_device(t2->slices[0]));
+  LoadOptions noInference;
+  noInference.inferDeviceCategories = false;
+  auto t2 = b.load(noInference);
+  EXPECT_FALSE(t2->isDevice(t2->slices[0]));
 }
 
 TEST(TraceModel, SynchronisationsOnStreamRowsAreNotWork) {
@@ -109,10 +109,10 @@ TEST(TraceModel, SynchronisationsOnStreamRowsAreNotWork) {
   b.kernel("k", 0, 10, 0, 7, 1, 1);
   b.kernel("Stream Wait Event", 20, 5, 0, 7, 2, 2, "cuda_sync");
   auto t = b.load();
-  EXPECT_TRUE(t->is_device(t->slices[0]));
-  EXPECT_FALSE(t->is_device(t->slices[1]));
+  EXPECT_TRUE(t->isDevice(t->slices[0]));
+  EXPECT_FALSE(t->isDevice(t->slices[1]));
   EXPECT_EQ(t->role(t->slices[1].cat), CategoryRole::kAnnotation);
-  EXPECT_EQ(t->lane_kind[t->slices[1].lane], LaneKind::kDevice);
+  EXPECT_EQ(t->laneKind[t->slices[1].lane], LaneKind::kDevice);
 }
 
 TEST(TraceModel, ConfiguredCategoriesOverrideDefaults) {
@@ -120,14 +120,14 @@ TEST(TraceModel, ConfiguredCategoriesOverrideDefaults) {
   b.kernel("k", 0, 10, 0, 3, 1, 1, "my_kernel", R"("queue":3)");
   b.raw(R"({"ph":"X","cat":"my_api","name":"launch","pid":1000,"tid":1000,"ts":0,"dur":1,"args":{"correlation":1}})");
   LoadOptions o;
-  o.device_categories = {"my_kernel"};
-  o.runtime_categories = {"my_api"};
-  o.runtime_categories_given = true;
+  o.deviceCategories = {"my_kernel"};
+  o.runtimeCategories = {"my_api"};
+  o.runtimeCategoriesGiven = true;
   auto t = b.load(o);
-  EXPECT_TRUE(t->is_device(t->slices[0]));
+  EXPECT_TRUE(t->isDevice(t->slices[0]));
   EXPECT_EQ(t->role(t->slices[1].cat), CategoryRole::kRuntime);
-  ASSERT_EQ(t->device_categories.size(), 1u);
-  EXPECT_EQ(t->str(t->device_categories[0]), "my_kernel");
+  ASSERT_EQ(t->deviceCategories.size(), 1u);
+  EXPECT_EQ(t->str(t->deviceCategories[0]), "my_kernel");
 }
 
 TEST(TraceModel, StringPidsAndTids) {
@@ -136,9 +136,9 @@ TEST(TraceModel, StringPidsAndTids) {
   auto t = b.load();
   ASSERT_EQ(t->slices.size(), 1u);
   const Lane& lane = t->lanes[t->slices[0].lane];
-  EXPECT_TRUE(lane.pid.is_string);
-  EXPECT_EQ(t->key_text(lane.pid), "host");
-  EXPECT_EQ(t->key_text(lane.tid), "main");
+  EXPECT_TRUE(lane.pid.isString);
+  EXPECT_EQ(t->keyText(lane.pid), "host");
+  EXPECT_EQ(t->keyText(lane.tid), "main");
 }
 
 TEST(TraceModel, InnermostEnclosingSlice) {
@@ -151,17 +151,17 @@ TEST(TraceModel, InnermostEnclosingSlice) {
       .op("aten::mul", 500, 100, 4);
   auto t = b.load();
   uint32_t lane = t->slices[0].lane;
-  EXPECT_EQ(t->str(t->slices[t->innermost_at(lane, 130, kAnyRole)].name), "aten::empty");
-  EXPECT_EQ(t->str(t->slices[t->innermost_at(lane, 210, kAnyRole)].name), "orLaunchKernel");
-  EXPECT_EQ(t->str(t->slices[t->innermost_at(lane, 210, role_bit(CategoryRole::kOp))].name), "aten::add");
-  EXPECT_EQ(t->str(t->slices[t->innermost_at(lane, 450, kAnyRole)].name), "train.py(3): step");
-  EXPECT_EQ(t->str(t->slices[t->innermost_at(lane, 450, role_bit(CategoryRole::kOp))].name), "ProfilerStep#1");
-  EXPECT_EQ(t->innermost_at(lane, 2'000, kAnyRole), kNoSlice);
+  EXPECT_EQ(t->str(t->slices[t->innermostAt(lane, 130, kAnyRole)].name), "aten::empty");
+  EXPECT_EQ(t->str(t->slices[t->innermostAt(lane, 210, kAnyRole)].name), "orLaunchKernel");
+  EXPECT_EQ(t->str(t->slices[t->innermostAt(lane, 210, roleBit(CategoryRole::kOp))].name), "aten::add");
+  EXPECT_EQ(t->str(t->slices[t->innermostAt(lane, 450, kAnyRole)].name), "train.py(3): step");
+  EXPECT_EQ(t->str(t->slices[t->innermostAt(lane, 450, roleBit(CategoryRole::kOp))].name), "ProfilerStep#1");
+  EXPECT_EQ(t->innermostAt(lane, 2'000, kAnyRole), kNoSlice);
   // Ends are inclusive: a flow start at a slice's last ns still binds to it.
-  EXPECT_EQ(t->str(t->slices[t->innermost_at(lane, 600, role_bit(CategoryRole::kOp))].name), "aten::mul");
+  EXPECT_EQ(t->str(t->slices[t->innermostAt(lane, 600, roleBit(CategoryRole::kOp))].name), "aten::mul");
 
   std::vector<std::string_view> names;
-  for (uint32_t i : t->stack_at(lane, 130)) names.push_back(t->str(t->slices[i].name));
+  for (uint32_t i : t->stackAt(lane, 130)) names.push_back(t->str(t->slices[i].name));
   EXPECT_EQ(names, (std::vector<std::string_view>{"ProfilerStep#1", "train.py(3): step", "aten::add", "aten::empty"}));
 }
 
@@ -174,12 +174,12 @@ TEST(TraceModel, DeviceSliceFindsItsOp) {
   b.kernel("k2", 50'000, 1'000, 0, 7, 12, 0, "kernel", R"("device":0,"stream":7,"correlation":12)");
   b.kernel("k3", 60'000, 1'000, 0, 7, 13, 0, "kernel", R"("device":0,"stream":7,"correlation":13)");
   auto t = b.load();
-  bool via_correlation = true;
-  EXPECT_EQ(t->str(t->slices[t->op_of_device_slice(t->slices[find_slice(*t, "k1")], &via_correlation)].name), "aten::add");
-  EXPECT_FALSE(via_correlation);
-  EXPECT_EQ(t->str(t->slices[t->op_of_device_slice(t->slices[find_slice(*t, "k2")], &via_correlation)].name), "aten::mul");
-  EXPECT_TRUE(via_correlation);
-  EXPECT_EQ(t->op_of_device_slice(t->slices[find_slice(*t, "k3")]), kNoSlice);
+  bool viaCorrelation = true;
+  EXPECT_EQ(t->str(t->slices[t->opOfDeviceSlice(t->slices[findSlice(*t, "k1")], &viaCorrelation)].name), "aten::add");
+  EXPECT_FALSE(viaCorrelation);
+  EXPECT_EQ(t->str(t->slices[t->opOfDeviceSlice(t->slices[findSlice(*t, "k2")], &viaCorrelation)].name), "aten::mul");
+  EXPECT_TRUE(viaCorrelation);
+  EXPECT_EQ(t->opOfDeviceSlice(t->slices[findSlice(*t, "k3")]), kNoSlice);
 }
 
 }  // namespace

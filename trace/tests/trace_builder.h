@@ -22,11 +22,11 @@ class TraceBuilder {
     return *this;
   }
 
-  TraceBuilder& op(const std::string& name, int64_t ts, int64_t dur, int64_t external_id,
+  TraceBuilder& op(const std::string& name, int64_t ts, int64_t dur, int64_t externalId,
                    const std::string& cat = "cpu_op", int64_t pid = kHostPid, int64_t tid = kHostTid) {
     return raw(R"({"ph":"X","cat":")" + cat + R"(","name":")" + name + R"(","pid":)" + std::to_string(pid) +
                R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + us(ts) + R"(,"dur":)" + us(dur) +
-               R"(,"args":{"External id":)" + std::to_string(external_id) + "}}");
+               R"(,"args":{"External id":)" + std::to_string(externalId) + "}}");
   }
 
   TraceBuilder& python(const std::string& name, int64_t ts, int64_t dur, int64_t pid = kHostPid, int64_t tid = kHostTid) {
@@ -34,20 +34,20 @@ class TraceBuilder {
                R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + us(ts) + R"(,"dur":)" + us(dur) + "}");
   }
 
-  TraceBuilder& runtime(const std::string& name, int64_t ts, int64_t dur, int64_t correlation, int64_t external_id,
+  TraceBuilder& runtime(const std::string& name, int64_t ts, int64_t dur, int64_t correlation, int64_t externalId,
                         int64_t pid = kHostPid, int64_t tid = kHostTid) {
     return raw(R"({"ph":"X","cat":"privateuse1_runtime","name":")" + name + R"(","pid":)" + std::to_string(pid) +
                R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + us(ts) + R"(,"dur":)" + us(dur) +
-               R"(,"args":{"External id":)" + std::to_string(external_id) + R"(,"correlation":)" +
+               R"(,"args":{"External id":)" + std::to_string(externalId) + R"(,"correlation":)" +
                std::to_string(correlation) + "}}");
   }
 
   // A device event with the args Kineto's CUDA path writes. `args` replaces
   // the default args when given (to plant missing or bad ones).
   TraceBuilder& kernel(const std::string& name, int64_t ts, int64_t dur, int64_t device, int64_t stream,
-                       int64_t correlation, int64_t external_id, const std::string& cat = "kernel",
+                       int64_t correlation, int64_t externalId, const std::string& cat = "kernel",
                        const std::string& args = "") {
-    std::string a = args.empty() ? R"("External id":)" + std::to_string(external_id) + R"(,"device":)" +
+    std::string a = args.empty() ? R"("External id":)" + std::to_string(externalId) + R"(,"device":)" +
                                        std::to_string(device) + R"(,"stream":)" + std::to_string(stream) +
                                        R"(,"correlation":)" + std::to_string(correlation)
                                  : args;
@@ -64,29 +64,29 @@ class TraceBuilder {
   }
 
   // One op launching one kernel, linked both ways, with its arrow.
-  TraceBuilder& launch(const std::string& op_name, const std::string& kernel_name, int64_t op_ts, int64_t kernel_ts,
-                       int64_t kernel_dur, int64_t device, int64_t stream, int64_t correlation, int64_t external_id) {
-    op(op_name, op_ts, 10'000, external_id);
-    runtime("orLaunchKernel", op_ts + 2'000, 5'000, correlation, external_id);
-    kernel(kernel_name, kernel_ts, kernel_dur, device, stream, correlation, external_id);
-    flow('s', correlation, op_ts + 2'000, kHostPid, kHostTid);
-    return flow('f', correlation, kernel_ts, device, stream);
+  TraceBuilder& launch(const std::string& opName, const std::string& kernelName, int64_t opTs, int64_t kernelTs,
+                       int64_t kernelDur, int64_t device, int64_t stream, int64_t correlation, int64_t externalId) {
+    op(opName, opTs, 10'000, externalId);
+    runtime("orLaunchKernel", opTs + 2'000, 5'000, correlation, externalId);
+    kernel(kernelName, kernelTs, kernelDur, device, stream, correlation, externalId);
+    flow('s', correlation, opTs + 2'000, kHostPid, kHostTid);
+    return flow('f', correlation, kernelTs, device, stream);
   }
 
-  TraceBuilder& memory(int64_t ts, int64_t device_type, int64_t device_id, int64_t total, int64_t bytes,
+  TraceBuilder& memory(int64_t ts, int64_t deviceType, int64_t deviceId, int64_t total, int64_t bytes,
                        int64_t pid = kHostPid, int64_t tid = kHostTid) {
     return raw(R"({"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":)" + std::to_string(pid) +
                R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + us(ts) + R"(,"args":{"Total Reserved":0,"Total Allocated":)" +
                std::to_string(total) + R"(,"Bytes":)" + std::to_string(bytes) + R"(,"Device Id":)" +
-               std::to_string(device_id) + R"(,"Device Type":)" + std::to_string(device_type) +
+               std::to_string(deviceId) + R"(,"Device Type":)" + std::to_string(deviceType) +
                R"(,"Addr":94717755884672}})");
   }
 
-  TraceBuilder& process(int64_t pid, const std::string& name, int64_t sort_index) {
+  TraceBuilder& process(int64_t pid, const std::string& name, int64_t sortIndex) {
     raw(R"({"name":"process_name","ph":"M","ts":0,"pid":)" + std::to_string(pid) + R"(,"tid":0,"args":{"name":")" +
         name + R"("}})");
     return raw(R"({"name":"process_sort_index","ph":"M","ts":0,"pid":)" + std::to_string(pid) +
-               R"(,"tid":0,"args":{"sort_index":)" + std::to_string(sort_index) + "}}");
+               R"(,"tid":0,"args":{"sort_index":)" + std::to_string(sortIndex) + "}}");
   }
 
   TraceBuilder& thread(int64_t pid, int64_t tid, const std::string& name) {
@@ -121,10 +121,10 @@ class TraceBuilder {
 
   std::unique_ptr<Trace> load(const LoadOptions& options = {}) const {
     std::string text = json();
-    return load_trace_buffer(text.data(), text.size(), options);
+    return loadTraceBuffer(text.data(), text.size(), options);
   }
 
-  static std::string us(int64_t ns) { return format_us(ns); }
+  static std::string us(int64_t ns) { return formatUs(ns); }
 
  private:
   std::vector<std::string> events_;

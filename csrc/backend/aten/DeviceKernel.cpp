@@ -31,42 +31,45 @@ bool isOptionalTensorListWithTensors(const c10::IValue& value) {
   return std::any_of(elements.begin(), elements.end(), [](const c10::IValue& e) { return e.isTensor(); });
 }
 
+using TensorRef = std::reference_wrapper<const at::Tensor>;
+using TensorListRef = std::reference_wrapper<const at::ITensorListRef>;
+
+// std::visit with one lambda per alternative.
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
+
 // Calls f(tensor) for every defined tensor in `args`, list elements included.
 template <class F>
 void forEachTensor(c10::ArrayRef<ArgRef> args, F&& f) {
   for (const ArgRef& arg : args) {
-    switch (arg.kind) {
-      case ArgRef::Kind::kTensor: {
-        const auto& t = *static_cast<const at::Tensor*>(arg.ref);
-        if (t.defined()) f(t);
-        break;
-      }
-      case ArgRef::Kind::kTensorListRef:
-        for (const at::Tensor& t : *static_cast<const at::ITensorListRef*>(arg.ref)) {
-          if (t.defined()) f(t);
-        }
-        break;
-      case ArgRef::Kind::kValue:
-        if (arg.value.isList()) {
-          for (const c10::IValue& element : arg.value.toListRef()) {
-            if (element.isTensor() && element.toTensor().defined()) f(element.toTensor());
-          }
-        }
-        break;
-    }
+    std::visit(Overloaded{
+                   [&](TensorRef ref) {
+                     if (ref.get().defined()) f(ref.get());
+                   },
+                   [&](TensorListRef list) {
+                     for (const at::Tensor& t : list.get()) {
+                       if (t.defined()) f(t);
+                     }
+                   },
+                   [&](const c10::IValue& value) {
+                     if (!value.isList()) return;
+                     for (const c10::IValue& element : value.toListRef()) {
+                       if (element.isTensor() && element.toTensor().defined()) f(element.toTensor());
+                     }
+                   },
+               },
+               arg);
   }
 }
 
 // Boxed arguments as references: tensors are not copied.
 c10::SmallVector<ArgRef, 8> argRefs(c10::ArrayRef<c10::IValue> args) {
   c10::SmallVector<ArgRef, 8> refs;
-  for (const c10::IValue& value : args) {
-    if (value.isTensor()) {
-      refs.push_back(argRef(value.toTensor()));
-    } else {
-      refs.push_back(ArgRef{ArgRef::Kind::kValue, nullptr, value});
-    }
-  }
+  for (const c10::IValue& value : args) refs.push_back(argRef(value));
   return refs;
 }
 
@@ -89,31 +92,31 @@ struct PackedCall {
 
   explicit PackedCall(c10::ArrayRef<ArgRef> refs) {
     for (const ArgRef& ref : refs) {
-      switch (ref.kind) {
-        case ArgRef::Kind::kTensor:
-          addTensor(*static_cast<const at::Tensor*>(ref.ref));
-          break;
-        case ArgRef::Kind::kTensorListRef: {
-          PackedArg& arg = startList(PackedArg::Kind::kTensorList);
-          for (const at::Tensor& t : *static_cast<const at::ITensorListRef*>(ref.ref)) addListElement(t);
-          arg.count = static_cast<uint32_t>(tensors.size()) - arg.first;
-          break;
-        }
-        case ArgRef::Kind::kValue:
-          if (ref.value.isTensorList() || isOptionalTensorListWithTensors(ref.value)) {
-            PackedArg& arg = startList(ref.value.isTensorList() ? PackedArg::Kind::kTensorList
-                                                                : PackedArg::Kind::kOptionalTensorList);
-            for (const c10::IValue& element : ref.value.toListRef()) {
-              addListElement(element.isTensor() ? element.toTensor() : at::Tensor());
-            }
-            arg.count = static_cast<uint32_t>(tensors.size()) - arg.first;
-          } else {
-            PackedArg arg;
-            arg.value = ref.value;
-            args.push_back(std::move(arg));
-          }
-          break;
+      std::visit(Overloaded{
+                     [&](TensorRef t) { addTensor(t.get()); },
+                     [&](TensorListRef list) {
+                       PackedArg& arg = startList(PackedArg::Kind::kTensorList);
+                       for (const at::Tensor& t : list.get()) addListElement(t);
+                       arg.count = static_cast<uint32_t>(tensors.size()) - arg.first;
+                     },
+                     [&](const c10::IValue& value) { addValue(value); },
+                 },
+                 ref);
+    }
+  }
+
+  void addValue(const c10::IValue& value) {
+    if (value.isTensorList() || isOptionalTensorListWithTensors(value)) {
+      PackedArg& arg =
+          startList(value.isTensorList() ? PackedArg::Kind::kTensorList : PackedArg::Kind::kOptionalTensorList);
+      for (const c10::IValue& element : value.toListRef()) {
+        addListElement(element.isTensor() ? element.toTensor() : at::Tensor());
       }
+      arg.count = static_cast<uint32_t>(tensors.size()) - arg.first;
+    } else {
+      PackedArg arg;
+      arg.value = value;
+      args.push_back(std::move(arg));
     }
   }
 
@@ -261,8 +264,9 @@ const at::Tensor& namingTensor(c10::ArrayRef<ArgRef> args) {
 }
 
 const at::Tensor& tensorArg(c10::ArrayRef<ArgRef> args, int index) {
-  TORCH_INTERNAL_ASSERT(args[index].kind == ArgRef::Kind::kTensor);
-  return *static_cast<const at::Tensor*>(args[index].ref);
+  const auto* tensor = std::get_if<TensorRef>(&args[index]);
+  TORCH_INTERNAL_ASSERT(tensor != nullptr);
+  return tensor->get();
 }
 
 // Kernel names by dtype (and gemm operand layouts), built once per kernel
@@ -325,7 +329,7 @@ LaunchPlan planLaunch(const KernelSpec& spec, const KernelNames& names, c10::Arr
     }
     case KernelStyle::kRowwise: {
       const int64_t dim =
-          spec.dimArg >= 0 ? c10::maybe_wrap_dim(args[spec.dimArg].value.toInt(), named.dim()) : -1;
+          spec.dimArg >= 0 ? c10::maybe_wrap_dim(std::get<c10::IValue>(args[spec.dimArg]).toInt(), named.dim()) : -1;
       const int64_t rowLength = named.dim() == 0 ? 1 : named.size(dim < 0 ? named.dim() - 1 : dim);
       return {names.get(named.scalar_type()),
               rowwiseShape(rowLength == 0 ? 0 : named.numel() / rowLength, rowLength)};
@@ -385,26 +389,13 @@ at::Tensor emptyDevice(c10::IntArrayRef sizes, c10::ScalarType dtype) {
   return at::detail::empty_generic(sizes, deviceAllocator(), kOpenRegKeys, dtype, std::nullopt);
 }
 
-void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<ArgRef> args, c10::DeviceIndex device,
-                 const char* kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs) {
-  auto call = std::make_unique<CpuOpKernel>(op, args);
+KernelArgs::KernelArgs(c10::ArrayRef<c10::IValue> values) : owned_(argRefs(values)), refs_(owned_) {}
+
+void launchCpuOp(const c10::OperatorHandle& op, const KernelArgs& args, c10::DeviceIndex device,
+                 KernelNameRef kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs) {
+  auto call = std::make_unique<CpuOpKernel>(op, args.refs());
   call->copyResultsInto(outputs);
-  launchKernelObject(currentNativeStream(device), kernel, shape, std::move(call));
-}
-
-void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<ArgRef> args, c10::DeviceIndex device,
-                 const std::string& kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs) {
-  launchCpuOp(op, args, device, kernel.c_str(), shape, outputs);
-}
-
-void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device,
-                 const char* kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs) {
-  launchCpuOp(op, argRefs(args), device, kernel, shape, outputs);
-}
-
-void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device,
-                 const std::string& kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs) {
-  launchCpuOp(op, args, device, kernel.c_str(), shape, outputs);
+  launchKernelObject(currentNativeStream(device), kernel.c_str(), shape, std::move(call));
 }
 
 struct detail::StructuredLauncher::State {

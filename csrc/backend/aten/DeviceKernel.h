@@ -24,12 +24,15 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <variant>
+#include <vector>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -51,15 +54,6 @@ c10::OperatorHandle findOp(const char* name, const char* overload);
 at::Tensor emptyDeviceLike(const at::Tensor& like);
 // A new contiguous openreg tensor on the current device.
 at::Tensor emptyDevice(c10::IntArrayRef sizes, c10::ScalarType dtype);
-
-// Launches, on the current stream of `device`, a kernel that runs `op`'s CPU
-// implementation on `args`. With `outputs` empty the op writes its results
-// into out= arguments; otherwise its returned tensors are copied into
-// `outputs` in order (undefined entries are skipped).
-void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device,
-                 const char* kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs = {});
-void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device,
-                 const std::string& kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs = {});
 
 // How a kernel's name and launch shape derive from its arguments.
 enum class KernelStyle {
@@ -95,34 +89,28 @@ struct KernelSpec {
 // overloads are composite.
 void registerMetaKernel(torch::Library& m, const char* schema, c10::KernelFunction meta, KernelSpec spec);
 
-// One argument of a kernel call, by reference: device checks and packing read
-// tensors through it without taking new references (see the GIL note above).
-struct ArgRef {
-  enum class Kind : uint8_t {
-    kTensor,         // `ref` is an at::Tensor
-    kTensorListRef,  // `ref` is an at::ITensorListRef
-    kValue,          // `value` (tensor lists as IValue lists; never a tensor)
-  };
-  Kind kind = Kind::kValue;
-  const void* ref = nullptr;
-  c10::IValue value;
-};
+// One argument of a kernel call: a tensor or a tensor list by reference, so
+// that device checks and packing read them without taking new references
+// (see the GIL note above), or any other value (tensor lists as IValue
+// lists; never a tensor). A default ArgRef is None.
+using ArgRef = std::variant<c10::IValue, std::reference_wrapper<const at::Tensor>,
+                            std::reference_wrapper<const at::ITensorListRef>>;
 
 inline ArgRef argRef(const at::Tensor& t) {
-  return {ArgRef::Kind::kTensor, &t, {}};
+  return std::cref(t);
 }
 inline ArgRef argRef(const std::optional<at::Tensor>& t) {
   return t.has_value() ? argRef(*t) : ArgRef{};
 }
 inline ArgRef argRef(const at::ITensorListRef& list) {
-  return {ArgRef::Kind::kTensorListRef, &list, {}};
+  return std::cref(list);
 }
 inline ArgRef argRef(const c10::IValue& value) {
-  return value.isTensor() ? argRef(value.toTensor()) : ArgRef{ArgRef::Kind::kValue, nullptr, value};
+  return value.isTensor() ? argRef(value.toTensor()) : ArgRef{value};
 }
 template <class T>
 ArgRef argRef(const T& value) {
-  return {ArgRef::Kind::kValue, nullptr, c10::IValue(value)};
+  return ArgRef{c10::IValue(value)};
 }
 
 // refArgs(self, dim, index, out): a kernel's arguments for commonDevice and
@@ -138,10 +126,44 @@ std::array<ArgRef, sizeof...(T)> refArgs(T&&... args) {
 }
 
 c10::Device commonDevice(c10::ArrayRef<ArgRef> args, const c10::OperatorHandle& op);
-void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<ArgRef> args, c10::DeviceIndex device,
-                 const char* kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs = {});
-void launchCpuOp(const c10::OperatorHandle& op, c10::ArrayRef<ArgRef> args, c10::DeviceIndex device,
-                 const std::string& kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs = {});
+
+// A kernel's arguments as launchCpuOp takes them: references (refArgs, or
+// an ArrayRef<ArgRef>) or boxed values (a stack slice, a vector), which are
+// referenced in turn. For the duration of the call only.
+class KernelArgs {
+ public:
+  KernelArgs(c10::ArrayRef<ArgRef> refs) : refs_(refs) {}
+  template <size_t N>
+  KernelArgs(const std::array<ArgRef, N>& refs) : refs_(refs) {}
+  KernelArgs(c10::ArrayRef<c10::IValue> values);
+  KernelArgs(const std::vector<c10::IValue>& values) : KernelArgs(c10::ArrayRef<c10::IValue>(values)) {}
+  KernelArgs(const KernelArgs&) = delete;  // refs_ may point into owned_
+  KernelArgs& operator=(const KernelArgs&) = delete;
+
+  c10::ArrayRef<ArgRef> refs() const { return refs_; }
+
+ private:
+  c10::SmallVector<ArgRef, 8> owned_;
+  c10::ArrayRef<ArgRef> refs_;
+};
+
+// A kernel's name, borrowed for the call: a C string or a std::string.
+class KernelNameRef {
+ public:
+  KernelNameRef(const char* name) : name_(name) {}
+  KernelNameRef(const std::string& name) : name_(name.c_str()) {}
+  const char* c_str() const { return name_; }
+
+ private:
+  const char* name_;
+};
+
+// Launches, on the current stream of `device`, a kernel that runs `op`'s CPU
+// implementation on `args`. With `outputs` empty the op writes its results
+// into out= arguments; otherwise its returned tensors are copied into
+// `outputs` in order (undefined entries are skipped).
+void launchCpuOp(const c10::OperatorHandle& op, const KernelArgs& args, c10::DeviceIndex device,
+                 KernelNameRef kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs = {});
 
 namespace detail {
 

@@ -28,6 +28,7 @@ struct Gates {
   std::mutex mutex;
   std::condition_variable changed;
   std::map<int64_t, bool> open;
+  std::map<int64_t, int> waiting;  // kernels blocked on each gate
 };
 
 Gates& gates() {
@@ -53,8 +54,10 @@ at::Tensor waitGate(const at::Tensor& self, int64_t gate, double timeout_s) {
   launchKernel(streamFor(self), "test_wait_gate", LaunchShape{}, [gate, timeout_s]() {
     Gates& g = gates();
     std::unique_lock<std::mutex> lock(g.mutex);
+    ++g.waiting[gate];
     const bool opened = g.changed.wait_for(lock, std::chrono::duration<double>(timeout_s),
                                            [&] { return g.open[gate]; });
+    if (--g.waiting[gate] == 0) g.waiting.erase(gate);
     g.open.erase(gate);
     if (!opened) throw std::runtime_error("gate " + std::to_string(gate) + " was not opened in time");
   });
@@ -70,6 +73,12 @@ void openGate(int64_t gate) {
     g.open[gate] = true;
   }
   g.changed.notify_all();
+}
+
+bool gateWaiting(int64_t gate) {
+  Gates& g = gates();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  return g.waiting.count(gate) > 0;
 }
 
 TORCH_LIBRARY(openreg, m) {

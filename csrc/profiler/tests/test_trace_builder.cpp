@@ -33,7 +33,6 @@ struct Builder {
                   uint64_t op = 0, uint64_t user = 0) {
     const uint64_t corr = nextCorr++;
     RuntimeCall call;
-    call.apiId = OR_API_LAUNCH_KERNEL;
     call.processId = 100;
     call.threadId = 101;
     call.device = device;
@@ -50,8 +49,10 @@ struct Builder {
     d.start = dev(kHost0 + startUs * 1000);
     d.end = dev(kHost0 + endUs * 1000);
     d.name = "kernel_a";
-    d.bytes = 1 << 20;
-    d.copyKind = OR_ACTIVITY_MEMCPY_HTOD;
+    if (kind == DeviceOpKind::Memcpy || kind == DeviceOpKind::Memset) {
+      d.bytes = 1 << 20;  // (kernel fields share the storage)
+      d.copyKind = OR_ACTIVITY_MEMCPY_HTOD;
+    }
     records.deviceOps.push_back(d);
     if (op != 0) records.external.push_back({corr, op, OR_EXTERNAL_CORRELATION_KIND_OPERATOR});
     if (user != 0) records.external.push_back({corr, user, OR_EXTERNAL_CORRELATION_KIND_USER});
@@ -319,6 +320,7 @@ TEST(TraceBuilder, CommunicationIsAKernelLinkedToItsOpWithItsPayload) {
   const uint64_t corr = b.launch(DeviceOpKind::Communication, 1, 2, 10, 20, 30, /*op=*/77);
   DeviceOp& op = b.records.deviceOps.back();
   op.name = "openregComm_AllReduce_Sum_f32";
+  op.bytes = 1 << 20;
   op.eventId = b.records.communications.size();
   b.records.communications.push_back({.collective = "allreduce", .dataType = "f32", .groupName = "0",
                                       .count = 1024, .sequence = 3, .groupSize = 2, .rank = 1, .peer = -1});

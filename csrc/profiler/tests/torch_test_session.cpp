@@ -3,6 +3,9 @@
 // int32 truncation of op ids, and what reaches the logger.
 #include "session.h"
 
+#include "activity_store.h"
+#include "slab_arena.h"
+
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
@@ -42,7 +45,7 @@ struct Replay {
 class RecordingLogger : public libkineto::ActivityLogger {
  public:
   // Owned by the session's trace buffer (Kineto keeps the pointers too).
-  std::vector<const libkineto::GenericTraceActivity*> activities;
+  std::vector<const libkineto::ITraceActivity*> activities;
   std::vector<int64_t> devices;
 
   void handleDeviceInfo(const libkineto::DeviceInfo& info, int64_t) override { devices.push_back(info.id); }
@@ -51,9 +54,8 @@ class RecordingLogger : public libkineto::ActivityLogger {
   void handleTraceSpan(const libkineto::TraceSpan&) override {}
   // Handed over by reference (Kineto keeps the pointer), never to be copied.
   void handleActivity(const libkineto::ITraceActivity& a) override {
-    const auto* generic = dynamic_cast<const libkineto::GenericTraceActivity*>(&a);
-    ASSERT_NE(generic, nullptr);
-    activities.push_back(generic);
+    ASSERT_NE(dynamic_cast<const OpenregActivity*>(&a), nullptr);
+    activities.push_back(&a);
   }
   void handleGenericActivity(const libkineto::GenericTraceActivity&) override {
     FAIL() << "handleGenericActivity makes Kineto copy the activity";
@@ -65,8 +67,8 @@ class RecordingLogger : public libkineto::ActivityLogger {
     (void)buffers.release();  // never called here; the type is incomplete
   }
 
-  std::vector<const libkineto::GenericTraceActivity*> ofType(ActivityType type) const {
-    std::vector<const libkineto::GenericTraceActivity*> out;
+  std::vector<const libkineto::ITraceActivity*> ofType(ActivityType type) const {
+    std::vector<const libkineto::ITraceActivity*> out;
     for (const auto* a : activities)
       if (a->type() == type) out.push_back(a);
     return out;
@@ -93,6 +95,24 @@ class SessionTest : public ::testing::Test {
 const ActivityApi* SessionTest::api = nullptr;
 
 } // namespace
+
+TEST(WindowLease, OneHolderAtATimeUntilReleased) {
+  WindowLease first = WindowLease::tryAcquire();
+  ASSERT_TRUE(first.held());
+  EXPECT_FALSE(WindowLease::tryAcquire().held()) << "the window is taken";
+  WindowLease moved = std::move(first);
+  EXPECT_FALSE(first.held());
+  EXPECT_TRUE(moved.held());
+  EXPECT_FALSE(WindowLease::tryAcquire().held()) << "moving a lease keeps the window taken";
+  moved.release();
+  EXPECT_FALSE(moved.held());
+  {
+    WindowLease scoped = WindowLease::tryAcquire();
+    EXPECT_TRUE(scoped.held());
+  }
+  WindowLease again = WindowLease::tryAcquire();
+  EXPECT_TRUE(again.held()) << "a destroyed lease lets the window go";
+}
 
 TEST(SessionRequest, OnlyDeviceTypesAskForASession) {
   EXPECT_FALSE(SessionRequest::fromActivityTypes({ActivityType::CPU_OP, ActivityType::PRIVATEUSE1_RUNTIME,
@@ -131,35 +151,32 @@ TEST_F(SessionTest, LinksThroughTruncatedOpIdsAndFlows) {
   auto launches = logger.ofType(ActivityType::PRIVATEUSE1_RUNTIME);
   ASSERT_EQ(kernels.size(), 1u);
   ASSERT_EQ(copies.size(), 1u);
-  EXPECT_EQ(kernels[0]->linked, &op);
-  EXPECT_EQ(copies[0]->linked, &op);
+  EXPECT_EQ(kernels[0]->linkedActivity(), &op);
+  EXPECT_EQ(copies[0]->linkedActivity(), &op);
   EXPECT_EQ(copies[0]->name(), "Memcpy HtoD (Host -> Device)");
   EXPECT_NE(std::find(asked.begin(), asked.end(), 42), asked.end());
   // Two launches with flows, one device sync without.
   int flows = 0;
   for (const auto* l : launches) {
-    if (l->flow.id != 0) {
+    if (l->flowId() != 0) {
       ++flows;
-      EXPECT_TRUE(l->flow.start);
-      EXPECT_EQ(l->flow.type, libkineto::kLinkAsyncCpuGpu);
+      EXPECT_TRUE(l->flowStart());
+      EXPECT_EQ(l->flowType(), static_cast<int>(libkineto::kLinkAsyncCpuGpu));
     }
   }
   EXPECT_EQ(flows, 2);
-  EXPECT_FALSE(kernels[0]->flow.start);
-  EXPECT_NE(kernels[0]->flow.id, copies[0]->flow.id);
-  EXPECT_EQ(kernels[0]->resource, 1);
+  EXPECT_FALSE(kernels[0]->flowStart());
+  EXPECT_NE(kernels[0]->flowId(), copies[0]->flowId());
+  EXPECT_EQ(kernels[0]->resourceId(), 1);
   // Args are formatted when asked for: as a value, and as the JSON args.
-  EXPECT_EQ(kernels[0]->getMetadataValue("correlation"), std::to_string(kernels[0]->id));
+  EXPECT_EQ(kernels[0]->getMetadataValue("correlation"), std::to_string(kernels[0]->correlationId()));
   EXPECT_EQ(kernels[0]->getMetadataValue("stream"), "1");
   EXPECT_EQ(kernels[0]->getMetadataValue("grid"), "[4, 1, 1]");  // what the replay library writes
   EXPECT_EQ(copies[0]->getMetadataValue("kind"), "HtoD");
   EXPECT_EQ(kernels[0]->getMetadataValue("no such key"), "");
   const std::string json = kernels[0]->metadataJson();
-  EXPECT_EQ(json.rfind("\"device\": 0, \"stream\": 1, \"correlation\": ", 0), 0u) << json;
-  EXPECT_NE(copies[0]->metadataJson().find("\"kind\": \"HtoD\""), std::string::npos);
-  const_cast<libkineto::GenericTraceActivity*>(kernels[0])->addMetadata("added", 7);
-  EXPECT_NE(kernels[0]->metadataJson().find(", \"added\": 7"), std::string::npos);
-  EXPECT_EQ(kernels[0]->getMetadataValue("added"), "7");
+  EXPECT_EQ(json.rfind("\"device\":0,\"stream\":1,\"correlation\":", 0), 0u) << json;
+  EXPECT_NE(copies[0]->metadataJson().find("\"kind\":\"HtoD\""), std::string::npos);
   EXPECT_EQ(kernels[0]->traceSpan()->name, "openreg");
 
   auto info = session.getDeviceInfo();
@@ -169,17 +186,41 @@ TEST_F(SessionTest, LinksThroughTruncatedOpIdsAndFlows) {
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].name, "Stream 1 (default)");
   EXPECT_EQ(session.getMetadata().at("openreg_dropped_records"), "0");
-  // The buffer Kineto takes over owns exactly what the logger points at.
+  // The buffer Kineto takes over owns what the logger points at: its one
+  // entry is the store of the activities, which outlive the session and go
+  // with the buffer.
   auto buffer = session.getTraceBuffer();
   ASSERT_NE(buffer, nullptr);
-  ASSERT_EQ(buffer->activities.size(), logger.activities.size());
-  for (size_t i = 0; i < logger.activities.size(); ++i) {
-    EXPECT_EQ(buffer->activities[i].get(), logger.activities[i]);
-  }
+  ASSERT_EQ(buffer->activities.size(), 1u);
+  ASSERT_NE(dynamic_cast<const ActivityStore*>(buffer->activities[0].get()), nullptr);
   EXPECT_EQ(buffer->span.startTime, begin);
   EXPECT_EQ(buffer->span.endTime, end);
   EXPECT_EQ(buffer->gpuOpCount, 2);
   EXPECT_EQ(session.getTraceBuffer(), nullptr) << "handed over once";
+}
+
+TEST_F(SessionTest, ActivitiesLiveAsLongAsTheTraceBuffer) {
+  const size_t slabsBefore = SlabArena::slabsInUse();
+  std::unique_ptr<libkineto::CpuTraceBuffer> buffer;
+  RecordingLogger logger;
+  {
+    OpenregSession session(*api, everything());
+    const int64_t begin = now();
+    session.start();
+    for (int k = 0; k < 3000; ++k) ASSERT_EQ(replay.submit(1, 0, 1, "kernel_name_past_small_strings", 0, 1'000, 0), 0);
+    replay.synchronize();
+    session.stop();
+    session.processTrace(logger, [](int32_t) { return nullptr; }, begin, now());
+    buffer = session.getTraceBuffer();
+  }
+  // The session is gone; the activities are not.
+  const auto kernels = logger.ofType(ActivityType::CONCURRENT_KERNEL);
+  ASSERT_EQ(kernels.size(), 3000u);
+  EXPECT_EQ(kernels.back()->name(), "kernel_name_past_small_strings");
+  EXPECT_EQ(kernels.back()->getMetadataValue("stream"), "1");
+  EXPECT_GT(SlabArena::slabsInUse(), slabsBefore);
+  buffer.reset();
+  EXPECT_EQ(SlabArena::slabsInUse(), slabsBefore) << "the activities' memory goes with the buffer";
 }
 
 TEST_F(SessionTest, StopBeforeStartAndStartTwiceAreHarmless) {
@@ -240,7 +281,7 @@ TEST_F(SessionTest, SessionsOnTwoThreadsAtOnce) {
       session.processTrace(logger, [](int32_t) { return nullptr; }, begin, now());
       const auto kernels = logger.ofType(ActivityType::CONCURRENT_KERNEL);
       std::set<int64_t> ids;
-      for (const auto* k : kernels) ids.insert(k->id);
+      for (const auto* k : kernels) ids.insert(k->correlationId());
       if (ids.size() != kernels.size()) ++failures;  // a record twice
       if (session.errors().empty()) {
         ++owned;
@@ -329,7 +370,7 @@ TEST_F(SessionTest, DeferredStartBoundsOnlyOnDemandTraces) {
     session.processTrace(logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, begin, end);
     EXPECT_EQ(logger.ofType(ActivityType::CONCURRENT_KERNEL).size(), onDemand ? 0u : 1u) << onDemand;
     const std::string meta = session.getMetadata().at("openreg_profiler");
-    EXPECT_NE(meta.find(onDemand ? "\"deferred_start\": true" : "\"deferred_start\": false"), std::string::npos)
+    EXPECT_NE(meta.find(onDemand ? "\"deferred_start\":true" : "\"deferred_start\":false"), std::string::npos)
         << meta;
   }
 }

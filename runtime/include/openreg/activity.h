@@ -19,8 +19,9 @@
  *     calling thread, pairing the top of that stack with the correlation id.
  *   - Records go to per-thread buffers supplied by the client. Full buffers
  *     are handed back through the completed callback. If no buffer is
- *     available the record is dropped and counted; the recording thread never
- *     blocks on the client.
+ *     available (the client refused one, or the host had no memory for the
+ *     runtime's bookkeeping of it) the record is dropped and counted; the
+ *     recording thread never blocks on the client and never fails.
  *   - Host timestamps are nanoseconds since the Unix epoch (CLOCK_REALTIME),
  *     unless the client registered its own host clock
  *     (orActivityRegisterTimestampCallback). Device timestamps are in the device's own clock (its own offset, rate
@@ -371,7 +372,7 @@ OR_API orError_t orActivityFlushAll(uint32_t flags);
 OR_API orError_t orActivityGetNextRecord(const uint8_t* buffer, size_t validSize,
                                          const orActivityRecord** record);
 
-/* Records dropped for lack of a buffer since the runtime started, for one
+/* Records dropped for lack of a buffer (or of host memory) since the runtime started, for one
  * device (device >= 0) or for all devices and host-only records
  * (device = -1). Never reset: take differences. */
 OR_API orError_t orActivityGetNumDroppedRecords(int device, uint64_t* dropped);

@@ -22,10 +22,22 @@
  *       OPENREG_WORKERS_PER_DEVICE    executor threads per device (default 4)
  *       OPENREG_CLOCK_OFFSET_NS       device clock value at start-up (default 1e12)
  *       OPENREG_CLOCK_SKEW_PPM        device clock rate error (default 0)
- *       OPENREG_CLOCK_DRIFT_PPM_PER_S change of that rate per second (default 0)
+ *       OPENREG_CLOCK_DRIFT_PPM_PER_S change of that rate per second, for the first
+ *                                     1000 s of run time, then the rate holds (default 0;
+ *                                     up to 1e4, and above -(1e6 + skew) / 1000 so the
+ *                                     rate stays positive)
  *       OPENREG_FLUSH_TIMEOUT_MS      longest wait of orActivityFlushAll for device work (default 30000)
+ *       OPENREG_EXIT_DRAIN_TIMEOUT_MS longest wait at exit for queued work (default 10000)
  *     A malformed value makes every call return orErrorInitializationError
  *     with a message naming the variable.
+ *   - At process exit (atexit) the runtime waits up to
+ *     OPENREG_EXIT_DRAIN_TIMEOUT_MS for queued work, then drops what is left:
+ *     a dropped kernel does not run but its userDataDestroy does, a dropped
+ *     event record never completes the event, and work queued after that is
+ *     dropped at once. Every wait that has not finished by then (synchronize,
+ *     a synchronous copy or memset, orFree, orFreeHost), including one
+ *     already blocked, returns orErrorShuttingDown instead of hanging; orFree
+ *     and orFreeHost then keep the memory (a kernel may still use it).
  */
 #ifndef OPENREG_RUNTIME_H
 #define OPENREG_RUNTIME_H
@@ -61,6 +73,7 @@ typedef enum orError_t {
   orErrorMaxLimitReached = 12,      /* iteration finished (activity records) */
   orErrorHostMemoryAllocation = 13, /* pinned host memory exhausted */
   orErrorNotInitialized = 14,       /* prerequisite call missing */
+  orErrorShuttingDown = 15,         /* process exit dropped the work a wait was for */
   orErrorUnknown = 999,
   orErrorForceInt32 = 0x7fffffff /* keeps any int a valid value of the type */
 } orError_t;
@@ -118,7 +131,14 @@ OR_API orError_t orMalloc(void** ptr, size_t size);
 /* Waits for the work queued on every device (a peer copy on another device
  * may read this memory), then releases. NULL is a no-op.
  * A pointer that is not a live allocation base gives
- * orErrorInvalidDevicePointer (this is how a double free is reported). */
+ * orErrorInvalidDevicePointer (this is how a double free is reported).
+ * A call frees the allocation that was live at ptr when it started, or
+ * nothing: of two orFree calls of one pointer racing each other, exactly one
+ * frees it and the other returns orErrorInvalidDevicePointer, also when an
+ * orMalloc on another thread reused the address meanwhile (that new
+ * allocation stays live). A pointer carries no generation, so a free that
+ * starts after the address was reused frees the new allocation, as with any
+ * allocator. The same holds for orFreeHost. */
 OR_API orError_t orFree(void* ptr);
 /* Page-locked host memory: fully asynchronous copies to and from it. */
 OR_API orError_t orMallocHost(void** ptr, size_t size);

@@ -14,6 +14,7 @@
 
 #include "../clock.h"
 #include "../config.h"
+#include "../runtime_state.h"
 #include "recorder.h"
 
 namespace openreg::activity {
@@ -75,16 +76,43 @@ void enqueueCompleted(uint8_t* data, size_t capacity, size_t valid) {
   s.queueCv.notify_one();
 }
 
-ThreadBuffer* threadBuffer(ThreadContext& context) {
+// OPENREG_TEST_FAIL_RECORD_BUFFER_ALLOCS: the first n thread buffers fail to
+// allocate, so tests reach the out-of-memory path of the writers.
+void injectAllocationFailure() {
+  static std::atomic<long long> left{[] {
+    orError_t error;
+    const Runtime* runtime = acquireRuntime(&error);
+    return runtime != nullptr ? runtime->config.failRecordBufferAllocs : 0;
+  }()};
+  if (left.load(std::memory_order_relaxed) > 0 && left.fetch_sub(1, std::memory_order_relaxed) > 0) {
+    throw std::bad_alloc();
+  }
+}
+
+// Stands in for a thread buffer that could not be allocated: it never holds
+// space, so every record written through it is counted as dropped.
+ThreadBuffer& unallocatedBuffer() {
+  static ThreadBuffer* buffer = new ThreadBuffer();
+  return *buffer;
+}
+
+// The calling thread's buffer, or unallocatedBuffer() when the host is out of
+// memory (an executor thread must not throw).
+ThreadBuffer* threadBuffer(ThreadContext& context) noexcept {
   if (!context.buffer) {
-    auto buffer = std::make_shared<ThreadBuffer>();
-    buffer->threadId = currentThreadId();
-    State& s = state();
-    {
-      std::lock_guard lock(s.registryMutex);
-      s.registry.push_back(buffer);
+    try {
+      injectAllocationFailure();
+      auto buffer = std::make_shared<ThreadBuffer>();
+      buffer->threadId = currentThreadId();
+      State& s = state();
+      {
+        std::lock_guard lock(s.registryMutex);
+        s.registry.push_back(buffer);
+      }
+      context.buffer = std::move(buffer);
+    } catch (const std::bad_alloc&) {
+      return &unallocatedBuffer();
     }
-    context.buffer = std::move(buffer);
   }
   return context.buffer.get();
 }
@@ -164,12 +192,17 @@ void* BufferWriter::reserveSlow(size_t size, int device) {
   ThreadBuffer& b = *buffer_;
   // A record emitted from inside a client callback would re-enter the
   // client: count it instead.
-  if (context_.insideCallback) {
+  if (context_.insideCallback || buffer_ == &unallocatedBuffer()) {
     countDrop(device);
     return nullptr;
   }
   if (b.data != nullptr) {
-    enqueueCompleted(b.data, b.capacity, b.used);
+    try {
+      enqueueCompleted(b.data, b.capacity, b.used);
+    } catch (const std::bad_alloc&) {  // the full buffer stays; a later record retries
+      countDrop(device);
+      return nullptr;
+    }
     b.data = nullptr;
   }
   if (!requestBuffer(context_, b) || b.used + size > b.capacity) {

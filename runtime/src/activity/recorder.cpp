@@ -61,7 +61,7 @@ uint32_t currentProcessId() {
 }
 
 void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, int device, uint64_t correlationId,
-                   uint64_t start, uint64_t end, orError_t status) {
+                   uint64_t start, orError_t status) {
   static const char* const kNames[OR_API_COUNT] = {
       "orInvalid",          "orLaunchKernel",      "orMemcpy",
       "orMemcpyAsync",      "orMemset",            "orMemsetAsync",
@@ -69,6 +69,10 @@ void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, 
       "orFreeHost",         "orStreamSynchronize", "orEventSynchronize",
       "orDeviceSynchronize", "orEventRecord",      "orStreamWaitEvent",
       "orLaunchHostFunc",   "orLaunchCollective"};
+  constexpr uint32_t kHostKinds = (1u << OR_ACTIVITY_KIND_RUNTIME) | (1u << OR_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  if ((kinds & kHostKinds) == 0) return;  // the id was only for device records
+  const uint64_t end = hostRecordFastNs(context.clock);
+  if (device == kCurrentDeviceOfCaller) device = context.currentDevice;
   if (context.threadId == 0) currentThreadId();
   BufferWriter writer(context);
   // Fields are written one by one (no zero-fill first): this is the launch path.
@@ -100,6 +104,38 @@ void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, 
     record->status = status;
     record->reserved = 0;
   }
+}
+
+void recordHostSync(const TracedCall& call, orActivitySyncType type, int device, uint64_t streamId,
+                    uint64_t eventId) {
+  if (!call.traced() || !active(OR_ACTIVITY_KIND_SYNCHRONIZATION)) return;
+  orActivitySynchronization record{};
+  record.syncType = type;
+  record.clockDomain = OR_ACTIVITY_CLOCK_HOST;
+  record.device = device;
+  record.threadId = currentThreadId();
+  record.streamId = streamId;
+  record.eventId = eventId;
+  record.correlationId = call.correlationId();
+  record.start = call.start();
+  record.end = hostRecordNs();
+  writeRecord(record, OR_ACTIVITY_KIND_SYNCHRONIZATION, device);
+}
+
+void recordMemory(const TracedCall& call, orActivityMemoryOp op, orActivityMemoryKind kind, int device,
+                  const void* address, size_t bytes) {
+  if (!call.traced() || !active(OR_ACTIVITY_KIND_MEMORY)) return;
+  orActivityMemory record{};
+  record.memoryOp = op;
+  record.memoryKind = kind;
+  record.device = device;
+  record.address = reinterpret_cast<uint64_t>(address);
+  record.bytes = bytes;
+  record.timestamp = hostRecordNs();
+  record.correlationId = call.correlationId();
+  record.processId = currentProcessId();
+  record.threadId = currentThreadId();
+  writeRecord(record, OR_ACTIVITY_KIND_MEMORY, device);
 }
 
 bool write(const void* record, size_t size, int device) {

@@ -25,11 +25,6 @@ uint64_t nextCorrelationId(ThreadContext& context);
 uint32_t currentThreadId();
 uint32_t currentProcessId();
 
-// The external-correlation records of this thread's stacks and, if RUNTIME is
-// enabled, the call's RUNTIME record, written together.
-void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, int device, uint64_t correlationId,
-                   uint64_t start, uint64_t end, orError_t status);
-
 // Appends one record (its header filled in) to this thread's buffer. Returns
 // false if it was dropped for lack of a buffer; `device` (or -1) is charged.
 bool write(const void* record, size_t size, int device);
@@ -41,6 +36,13 @@ bool writeRecord(Record& record, orActivityKind kind, int device) {
   return write(&record, sizeof(Record), device);
 }
 
+// The external-correlation records of this thread's stacks and, if RUNTIME is
+// enabled, the call's RUNTIME record, written together (for TracedCall).
+// device kCurrentDeviceOfCaller: the thread's current device.
+constexpr int kCurrentDeviceOfCaller = -2;
+void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, int device, uint64_t correlationId,
+                   uint64_t start, orError_t status);
+
 // A CLOCK_SYNC record per device (when that kind is enabled).
 void writeClockSyncRecords();
 
@@ -50,34 +52,78 @@ const char* internName(const char* name);
 // Called once the runtime exists, and at exit to stop delivery.
 void shutdownDelivery();
 
-// A host API call being traced: stamps its start and owns its correlation id.
+// Whether a traced call takes a correlation id when RUNTIME records are off:
+// calls that queue device work or write a host SYNCHRONIZATION record need
+// one to tie those records to the call.
+enum class Correlation : uint8_t { IfRuntimeTraced, Always };
+
+// A host API call being traced, from its start to its end. Every traced entry
+// point follows one order: check its plain arguments (NULL pointers, flags,
+// sizes: no record), acquire the runtime, construct its TracedCall, and only
+// then resolve handles, pointers and devices and do the work, so every failure
+// past that point is in the trace. The destructor writes the RUNTIME (and
+// external correlation) records whichever way the call leaves; result() sets
+// the outcome. A call left without a result (an exception) is recorded as
+// orErrorUnknown, on the calling thread's current device.
 class TracedCall {
  public:
-  explicit TracedCall(bool needsCorrelation) {
-    // The kinds are read once: a window that closes during the call must not
-    // leave its device record (decided at enqueue) without this RUNTIME record.
-    kinds_ = gActiveKinds.load(std::memory_order_relaxed);
+  TracedCall(orActivityApiId api, Correlation correlation)
+      // The kinds are read once: a window that closes during the call must not
+      // leave its device record (decided at enqueue) without this RUNTIME record.
+      : kinds_(gActiveKinds.load(std::memory_order_relaxed)) {
+    // Untraced, only kinds_ and correlationId_ are set: the destructor's
+    // cleanup keeps every member in memory, and this is the launch path.
     if (kinds_ != 0) {
+      api_ = api;
       context_ = &threadContext();
       start_ = hostRecordFastNs(context_->clock);
-      if (needsCorrelation || ((kinds_ >> OR_ACTIVITY_KIND_RUNTIME) & 1u)) correlationId_ = nextCorrelationId(*context_);
+      if (correlation == Correlation::Always || ((kinds_ >> OR_ACTIVITY_KIND_RUNTIME) & 1u)) {
+        correlationId_ = nextCorrelationId(*context_);
+      }
     }
   }
-  bool traced() const { return context_ != nullptr; }
+  ~TracedCall() {
+    if (correlationId_ != 0) recordApiCall(*context_, kinds_, api_, device_, correlationId_, start_, status_);
+  }
+  TracedCall(const TracedCall&) = delete;
+  TracedCall& operator=(const TracedCall&) = delete;
+
+  bool traced() const { return kinds_ != 0; }
   uint64_t correlationId() const { return correlationId_; }
-  uint64_t start() const { return start_; }
-  // Writes the RUNTIME (and external correlation) records.
-  void finish(orActivityApiId api, int device, orError_t status) const {
-    if (correlationId_ != 0) {
-      recordApiCall(*context_, kinds_, api, device, correlationId_, start_, hostRecordFastNs(context_->clock), status);
-    }
+  uint64_t start() const { return start_; }  // when traced()
+
+  // Sets the outcome the RUNTIME record reports (and the device it is charged
+  // to); returns `status`, so an exit reads `return call.result(device, e);`.
+  orError_t result(int device, orError_t status) {
+    device_ = device;
+    status_ = status;
+    return status;
+  }
+  // The same, charged to the calling thread's current device.
+  orError_t result(orError_t status) {
+    status_ = status;
+    return status;
   }
 
  private:
-  ThreadContext* context_ = nullptr;
-  uint32_t kinds_ = 0;
-  uint64_t start_ = 0;
+  const uint32_t kinds_;
   uint64_t correlationId_ = 0;
+  // Set only when traced:
+  orActivityApiId api_;
+  ThreadContext* context_;
+  uint64_t start_;
+  // Set by result(); a call left without one reports these:
+  int device_ = kCurrentDeviceOfCaller;
+  orError_t status_ = orErrorUnknown;
 };
+
+// The host-side records a traced call writes beside its RUNTIME record, each
+// only while its kind is enabled:
+// a host SYNCHRONIZATION record from the call's start to now;
+void recordHostSync(const TracedCall& call, orActivitySyncType type, int device, uint64_t streamId,
+                    uint64_t eventId);
+// a MEMORY record stamped now.
+void recordMemory(const TracedCall& call, orActivityMemoryOp op, orActivityMemoryKind kind, int device,
+                  const void* address, size_t bytes);
 
 }  // namespace openreg::activity

@@ -94,28 +94,37 @@ ORTRACE_API void ortrace_close(ortrace_trace* trace);
 
 /*
  * The summary: top kernels, device time per op, linked share, per-stream
- * utilisation, largest idle gaps with the host activity during each, and
- * the device memory peak with the op that reached it.
+ * utilisation, largest idle gaps with the host activity during each, the
+ * device memory peak with the op that reached it, and what
+ * HolisticTraceAnalysis reports: kernel classes, the temporal and idle-time
+ * breakdowns, launch statistics and communication (trace/README.md lists
+ * the keys and where the definitions differ from HTA's).
  *
  * options_json keys: "top" (int, rows per table, default 10),
- * "gaps" (int, idle gaps to report, default 5).
+ * "gaps" (int, idle gaps to report, default 5), "kernel_wait_ns" (int, a
+ * gap shorter than this between queued kernels is kernel wait, default
+ * 30000), "slow_launch_ns" and "slow_start_ns" (int, launch outlier
+ * thresholds, defaults 50000 and 100000).
  */
 ORTRACE_API ortrace_status ortrace_summary(const ortrace_trace* trace, const char* options_json,
                                            char** out_json);
 
 /*
  * The structural invariants. Always ORTRACE_OK for a readable trace: failed
- * invariants are results ("ok": false), including malformed JSON.
+ * invariants are results ("ok": false), including malformed JSON. A check
+ * fails ("status": "fail") only on findings that break a consumer; known
+ * artifacts of real Kineto traces and warning-level checks give "warn".
  *
  * options_json keys: "examples" (int, example violations kept per check,
  * default 5), "skip" ([str] check names), "only" ([str] check names),
  * "window_slack_ns" (int, tolerance of the profiling-window check, default 0),
- * "strict" (bool, warnings also make "ok" false, default false).
+ * "strict" (bool, every finding fails, default false).
  */
 ORTRACE_API ortrace_status ortrace_check(const ortrace_trace* trace, const char* options_json,
                                          char** out_json);
 
-/* The table of checks ortrace_check() runs: names, severities, descriptions. */
+/* The table of checks ortrace_check() runs: names, severities, descriptions,
+ * the consumer each protects, what breaks there, and which findings only warn. */
 ORTRACE_API ortrace_status ortrace_list_checks(char** out_json);
 
 /*

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "analysis.h"
-#include "json_writer.h"
+#include "openreg/common/json_writer.h"
 #include "options.h"
 #include "trace_model.h"
 
@@ -21,23 +21,23 @@ struct ortrace_trace {
 
 namespace {
 
-using openreg::trace::JsonWriter;
+using openreg::common::JsonWriter;
 
-char* copy_out(const std::string& s) {
+char* copyOut(const std::string& s) {
   char* p = static_cast<char*>(std::malloc(s.size() + 1));
   if (p) std::memcpy(p, s.c_str(), s.size() + 1);
   return p;
 }
 
-void set_out(char** out, const std::string& s) {
-  if (out) *out = copy_out(s);
+void setOut(char** out, const std::string& s) {
+  if (out) *out = copyOut(s);
 }
 
 ortrace_status fail(char** out, ortrace_status status, const std::string& message) {
   if (out) {
     JsonWriter w;
-    w.begin_object().field("status", ortrace_status_name(status)).field("message", message).end_object();
-    *out = copy_out(w.str());
+    w.beginObject().field("status", ortrace_status_name(status)).field("message", message).endObject();
+    *out = copyOut(w.str());
   }
   return status;
 }
@@ -63,33 +63,33 @@ ortrace_status guarded(char** out, Body&& body) {
 
 std::string_view text(const char* s) { return s ? std::string_view(s) : std::string_view(); }
 
-ortrace_status open_with(ortrace_trace** out_trace, char** out_error, const char* options_json,
+ortrace_status openWith(ortrace_trace** outTrace, char** outError, const char* optionsJson,
                          const std::function<std::unique_ptr<openreg::trace::Trace>(const openreg::trace::LoadOptions&)>& load) {
-  if (out_error) *out_error = nullptr;
-  if (!out_trace) return fail(out_error, ORTRACE_ERROR_INVALID_ARGUMENT, "out_trace is NULL");
-  *out_trace = nullptr;
-  return guarded(out_error, [&] {
-    auto options = openreg::trace::parse_load_options(text(options_json));
+  if (outError) *outError = nullptr;
+  if (!outTrace) return fail(outError, ORTRACE_ERROR_INVALID_ARGUMENT, "out_trace is NULL");
+  *outTrace = nullptr;
+  return guarded(outError, [&] {
+    auto options = openreg::trace::parseLoadOptions(text(optionsJson));
     auto handle = std::make_unique<ortrace_trace>();
     handle->trace = load(options);
-    *out_trace = handle.release();
+    *outTrace = handle.release();
     return ORTRACE_OK;
   });
 }
 
 // Shared shape of the analyses: validate, then render or report the parse error.
 template <typename Render>
-ortrace_status analyse(const ortrace_trace* trace, char** out_json, bool needs_valid_json, Render&& render) {
-  if (!out_json) return ORTRACE_ERROR_INVALID_ARGUMENT;
-  *out_json = nullptr;
-  if (!trace || !trace->trace) return fail(out_json, ORTRACE_ERROR_INVALID_ARGUMENT, "trace handle is NULL");
+ortrace_status analyse(const ortrace_trace* trace, char** outJson, bool needsValidJson, Render&& render) {
+  if (!outJson) return ORTRACE_ERROR_INVALID_ARGUMENT;
+  *outJson = nullptr;
+  if (!trace || !trace->trace) return fail(outJson, ORTRACE_ERROR_INVALID_ARGUMENT, "trace handle is NULL");
   const auto& t = *trace->trace;
-  if (needs_valid_json && t.parse_error)
-    return fail(out_json, ORTRACE_ERROR_PARSE,
-                "invalid trace at byte " + std::to_string(t.parse_error->offset) + ": " + t.parse_error->message);
-  return guarded(out_json, [&] {
-    set_out(out_json, render(t));
-    return *out_json ? ORTRACE_OK : ORTRACE_ERROR_OUT_OF_MEMORY;
+  if (needsValidJson && t.parseError)
+    return fail(outJson, ORTRACE_ERROR_PARSE,
+                "invalid trace at byte " + std::to_string(t.parseError->offset) + ": " + t.parseError->message);
+  return guarded(outJson, [&] {
+    setOut(outJson, render(t));
+    return *outJson ? ORTRACE_OK : ORTRACE_ERROR_OUT_OF_MEMORY;
   });
 }
 
@@ -111,56 +111,56 @@ const char* ortrace_status_name(ortrace_status status) {
   return "unknown";
 }
 
-ortrace_status ortrace_open_file(const char* path, const char* options_json, ortrace_trace** out_trace,
-                                 char** out_error) {
+ortrace_status ortrace_open_file(const char* path, const char* optionsJson, ortrace_trace** outTrace,
+                                 char** outError) {
   if (!path) {
-    if (out_trace) *out_trace = nullptr;
-    return fail(out_error, ORTRACE_ERROR_INVALID_ARGUMENT, "path is NULL");
+    if (outTrace) *outTrace = nullptr;
+    return fail(outError, ORTRACE_ERROR_INVALID_ARGUMENT, "path is NULL");
   }
-  return open_with(out_trace, out_error, options_json,
-                   [&](const openreg::trace::LoadOptions& o) { return openreg::trace::load_trace_file(path, o); });
+  return openWith(outTrace, outError, optionsJson,
+                   [&](const openreg::trace::LoadOptions& o) { return openreg::trace::loadTraceFile(path, o); });
 }
 
-ortrace_status ortrace_open_buffer(const void* data, size_t size, const char* options_json, ortrace_trace** out_trace,
-                                   char** out_error) {
+ortrace_status ortrace_open_buffer(const void* data, size_t size, const char* optionsJson, ortrace_trace** outTrace,
+                                   char** outError) {
   if (!data && size > 0) {
-    if (out_trace) *out_trace = nullptr;
-    return fail(out_error, ORTRACE_ERROR_INVALID_ARGUMENT, "data is NULL");
+    if (outTrace) *outTrace = nullptr;
+    return fail(outError, ORTRACE_ERROR_INVALID_ARGUMENT, "data is NULL");
   }
   static const char kEmpty[] = "";
-  return open_with(out_trace, out_error, options_json, [&](const openreg::trace::LoadOptions& o) {
-    return openreg::trace::load_trace_buffer(data ? data : kEmpty, size, o);
+  return openWith(outTrace, outError, optionsJson, [&](const openreg::trace::LoadOptions& o) {
+    return openreg::trace::loadTraceBuffer(data ? data : kEmpty, size, o);
   });
 }
 
 void ortrace_close(ortrace_trace* trace) { delete trace; }
 
-ortrace_status ortrace_summary(const ortrace_trace* trace, const char* options_json, char** out_json) {
-  return analyse(trace, out_json, true, [&](const openreg::trace::Trace& t) {
-    auto o = openreg::trace::parse_summary_options(text(options_json));
-    return openreg::trace::summary_to_json(t, openreg::trace::compute_summary(t, o), o);
+ortrace_status ortrace_summary(const ortrace_trace* trace, const char* optionsJson, char** outJson) {
+  return analyse(trace, outJson, true, [&](const openreg::trace::Trace& t) {
+    auto o = openreg::trace::parseSummaryOptions(text(optionsJson));
+    return openreg::trace::summaryToJson(t, openreg::trace::computeSummary(t, o), o);
   });
 }
 
-ortrace_status ortrace_check(const ortrace_trace* trace, const char* options_json, char** out_json) {
-  return analyse(trace, out_json, false, [&](const openreg::trace::Trace& t) {
-    auto o = openreg::trace::parse_check_options(text(options_json));
-    return openreg::trace::check_report_to_json(t, openreg::trace::run_checks(t, o));
+ortrace_status ortrace_check(const ortrace_trace* trace, const char* optionsJson, char** outJson) {
+  return analyse(trace, outJson, false, [&](const openreg::trace::Trace& t) {
+    auto o = openreg::trace::parseCheckOptions(text(optionsJson));
+    return openreg::trace::checkReportToJson(t, openreg::trace::runChecks(t, o));
   });
 }
 
-ortrace_status ortrace_list_checks(char** out_json) {
-  if (!out_json) return ORTRACE_ERROR_INVALID_ARGUMENT;
-  *out_json = nullptr;
-  return guarded(out_json, [&] {
-    set_out(out_json, openreg::trace::check_table_to_json());
-    return *out_json ? ORTRACE_OK : ORTRACE_ERROR_OUT_OF_MEMORY;
+ortrace_status ortrace_list_checks(char** outJson) {
+  if (!outJson) return ORTRACE_ERROR_INVALID_ARGUMENT;
+  *outJson = nullptr;
+  return guarded(outJson, [&] {
+    setOut(outJson, openreg::trace::checkTableToJson());
+    return *outJson ? ORTRACE_OK : ORTRACE_ERROR_OUT_OF_MEMORY;
   });
 }
 
-ortrace_status ortrace_timeline(const ortrace_trace* trace, const char* options_json, char** out_json) {
-  return analyse(trace, out_json, true, [&](const openreg::trace::Trace& t) {
-    return openreg::trace::timeline_json(t, openreg::trace::parse_timeline_options(text(options_json)));
+ortrace_status ortrace_timeline(const ortrace_trace* trace, const char* optionsJson, char** outJson) {
+  return analyse(trace, outJson, true, [&](const openreg::trace::Trace& t) {
+    return openreg::trace::timelineJson(t, openreg::trace::parseTimelineOptions(text(optionsJson)));
   });
 }
 
