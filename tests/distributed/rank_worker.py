@@ -434,6 +434,10 @@ def scenario_trace() -> dict:
             model(batch).square().mean().backward()
             optimizer.step()
             dist.all_gather_into_tensor(gathered, values(RANK, 1000, torch.float32).to(dev))
+            # Compute while a collective is in flight: overlap for HTA to find.
+            work = dist.all_reduce(torch.ones(1 << 16, device=dev), async_op=True)
+            (batch @ batch.T).relu_()
+            work.wait()
             peer = torch.empty(10, device=dev)
             if RANK == 0:
                 dist.send(values(RANK, 10, torch.float32).to(dev), dst=1)
