@@ -8,7 +8,8 @@ once per process:
 - the device module ``torch.openreg`` (see ``torch_openreg/openreg``);
 - ``Tensor.openreg()``, ``Tensor.is_openreg``, ``Module.openreg()`` and the
   storage methods ``torch.load`` needs;
-- the profiler plugin, when its library is present.
+- the profiler plugin, when its library is present;
+- the c10d backend ``orccl`` for openreg tensors (``torch_openreg/distributed.py``).
 
 When torch or the compiled backend cannot be loaded (not built, a broken or
 mismatched library), the import still succeeds, with a ``RuntimeWarning``
@@ -52,6 +53,16 @@ def _load_profiler() -> None:
         warnings.warn(f"openreg: profiler integration unavailable: {error}", RuntimeWarning, stacklevel=2)
         return
     _profiler.load_profiler_plugin()
+
+
+def _register_distributed() -> None:
+    # The device works without it: a failure here is a warning, as for the profiler.
+    try:
+        from torch_openreg import distributed
+
+        distributed.register()
+    except Exception as error:  # noqa: BLE001  (any failure leaves torch.distributed without orccl)
+        warnings.warn(f"openreg: torch.distributed backend orccl unavailable: {error}", RuntimeWarning, stacklevel=2)
 
 
 # How long exit waits for each device's queued work (the runtime's own drain,
@@ -110,6 +121,7 @@ def _load_backend() -> None:
         __all__.append("openreg")
         _register()
         _load_profiler()
+        _register_distributed()
         atexit.register(_synchronize_at_exit)
 
 

@@ -175,7 +175,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     options = DemoOptions(output=Path(args.output), steps=args.steps, size=args.size, model=args.model,
                           seed=args.seed,
                           wait=args.wait, warmup=args.warmup, active=args.active, repeat=args.repeat,
-                          gzip=args.gzip, check=args.check, top=args.top, gaps=args.gaps)
+                          gzip=args.gzip, check=args.check, top=args.top, gaps=args.gaps, ranks=args.ranks)
     return run(options)
 
 
@@ -211,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     sched.add_argument("--warmup", type=_count(0), default=1, help="default 1")
     sched.add_argument("--active", type=_count(1), default=2, help="steps recorded per cycle (default 2)")
     sched.add_argument("--repeat", type=_count(1), default=2, help="cycles, one trace each (default 2)")
+    demo.add_argument("--ranks", type=_count(1), default=None, metavar="N",
+                      help="train with DistributedDataParallel on N local processes (one per device when N is "
+                           "the device count), every rank's traces in the output folder")
     demo.add_argument("--gzip", action="store_true", help="write .json.gz traces")
     demo.add_argument("--check", action="store_true", help="also run the invariant checks on every trace written")
     demo.add_argument("--top", type=_count(1), default=10,

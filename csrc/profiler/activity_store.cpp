@@ -172,6 +172,11 @@ const OpenregActivity& ActivityStore::add(const TraceEvent& event, const libkine
   shape.hasFlow = event.flowId != 0;
   shape.flowStart = event.flowStart;
   shape.args = eventArgsOf(event);
+  if (shape.args.communication != nullptr) {
+    // The record set goes before Kineto writes the trace: keep a copy.
+    communications_.push_back(*shape.args.communication);
+    shape.args.communication = &communications_.back();
+  }
   shape.args.correlation = 0;
   shape.args.durationNs = 0;
   // Compared by name pointer first: the name's index is the same for one pointer.

@@ -118,6 +118,7 @@ class ActivityStore final : public libkineto::GenericTraceActivity {
   const libkineto::TraceSpan* span_;
   std::deque<std::string> names_;
   std::deque<ActivityShape> shapes_;
+  std::deque<CommunicationInfo> communications_;  // what collectives' shapes point at
   // Memory for the activities: 64 KiB blocks from a SlabArena, freed with the store.
   SlabArena arena_;
   std::vector<void*> blocks_;

@@ -24,7 +24,12 @@ void copyDim(const orDim3& dim, uint32_t (&out)[3]) {
 } // namespace
 
 void RecordSet::append(RecordSet&& other) {
-  deviceOps.append(other.deviceOps);
+  const uint64_t communicationBase = communications.size();
+  communications.append(other.communications);
+  for (const DeviceOp& op : other.deviceOps) {
+    deviceOps.push_back(op);
+    if (op.kind == DeviceOpKind::Communication) deviceOps.back().eventId += communicationBase;
+  }
   runtimeCalls.append(other.runtimeCalls);
   hostSyncs.append(other.hostSyncs);
   external.append(other.external);
@@ -46,6 +51,7 @@ void RecordSet::releaseRecords() {
   runtimeCalls.clear();
   hostSyncs.clear();
   external.clear();
+  communications.clear();  // collective activities keep their own copy
   clock = {};
 }
 
@@ -122,6 +128,32 @@ void parseRecord(const orActivityRecord& record, RecordSet& out) {
         op.memsetElementSize = m.elementSize;
         op.isAsync = m.isAsync != 0;
         out.deviceOps.push_back(op);
+      }
+      break;
+    }
+    case OR_ACTIVITY_KIND_COMMUNICATION: {
+      orActivityCommunication c;
+      if ((complete = readPrefix(record, c))) {
+        DeviceOp op;
+        op.kind = DeviceOpKind::Communication;
+        op.device = c.device;
+        op.stream = c.streamId;
+        op.correlationId = c.correlationId;
+        op.start = c.start;
+        op.end = c.end;
+        op.name = c.name;
+        op.status = c.status;
+        op.bytes = c.bytes;
+        op.eventId = out.communications.size();
+        out.deviceOps.push_back(op);
+        out.communications.push_back({.collective = c.collective,
+                                      .dataType = c.dataType,
+                                      .groupName = c.groupName,
+                                      .count = c.count,
+                                      .sequence = c.sequence,
+                                      .groupSize = c.groupSize,
+                                      .rank = c.rank,
+                                      .peer = c.peer});
       }
       break;
     }

@@ -81,7 +81,7 @@ class ChunkedVector {
   size_t size_ = 0;
 };
 
-enum class DeviceOpKind : uint8_t { Kernel, Memcpy, Memset, StreamWait };
+enum class DeviceOpKind : uint8_t { Kernel, Memcpy, Memset, StreamWait, Communication };
 
 // Work that ran on a device stream. start/end are in the device's clock.
 // A trace holds one per kernel, so what only some kinds have shares storage:
@@ -115,9 +115,21 @@ struct DeviceOp {
       int32_t dstDevice;
       uint32_t memsetValue;  // memsets
       uint32_t memsetElementSize;
-      uint64_t eventId;  // stream waits
+      uint64_t eventId;  // stream waits; communications: index in RecordSet::communications
     };
   };
+};
+
+// What a COMMUNICATION record adds to its DeviceOp (name, bytes, times).
+struct CommunicationInfo {
+  const char* collective = nullptr;  // owned by the runtime, as names are
+  const char* dataType = nullptr;
+  const char* groupName = nullptr;
+  uint64_t count = 0;
+  uint64_t sequence = 0;
+  uint32_t groupSize = 0;
+  int32_t rank = -1;
+  int32_t peer = -1;
 };
 
 // A runtime API call on a host thread, in host epoch ns. 48 bytes (one per
@@ -168,6 +180,7 @@ struct RecordSet {
   ChunkedVector<RuntimeCall> runtimeCalls;
   ChunkedVector<HostSync> hostSyncs;
   ChunkedVector<ExternalRecord> external;  // later records win
+  ChunkedVector<CommunicationInfo> communications;  // see DeviceOp::eventId
   std::unordered_map<int32_t, std::vector<ClockPoint>> clock;  // by device
   uint64_t recordsParsed = 0;
   uint64_t unknownKinds = 0;      // skipped by size, as the header allows
@@ -180,6 +193,11 @@ struct RecordSet {
   void append(RecordSet&& other);
   // Frees the records, keeping the counts.
   void releaseRecords();
+  // The payload of a Communication op; nullptr for other kinds.
+  const CommunicationInfo* communicationOf(const DeviceOp& op) const {
+    return op.kind == DeviceOpKind::Communication && op.eventId < communications.size() ? &communications[op.eventId]
+                                                                                       : nullptr;
+  }
 };
 
 } // namespace openreg::profiler

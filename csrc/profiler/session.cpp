@@ -186,6 +186,8 @@ void OpenregSession::enableKinds(bool on) {
   const bool deviceWork = request_.anyDeviceActivity();
   // User-range spans are built from kernels, copies and memsets.
   set(OR_ACTIVITY_KIND_KERNEL, request_.kernels || request_.userAnnotations);
+  // Collectives are kernels to Kineto. A version-1 runtime refuses the kind; no harm.
+  set(OR_ACTIVITY_KIND_COMMUNICATION, request_.kernels || request_.userAnnotations);
   set(OR_ACTIVITY_KIND_MEMCPY, request_.memcpy || request_.userAnnotations);
   set(OR_ACTIVITY_KIND_MEMSET, request_.memset || request_.userAnnotations);
   set(OR_ACTIVITY_KIND_SYNCHRONIZATION, request_.syncs || request_.runtime);

@@ -50,6 +50,7 @@ bool requested(const EmitOptions& o, DeviceOpKind kind) {
     case DeviceOpKind::Memcpy: return o.memcpy;
     case DeviceOpKind::Memset: return o.memset;
     case DeviceOpKind::StreamWait: return o.syncs;
+    case DeviceOpKind::Communication: return o.kernels;
   }
   return false;
 }
@@ -60,6 +61,9 @@ TraceEventType eventType(DeviceOpKind kind) {
     case DeviceOpKind::Memcpy: return TraceEventType::Memcpy;
     case DeviceOpKind::Memset: return TraceEventType::Memset;
     case DeviceOpKind::StreamWait: return TraceEventType::StreamWait;
+    // A kernel to Kineto: it copies record_param_comms' args onto kernels
+    // only, and HolisticTraceAnalysis reads communication from kernels.
+    case DeviceOpKind::Communication: return TraceEventType::Kernel;
   }
   return TraceEventType::Kernel;
 }
@@ -70,8 +74,27 @@ std::string_view deviceOpName(const DeviceOp& op) {
     case DeviceOpKind::Memcpy: return memcpyName(op.copyKind);
     case DeviceOpKind::Memset: return "Memset (Device)";
     case DeviceOpKind::StreamWait: return "Stream Wait Event";
+    case DeviceOpKind::Communication: return op.name != nullptr && op.name[0] != '\0' ? op.name : "openregComm";
   }
   return "device op";
+}
+
+const char* orEmpty(const char* text) { return text != nullptr ? text : ""; }
+
+// Our own keys: Kineto adds NCCL's ("Collective name", "dtype", "In msg
+// nelems", ...) from the linked record_param_comms, so none may repeat them.
+void writeCommunicationArgs(const EventArgs& a, ArgWriter& out) {
+  out.unsignedInteger("bytes", a.bytes);
+  if (a.communication == nullptr) return;
+  const CommunicationInfo& c = *a.communication;
+  out.text("collective", orEmpty(c.collective));
+  out.text("data type", orEmpty(c.dataType));
+  out.unsignedInteger("count", c.count);
+  out.text("group", orEmpty(c.groupName));
+  out.unsignedInteger("group size", c.groupSize);
+  out.integer("rank", c.rank);
+  if (c.peer >= 0) out.integer("peer", c.peer);
+  out.unsignedInteger("sequence", c.sequence);
 }
 
 // GB/s = bytes per ns.
@@ -166,6 +189,10 @@ EventArgs eventArgsOf(const TraceEvent& event) {
       case DeviceOpKind::StreamWait:
         a.eventId = op.eventId;
         break;
+      case DeviceOpKind::Communication:
+        a.bytes = op.bytes;
+        a.communication = event.communication;
+        break;
     }
   } else if (event.runtime != nullptr) {
     const RuntimeCall& call = *event.runtime->call;
@@ -215,6 +242,9 @@ void writeArgs(const EventArgs& a, ArgWriter& out) {
         break;
       case DeviceOpKind::StreamWait:
         out.unsignedInteger("event", a.eventId);
+        break;
+      case DeviceOpKind::Communication:
+        writeCommunicationArgs(a, out);
         break;
     }
     if (a.status != 0) out.integer("status", a.status);
@@ -676,6 +706,7 @@ TraceEvent deviceEvent(const PreparedTrace& prepared, const RowWork& work, bool 
   e.tid = static_cast<int64_t>(p.op->stream);
   e.id = p.traceId;
   e.device = &p;
+  e.communication = prepared.records != nullptr ? prepared.records->communicationOf(*p.op) : nullptr;
   // Stream waits are not device work of the op: linking them would credit
   // waiting time to it in key_averages().
   if (p.op->kind != DeviceOpKind::StreamWait) e.linkedOp = p.external.op;
@@ -687,6 +718,7 @@ TraceEvent deviceEvent(const PreparedTrace& prepared, const RowWork& work, bool 
 
 PreparedTrace prepareTrace(const RecordSet& records) {
   PreparedTrace out;
+  out.records = &records;
   const steps::ExternalJoin external = steps::joinExternalIds(records.external);
   const steps::ClockMaps clocks = steps::buildClockMaps(records.clock, out.stats);
   const steps::CorrelationIndex runtimeByCorr = steps::orderRuntimeCalls(records.runtimeCalls, external, out);

@@ -62,6 +62,7 @@ struct PreparedTrace {
   std::vector<PreparedDeviceOp> deviceOps;  // by host start
   std::vector<PreparedRuntime> runtime;     // by host start
   std::vector<HostSync> hostSyncs;
+  const RecordSet* records = nullptr;  // the set read, for side tables (communications)
   PrepareStats stats;
 };
 
@@ -104,6 +105,7 @@ struct TraceEvent {
   const PreparedDeviceOp* device = nullptr;
   const PreparedRuntime* runtime = nullptr;
   const HostSync* sync = nullptr;
+  const CommunicationInfo* communication = nullptr;  // device collectives
 };
 
 // What an event's args are made of, self-contained (no pointers), so a
@@ -134,6 +136,9 @@ struct EventArgs {
   uint64_t bytes = 0;
   uint64_t eventId = 0;  // the event a stream waited for, or a call synchronised
   int64_t durationNs = 0;
+  // Collectives only, the one pointer: into the RecordSet while the trace is
+  // built; the ActivityStore points a collective's shape at its own copy.
+  const CommunicationInfo* communication = nullptr;
 
   bool operator==(const EventArgs&) const = default;
 };

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "activity/device_records.h"
+#include "collective.h"
 #include "event.h"
 #include "runtime_state.h"
 #include "stream.h"
@@ -63,6 +64,7 @@ void dropTask(Task& task) {
   switch (task.kind) {
     case TaskKind::Kernel: destroyUserData(task); break;
     case TaskKind::EventRecord: task.event->abandon(); break;
+    case TaskKind::Collective: dropCollective(task); break;
     default: break;
   }
 }
@@ -166,6 +168,7 @@ bool Executor::run(const std::shared_ptr<Stream>& stream, Task& task) {
     case TaskKind::EventRecord: runEventRecord(task); return true;
     case TaskKind::WaitEvent: return runWait(stream, task);
     case TaskKind::HostFunc: runHostFunc(*stream, task); return true;
+    case TaskKind::Collective: runCollective(*stream, task, device_, *clock_); return true;
   }
   return true;
 }

@@ -14,7 +14,9 @@ namespace openreg {
 
 class Event;
 
-enum class TaskKind : uint8_t { Kernel, Memcpy, Memset, EventRecord, WaitEvent, HostFunc };
+// Collective: `kernel` holds the transfer, its userData a CollectiveCall
+// (collective.h) that owns the caller's userData.
+enum class TaskKind : uint8_t { Kernel, Memcpy, Memset, EventRecord, WaitEvent, HostFunc, Collective };
 
 // Kind-specific payloads share storage: a task is moved twice per launch
 // (into the queue and out of it), so its size is on the launch path.

@@ -41,6 +41,7 @@ class DemoOptions:
     top: int = 10
     gaps: int = 5
     learning_rate: float = 3e-3
+    ranks: int | None = None  # DDP on this many local processes (demo/distributed.py)
 
     @property
     def schedule_steps(self) -> int:
@@ -130,6 +131,10 @@ def train_step(model: Any, optimizer: Any, batches: Any) -> float:
 
 
 def run(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    if options.ranks is not None:
+        from .distributed import run_distributed
+
+        return run_distributed(options, out, err)
     out = out or sys.stdout
     err = err or sys.stderr
     try:

@@ -22,7 +22,7 @@ TEST(ActivityApi, ResolvesAFullImplementation) {
   ActivityApi api(replayLibrary("openreg_activity_replay"));
   ASSERT_TRUE(api.available()) << api.error();
   EXPECT_TRUE(api.error().empty());
-  EXPECT_EQ(api.version(), 1u);
+  EXPECT_EQ(api.version(), uint32_t{OR_ACTIVITY_API_VERSION});
   int count = 0;
   EXPECT_EQ(api.fn().getDeviceCount(&count), orSuccess);
   EXPECT_GE(count, 1);

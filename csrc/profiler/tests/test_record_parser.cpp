@@ -145,3 +145,61 @@ TEST(RecordParser, AppendKeepsExternalRecordsInOrder) {
   EXPECT_EQ(a.deviceOps.size(), 1u);
   EXPECT_EQ(a.recordsParsed, 3u);
 }
+
+TEST(RecordParser, CommunicationKeepsItsPayloadInTheSideTable) {
+  Writer w;
+  orActivityCommunication c{};
+  c.device = 1;
+  c.streamId = 5;
+  c.correlationId = 99;
+  c.start = 100;
+  c.end = 200;
+  c.name = "openregComm_SendRecv_bf16";
+  c.collective = "send";
+  c.dataType = "bf16";
+  c.groupName = "3";
+  c.count = 10;
+  c.bytes = 20;
+  c.sequence = 4;
+  c.groupSize = 2;
+  c.rank = 0;
+  c.peer = 1;
+  w.put(c, OR_ACTIVITY_KIND_COMMUNICATION);
+  w.put(c, OR_ACTIVITY_KIND_COMMUNICATION, 16);  // a later version, longer
+  RecordSet out;
+  parseBuffer(nextRecord, w.bytes, w.used, out);
+  ASSERT_EQ(out.deviceOps.size(), 2u);
+  ASSERT_EQ(out.communications.size(), 2u);
+  const DeviceOp& op = out.deviceOps[1];
+  EXPECT_EQ(op.kind, DeviceOpKind::Communication);
+  EXPECT_EQ(op.device, 1);
+  EXPECT_EQ(op.stream, 5u);
+  EXPECT_EQ(op.correlationId, 99u);
+  EXPECT_EQ(op.bytes, 20u);
+  EXPECT_STREQ(op.name, "openregComm_SendRecv_bf16");
+  const CommunicationInfo* info = out.communicationOf(op);
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info, &out.communications[1]);
+  EXPECT_STREQ(info->collective, "send");
+  EXPECT_STREQ(info->dataType, "bf16");
+  EXPECT_STREQ(info->groupName, "3");
+  EXPECT_EQ(info->count, 10u);
+  EXPECT_EQ(info->sequence, 4u);
+  EXPECT_EQ(info->peer, 1);
+  // Appending another set rebases its ops onto the merged side table.
+  RecordSet merged;
+  RecordSet first;
+  parseBuffer(nextRecord, w.bytes, w.used, first);
+  merged.append(std::move(first));
+  merged.append(std::move(out));
+  ASSERT_EQ(merged.communications.size(), 4u);
+  EXPECT_EQ(merged.communicationOf(merged.deviceOps[3]), &merged.communications[3]);
+  orActivityRecord shortRecord{OR_ACTIVITY_KIND_COMMUNICATION, 16};
+  Writer t;
+  std::memcpy(t.bytes, &shortRecord, sizeof(shortRecord));
+  t.used = 16;
+  RecordSet truncated;
+  parseBuffer(nextRecord, t.bytes, t.used, truncated);
+  EXPECT_EQ(truncated.truncatedRecords, 1u);
+  EXPECT_TRUE(truncated.deviceOps.empty());
+}

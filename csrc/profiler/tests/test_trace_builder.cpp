@@ -314,3 +314,45 @@ TEST(TraceBuilder, HostSyncsAnnotateTheirRuntimeRow) {
   EXPECT_EQ(arg(*rows[0], "sync stream")->value, "3");
   EXPECT_EQ(rows[0]->flowId, 0u);
 }
+
+TEST(TraceBuilder, CommunicationIsAKernelLinkedToItsOpWithItsPayload) {
+  Builder b;
+  const uint64_t corr = b.launch(DeviceOpKind::Communication, 1, 2, 10, 20, 30, /*op=*/77);
+  DeviceOp& op = b.records.deviceOps.back();
+  op.name = "openregComm_AllReduce_Sum_f32";
+  op.bytes = 1 << 20;
+  op.eventId = b.records.communications.size();
+  b.records.communications.push_back({.collective = "allreduce", .dataType = "f32", .groupName = "0",
+                                      .count = 1024, .sequence = 3, .groupSize = 2, .rank = 1, .peer = -1});
+  auto prepared = prepareTrace(b.records);
+  EmitOptions kernelsOnly = window(0, 1000);
+  auto r = emitTrace(prepared, kernelsOnly, rangeName);
+  auto kernels = ofType(r, TraceEventType::Kernel);
+  ASSERT_EQ(kernels.size(), 1u);
+  const TraceEvent& k = *kernels[0];
+  EXPECT_EQ(k.name, "openregComm_AllReduce_Sum_f32");
+  EXPECT_EQ(k.linkedOp, 77u) << "linked, so Kineto copies record_param_comms' args onto it";
+  EXPECT_NE(k.flowId, 0u);
+  EXPECT_EQ(k.pid, 1);
+  EXPECT_EQ(k.tid, 2);
+  EXPECT_EQ(arg(k, "collective")->value, "allreduce");
+  EXPECT_EQ(arg(k, "data type")->value, "f32");
+  EXPECT_EQ(arg(k, "count")->value, "1024");
+  EXPECT_EQ(arg(k, "bytes")->value, "1048576");
+  EXPECT_EQ(arg(k, "group")->value, "0");
+  EXPECT_EQ(arg(k, "group size")->value, "2");
+  EXPECT_EQ(arg(k, "rank")->value, "1");
+  EXPECT_EQ(arg(k, "sequence")->value, "3");
+  EXPECT_FALSE(arg(k, "peer")) << "only point-to-point has a peer";
+  EXPECT_FALSE(arg(k, "grid")) << "no kernel launch shape";
+  // None of Kineto's own keys, which it adds from the linked op.
+  EXPECT_FALSE(arg(k, "dtype"));
+  EXPECT_FALSE(arg(k, "Collective name"));
+  EXPECT_EQ(arg(k, "stream")->value, "2");
+  (void)corr;
+  // Without kernels requested there is no communication event either.
+  EmitOptions noKernels = window(0, 1000);
+  noKernels.kernels = false;
+  noKernels.userAnnotations = false;
+  EXPECT_TRUE(ofType(emitTrace(prepared, noKernels, rangeName), TraceEventType::Kernel).empty());
+}

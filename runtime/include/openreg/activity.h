@@ -56,7 +56,7 @@ extern "C" {
 #endif
 
 /* Bumped when a function is added; orActivityGetVersion reports it. */
-#define OR_ACTIVITY_API_VERSION 1
+#define OR_ACTIVITY_API_VERSION 2 /* 2: COMMUNICATION records (orLaunchCollective) */
 
 typedef enum orActivityKind {
   OR_ACTIVITY_KIND_INVALID = 0,
@@ -70,6 +70,7 @@ typedef enum orActivityKind {
   OR_ACTIVITY_KIND_MARKER = 8,               /* orActivityMarker */
   OR_ACTIVITY_KIND_OVERHEAD = 9,             /* orActivityOverhead */
   OR_ACTIVITY_KIND_CLOCK_SYNC = 10,          /* orActivityClockSync */
+  OR_ACTIVITY_KIND_COMMUNICATION = 11,       /* orActivityCommunication (version 2) */
   OR_ACTIVITY_KIND_COUNT,
   OR_ACTIVITY_KIND_FORCE_INT32 = 0x7fffffff /* any int is a valid value of the type */
 } orActivityKind;
@@ -98,6 +99,7 @@ typedef enum orActivityApiId {
   OR_API_EVENT_RECORD = 13,
   OR_API_STREAM_WAIT_EVENT = 14,
   OR_API_LAUNCH_HOST_FUNC = 15,
+  OR_API_LAUNCH_COLLECTIVE = 16, /* version 2 */
   OR_API_COUNT
 } orActivityApiId;
 
@@ -287,6 +289,31 @@ typedef struct orActivityClockSync {
   uint64_t deviceTimestamp; /* device clock ns */
   uint64_t uncertainty;     /* ns */
 } orActivityClockSync;
+
+/* A collective's (or point-to-point transfer's) execution on a stream, as
+ * queued by orLaunchCollective (modelled on MSPTI's
+ * msptiActivityCommunication). Device clock. Strings are interned by the
+ * runtime. Its staging copies, if any, are separate MEMCPY records. */
+typedef struct orActivityCommunication {
+  orActivityRecord header;
+  int32_t device;
+  int32_t status;         /* orSuccess, or orErrorLaunchFailure */
+  uint64_t streamId;
+  uint64_t correlationId;
+  uint64_t start;         /* device clock ns */
+  uint64_t end;
+  const char* name;       /* device event name, e.g. "openregComm_AllReduce_Sum_f32" */
+  const char* collective; /* e.g. "allreduce", "send" (as record_param_comms names it) */
+  const char* dataType;   /* e.g. "f32"; "" when no data moves (barrier) */
+  const char* groupName;  /* the process group's name */
+  uint64_t count;         /* elements of the local input (sent) */
+  uint64_t bytes;         /* bytes of the local input */
+  uint64_t sequence;      /* the group's collective (or p2p) sequence number */
+  uint32_t groupSize;
+  int32_t rank;           /* the caller's rank in the group */
+  int32_t peer;           /* point-to-point: the other rank in the group; else -1 */
+  uint32_t reserved;
+} orActivityCommunication;
 
 /* ----------------------------------------------------------- the window */
 

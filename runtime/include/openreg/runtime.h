@@ -299,6 +299,36 @@ OR_API orError_t orLaunchKernelEx(const orLaunchConfig* config, orStream_t strea
 typedef void (*orHostFunc)(void* userData);
 OR_API orError_t orLaunchHostFunc(orStream_t stream, orHostFunc func, void* userData);
 
+/* ------------------------------------------------------- collectives */
+
+/* What a collective launch describes to profilers (see
+ * orActivityCommunication in activity.h, which copies these fields). */
+typedef struct orCollectiveConfig {
+  uint32_t structSize;    /* sizeof(orCollectiveConfig), for versioning */
+  const char* name;       /* device event name; copied (interned). Not NULL */
+  const char* collective; /* collective's name; copied. NULL reads as "" */
+  const char* dataType;   /* copied. NULL reads as "" */
+  const char* groupName;  /* copied. NULL reads as "" */
+  uint64_t count;
+  uint64_t bytes;
+  uint64_t sequence;
+  uint32_t groupSize;
+  int32_t rank;
+  int32_t peer;           /* -1 unless point-to-point */
+  orKernelFunc func;      /* the transfer itself; not NULL */
+  void* userData;
+  void (*userDataDestroy)(void* userData); /* as in orLaunchConfig */
+} orCollectiveConfig;
+
+/* Queues a collective on the stream and returns before it runs, exactly as
+ * orLaunchKernelEx does (same ownership of userData, same failure rules: a
+ * non-zero return from func sticks to the stream with the event name and the
+ * reason). It differs only in what is recorded: a RUNTIME record with
+ * OR_API_LAUNCH_COLLECTIVE on the calling thread and, when it runs, one
+ * COMMUNICATION record. func may block (it waits for peers), so it occupies
+ * one executor thread of the device while it runs. */
+OR_API orError_t orLaunchCollective(const orCollectiveConfig* config, orStream_t stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -68,7 +68,7 @@ void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, 
       "orMalloc",           "orFree",              "orMallocHost",
       "orFreeHost",         "orStreamSynchronize", "orEventSynchronize",
       "orDeviceSynchronize", "orEventRecord",      "orStreamWaitEvent",
-      "orLaunchHostFunc"};
+      "orLaunchHostFunc",   "orLaunchCollective"};
   constexpr uint32_t kHostKinds = (1u << OR_ACTIVITY_KIND_RUNTIME) | (1u << OR_ACTIVITY_KIND_EXTERNAL_CORRELATION);
   if ((kinds & kHostKinds) == 0) return;  // the id was only for device records
   const uint64_t end = hostRecordFastNs(context.clock);

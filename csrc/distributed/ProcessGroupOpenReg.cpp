@@ -1,0 +1,893 @@
+#include "distributed/ProcessGroupOpenReg.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/jit_type.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <torch/csrc/distributed/c10d/ParamCommsUtils.hpp>
+
+#include "backend/Check.h"
+#include "backend/HostAllocator.h"
+#include "backend/Launch.h"
+#include "backend/Stream.h"
+
+namespace openreg::distributed {
+namespace {
+
+constexpr c10::DeviceType kDeviceType = c10::DeviceType::PrivateUse1;
+
+using Work = c10::intrusive_ptr<c10d::Work>;
+
+std::exception_ptr distError(const std::string& message) {
+  try {
+    TORCH_CHECK_WITH(DistBackendError, false, message);
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+// "Sum" as in NCCL's kernel names; throws for what we do not support.
+const char* reduceOpName(const c10d::ReduceOp& op, const char* collective) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return "Sum";
+    case c10d::ReduceOp::AVG: return "Avg";
+    case c10d::ReduceOp::PRODUCT: return "Prod";
+    case c10d::ReduceOp::MIN: return "Min";
+    case c10d::ReduceOp::MAX: return "Max";
+    default:
+      TORCH_CHECK_VALUE(false, "orccl: ", collective, " does not support reduce op ", static_cast<int>(op.op_),
+                        " (supported: SUM, AVG, MIN, MAX, PRODUCT)");
+  }
+  return "";
+}
+
+// Gloo has no AVG: it sums, and the transfer divides.
+c10d::ReduceOp hostReduceOp(const c10d::ReduceOp& op) {
+  return op.op_ == c10d::ReduceOp::AVG ? c10d::ReduceOp(c10d::ReduceOp::SUM) : op;
+}
+
+void divideInPlace(at::Tensor& view, int divisor) {
+  if (at::isFloatingType(view.scalar_type())) {
+    view.div_(divisor);
+  } else {
+    view.div_(divisor, "trunc");
+  }
+}
+
+bool supportedDtype(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
+    case at::kChar: case at::kByte: case at::kInt: case at::kLong: case at::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Pinned host memory shaped like `tensor`, from the device's pinned allocator.
+at::Tensor pinnedLike(const at::Tensor& tensor) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), tensor.nbytes(), backend::pinnedAllocator(), false);
+  return at::empty({0}, tensor.options().device(at::kCPU)).set_(storage, 0, tensor.sizes(), tensor.strides());
+}
+
+int64_t totalNumel(const std::vector<at::Tensor>& tensors) {
+  int64_t total = 0;
+  for (const auto& t : tensors) total += t.numel();
+  return total;
+}
+
+std::string rankList(const std::vector<int64_t>& ranks) {
+  std::string text = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text + "]";
+}
+
+}  // namespace
+
+// State of one transfer, owned by the runtime until it ran on the executor.
+struct TransferBody {
+  c10::intrusive_ptr<c10d::Backend> host;
+  std::vector<ProcessGroupOpenReg::Part> parts;
+  std::vector<at::Tensor> views;  // non-owning CPU views over pinned buffers
+  std::shared_ptr<CollectiveOutcome> outcome;
+  std::shared_ptr<ProcessGroupOpenReg::Health> health;
+  std::string description;
+
+  // Exchanges each part's agreement and throws, naming the rank, on a mismatch.
+  void agree() {
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    std::vector<at::Tensor> mine;
+    std::vector<std::vector<at::Tensor>> theirs;
+    for (const auto& part : parts) {
+      const auto& a = part.agreement;
+      mine.push_back(at::tensor({a.collective, a.dtype, a.count}, at::kLong));
+      theirs.emplace_back();
+      if (!a.check) continue;
+      if (a.peer < 0) {
+        for (int r = 0; r < host->getSize(); ++r) theirs.back().push_back(at::empty({3}, at::kLong));
+        std::vector<std::vector<at::Tensor>> out{theirs.back()};
+        std::vector<at::Tensor> in{mine.back()};
+        works.push_back(host->allgather(out, in));
+      } else if (a.sends) {
+        std::vector<at::Tensor> in{mine.back()};
+        works.push_back(host->send(in, a.peer, a.tag));
+      } else {
+        theirs.back().push_back(at::empty({3}, at::kLong));
+        works.push_back(host->recv(theirs.back(), a.peer, a.tag));
+      }
+    }
+    for (auto& work : works) work->wait();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const auto& a = parts[i].agreement;
+      for (size_t j = 0; j < theirs[i].size(); ++j) {
+        if (at::equal(theirs[i][j], mine[i])) continue;
+        const int other = a.peer >= 0 ? a.peer : static_cast<int>(j);
+        const auto* got = theirs[i][j].const_data_ptr<int64_t>();
+        throw std::runtime_error(
+            "ranks disagree: this rank's " + parts[i].collective + " has " + std::to_string(a.count) + " x " +
+            c10::toString(static_cast<at::ScalarType>(a.dtype)) + ", rank " + std::to_string(other) + "'s " +
+            (got[0] == a.collective ? parts[i].collective : std::string("call is another collective and")) +
+            " has " + std::to_string(got[2]) + " x " + c10::toString(static_cast<at::ScalarType>(got[1])));
+      }
+    }
+  }
+
+  void run() {
+    agree();
+    std::vector<std::vector<at::Tensor>> partViews;
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (auto& part : parts) {
+      partViews.emplace_back(views.begin() + part.first, views.begin() + part.first + part.count);
+      works.push_back(part.start(*host, partViews.back()));
+    }
+    for (auto& work : works) work->wait();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].after) parts[i].after(partViews[i]);
+    }
+  }
+
+  void operator()() {
+    const std::string earlier = health->failure();
+    if (!earlier.empty()) fail("not run, the group failed before: " + earlier);
+    try {
+      run();
+    } catch (const c10::Error& e) {
+      fail(e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+    outcome->succeed();
+  }
+
+  [[noreturn]] void fail(const std::string& reason) {
+    const std::string message = description + " failed: " + reason;
+    health->record(message);
+    outcome->fail(distError(message));
+    throw std::runtime_error(message);
+  }
+};
+
+namespace {
+
+int runTransfer(void* body, char* message, size_t capacity) {
+  return backend::detail::runKernelBody([](void* b) { (*static_cast<TransferBody*>(b))(); }, body, message, capacity);
+}
+
+void destroyTransfer(void* body) { delete static_cast<TransferBody*>(body); }
+
+void copyAsync(void* dst, const void* src, size_t bytes, orMemcpyKind kind, orStream_t stream) {
+  if (bytes != 0) OPENREG_CHECK(orMemcpyAsync(dst, src, bytes, kind, stream));
+}
+
+void checkSameShape(const at::Tensor& expected, const at::Tensor& actual, const char* collective, const char* what) {
+  TORCH_CHECK_VALUE(actual.numel() == expected.numel() && actual.scalar_type() == expected.scalar_type(), "orccl: ",
+                    collective, ": ", what, " has ", actual.numel(), " elements of ", actual.scalar_type(),
+                    ", expected ", expected.numel(), " of ", expected.scalar_type());
+}
+
+}  // namespace
+
+ProcessGroupOpenReg::ProcessGroupOpenReg(c10::intrusive_ptr<c10d::Backend> host, int rank, int size,
+                                         std::vector<int64_t> globalRanks, std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size), host_(std::move(host)), globalRanks_(std::move(globalRanks)), timeout_(timeout) {
+  TORCH_CHECK(host_, "orccl: needs a host (Gloo) backend");
+  TORCH_CHECK(host_->getSize() == size && host_->getRank() == rank, "orccl: the host backend has rank ",
+              host_->getRank(), " of ", host_->getSize(), ", this group rank ", rank, " of ", size);
+  if (globalRanks_.empty()) {
+    for (int r = 0; r < size; ++r) globalRanks_.push_back(r);
+  }
+}
+
+uint64_t ProcessGroupOpenReg::getSequenceNumberForGroup() {
+  std::lock_guard lock(mutex_);
+  return collectiveSeq_;
+}
+
+c10::Stream ProcessGroupOpenReg::communicationStream(c10::DeviceIndex device) {
+  std::lock_guard lock(mutex_);
+  auto found = streams_.find(device);
+  if (found != streams_.end()) return found->second;
+  // High priority, as NCCL's streams: communication should not queue
+  // behind compute that was launched later.
+  c10::Stream stream = backend::streamFromPool(device, backend::streamPriorityRange().second);
+  streams_.emplace(device, stream);
+  return stream;
+}
+
+void ProcessGroupOpenReg::Health::record(const std::string& message) {
+  std::lock_guard lock(mutex_);
+  if (failure_.empty()) failure_ = message;
+}
+
+std::string ProcessGroupOpenReg::Health::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
+void ProcessGroupOpenReg::throwIfFailedBefore() {
+  const std::string failure = health_->failure();
+  TORCH_CHECK_WITH(DistBackendError, failure.empty(), "orccl: the group is unusable after an earlier failure: ",
+                   failure);
+}
+
+c10::DeviceIndex ProcessGroupOpenReg::checkTensors(const Request& request) const {
+  const char* name = request.collective.c_str();
+  std::optional<c10::DeviceIndex> device;
+  if (auto bound = getBoundDeviceId()) device = bound->index();
+  for (size_t i = 0; i < request.slots.size(); ++i) {
+    const at::Tensor& t = request.slots[i].tensor;
+    TORCH_CHECK_VALUE(t.defined(), "orccl: ", name, ": tensor ", i, " is undefined");
+    TORCH_CHECK_VALUE(t.device().type() == kDeviceType, "orccl: ", name, " takes openreg tensors, but tensor ", i,
+                      " is on ", t.device());
+    TORCH_CHECK_VALUE(!device || *device == t.device().index(), "orccl: ", name, ": tensor ", i, " is on ",
+                      t.device(), ", but this call uses openreg:", static_cast<int>(*device),
+                      getBoundDeviceId() ? " (the group's bound device)" : "");
+    device = t.device().index();
+    TORCH_CHECK_VALUE(t.is_contiguous() && !t.is_sparse(), "orccl: ", name, ": tensor ", i,
+                      " must be dense and contiguous");
+    TORCH_CHECK_VALUE(supportedDtype(t.scalar_type()), "orccl: ", name, " does not support dtype ",
+                      t.scalar_type());
+    TORCH_CHECK_VALUE(t.scalar_type() == request.dtype, "orccl: ", name, ": tensor ", i, " is ",
+                      t.scalar_type(), " but the collective's dtype is ", request.dtype);
+  }
+  if (!device) device = backend::currentStream().device_index();
+  return *device;
+}
+
+std::string ProcessGroupOpenReg::describe(const Request& request, uint64_t sequence) const {
+  std::string text = "orccl " + request.collective + " (group '" + getGroupUid() + "' " + getGroupDesc() +
+                     ", seq " + std::to_string(sequence) + ", rank " + std::to_string(rank_) + " of " +
+                     std::to_string(size_);
+  if (request.peer >= 0) return text + ", peer rank " + std::to_string(globalRanks_.at(request.peer)) + ")";
+  std::vector<int64_t> peers;
+  for (size_t r = 0; r < globalRanks_.size(); ++r) {
+    if (static_cast<int>(r) != rank_) peers.push_back(globalRanks_[r]);
+  }
+  return text + ", peer ranks " + rankList(peers) + ")";
+}
+
+Work ProcessGroupOpenReg::launch(Request& request) {
+  throwIfFailedBefore();
+  const c10::DeviceIndex device = checkTensors(request);
+  Agreement agreement;
+  agreement.check = request.matchCount >= 0;
+  // By event stem: a send and its recv agree ("SendRecv"), SUM and MAX do not.
+  agreement.collective = static_cast<int64_t>(std::hash<std::string>{}(request.eventStem) & 0x7fffffff);
+  agreement.dtype = static_cast<int64_t>(request.dtype);
+  agreement.count = request.matchCount;
+  agreement.peer = request.peer;
+  agreement.sends = request.opType == c10d::OpType::SEND;
+  agreement.tag = request.tag;
+  request.parts = {Part{std::move(request.start), std::move(request.after), 0, request.slots.size(), agreement,
+                        request.collective}};
+  if (coalescing_) return hold(request, device);
+  return record(request, device, request.peer >= 0);
+}
+
+// Opens record_param_comms (NCCL's arguments) around the queueing.
+Work ProcessGroupOpenReg::record(Request& request, c10::DeviceIndex device, bool p2p) {
+  int64_t sequence;
+  {
+    std::lock_guard lock(mutex_);
+    sequence = static_cast<int64_t>(p2p ? ++p2pSeq_ : ++collectiveSeq_);
+  }
+  std::vector<at::Tensor> inputs;
+  for (const auto& slot : request.slots) {
+    if (slot.read) inputs.push_back(slot.tensor);
+  }
+  const auto seqInfo = std::make_tuple(sequence, p2p);
+  const auto groupName = std::make_tuple(getGroupUid(), getGroupDesc());
+  const int rankStart = static_cast<int>(globalRanks_.front());
+  const int rankStride =
+      globalRanks_.size() < 2 ? 1 : static_cast<int>(globalRanks_[1] - globalRanks_[0]);
+  // For point-to-point, NCCL reports the peer as "Rank" (shown as Src/Dst Rank).
+  const int reportedRank = p2p && request.peer >= 0 ? request.peer : rank_;
+  RECORD_PARAM_COMMS_DATA_WITH_ASYNC_OP(seqInfo, groupName, inputs, request.outputs, reportedRank,
+                                        std::string(request.collective), request.inNelems, request.outNelems,
+                                        request.dtype, request.inSplits, request.outSplits, rankStart, rankStride,
+                                        size_, !request.blocking);
+  return enqueue(request, device, static_cast<uint64_t>(sequence));
+}
+
+Work ProcessGroupOpenReg::hold(Request& request, c10::DeviceIndex device) {
+  TORCH_CHECK_VALUE(!heldDevice_ || *heldDevice_ == device, "orccl: coalesced calls must use one device, got openreg:",
+                    static_cast<int>(*heldDevice_), " and openreg:", static_cast<int>(device));
+  heldDevice_ = device;
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                         std::vector<c10::Device>{c10::Device(kDeviceType, device)});
+  heldFutures_.push_back(future);
+  held_.push_back(std::move(request));
+  return c10d::Work::create_from_future(future);
+}
+
+void ProcessGroupOpenReg::startCoalescing() {
+  TORCH_CHECK(!coalescing_, "orccl: startCoalescing called twice without endCoalescing");
+  coalescing_ = true;
+  held_.clear();
+  heldFutures_.clear();
+  heldDevice_.reset();
+}
+
+Work ProcessGroupOpenReg::endCoalescing() {
+  TORCH_CHECK(coalescing_, "orccl: endCoalescing without startCoalescing");
+  coalescing_ = false;
+  std::vector<Request> held = std::move(held_);
+  std::vector<c10::intrusive_ptr<c10::ivalue::Future>> futures = std::move(heldFutures_);
+  if (held.empty()) {
+    auto done = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    done->markCompleted(c10::IValue(std::vector<at::Tensor>{}));
+    return c10d::Work::create_from_future(done);
+  }
+  // One transfer for all: NCCL names such a group "coalesced".
+  Request merged{c10d::OpType::COALESCED, "coalesced", held.front().eventStem};
+  merged.dtype = held.front().dtype;
+  bool p2p = true;
+  for (auto& request : held) {
+    for (auto& part : request.parts) {
+      part.first += merged.slots.size();
+      merged.parts.push_back(std::move(part));
+    }
+    merged.slots.insert(merged.slots.end(), request.slots.begin(), request.slots.end());
+    merged.outputs.insert(merged.outputs.end(), request.outputs.begin(), request.outputs.end());
+    merged.inNelems += request.inNelems;
+    merged.outNelems += request.outNelems;
+    p2p = p2p && request.peer >= 0;
+  }
+  if (held.size() == 1) merged.peer = held.front().peer;
+  Work work = record(merged, *heldDevice_, p2p);
+  // The held calls' futures complete with the group, on its stream.
+  {
+    c10::StreamGuard onComm(communicationStream(*heldDevice_));
+    for (size_t i = 0; i < held.size(); ++i) futures[i]->markCompleted(c10::IValue(held[i].outputs));
+  }
+  return work;
+}
+
+namespace {
+
+// Pinned mirrors of a request's slots, each a non-owning CPU view for the
+// transfer; the inputs' device -> pinned copies are queued on `stream`.
+struct Staging {
+  std::vector<at::Tensor> pinned;
+  std::vector<at::Tensor> views;
+};
+
+Staging stageIn(const std::vector<ProcessGroupOpenReg::Slot>& slots, orStream_t stream) {
+  Staging staging;
+  staging.pinned.reserve(slots.size());
+  staging.views.reserve(slots.size());
+  for (const auto& slot : slots) {
+    at::Tensor host = pinnedLike(slot.tensor);
+    if (slot.read) {
+      copyAsync(host.data_ptr(), slot.tensor.const_data_ptr(), slot.tensor.nbytes(), orMemcpyDeviceToHost, stream);
+    }
+    staging.views.push_back(at::from_blob(host.data_ptr(), host.sizes(), host.strides(), host.options()));
+    staging.pinned.push_back(std::move(host));
+  }
+  return staging;
+}
+
+// The outputs' pinned -> device copies, then record_stream semantics: the
+// caller may drop its tensors at once, and the pinned buffers go back to the
+// cache, each reused only after the communication stream passed it.
+void stageOut(const std::vector<ProcessGroupOpenReg::Slot>& slots, const std::vector<at::Tensor>& pinned,
+              const c10::Stream& comm) {
+  const orStream_t stream = backend::nativeStream(comm);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].write) {
+      copyAsync(slots[i].tensor.data_ptr(), pinned[i].const_data_ptr(), slots[i].tensor.nbytes(),
+                orMemcpyHostToDevice, stream);
+    }
+  }
+  c10::impl::VirtualGuardImpl guard(kDeviceType);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    backend::recordPinnedUse(pinned[i].storage().data_ptr(), comm);
+    guard.recordDataPtrOnStream(slots[i].tensor.storage().data_ptr(), comm);
+  }
+}
+
+// Completed now, on the communication stream, as NCCL's futures are: its
+// wait() and then() order the caller's stream after the collective.
+c10::intrusive_ptr<c10::ivalue::Future> completedFuture(const std::vector<at::Tensor>& outputs,
+                                                        const c10::Stream& comm) {
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                         std::vector<c10::Device>{comm.device()});
+  c10::StreamGuard onComm(comm);
+  future->markCompleted(c10::IValue(outputs));
+  return future;
+}
+
+}  // namespace
+
+Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uint64_t sequence) {
+  const c10::Device where(kDeviceType, device);
+  c10::DeviceGuard deviceGuard(where);
+  c10::impl::VirtualGuardImpl guard(kDeviceType);
+  const c10::Stream comm = communicationStream(device);
+  // The collective reads what the caller's stream wrote before the call.
+  c10::Event ready(kDeviceType);
+  ready.record(guard.getStream(where));
+  ready.block(comm);
+
+  Staging staging = stageIn(request.slots, backend::nativeStream(comm));
+  auto outcome = std::make_shared<CollectiveOutcome>();
+  const std::string description = describe(request, sequence);
+  launchTransfer(request, sequence,
+                 std::make_unique<TransferBody>(TransferBody{host_, std::move(request.parts),
+                                                             std::move(staging.views), outcome, health_, description}),
+                 backend::nativeStream(comm));
+  stageOut(request.slots, staging.pinned, comm);
+  c10::Event end(kDeviceType);
+  end.record(comm);
+  return c10::make_intrusive<WorkOpenReg>(rank_, request.opType, sequence, request.outputs, std::move(outcome),
+                                          std::move(end), completedFuture(request.outputs, comm), request.blocking,
+                                          timeout_, description);
+}
+
+// One orLaunchCollective: what profilers see of the collective, and its transfer.
+void ProcessGroupOpenReg::launchTransfer(const Request& request, uint64_t sequence,
+                                         std::unique_ptr<TransferBody> body, orStream_t stream) {
+  const char* dataType = request.slots.empty() ? "" : backend::dtypeSuffix(request.dtype);
+  const std::string eventName = "openregComm_" + request.eventStem + (request.slots.empty() ? "" : "_") + dataType;
+  const std::string groupName = getGroupUid();
+  uint64_t bytes = 0;
+  for (const auto& slot : request.slots) {
+    if (slot.read) bytes += slot.tensor.nbytes();
+  }
+  orCollectiveConfig config{};
+  config.structSize = sizeof(config);
+  config.name = eventName.c_str();
+  config.collective = request.collective.c_str();
+  config.dataType = dataType;
+  config.groupName = groupName.c_str();
+  config.count = static_cast<uint64_t>(request.inNelems);
+  config.bytes = bytes;
+  config.sequence = sequence;
+  config.groupSize = static_cast<uint32_t>(size_);
+  config.rank = rank_;
+  config.peer = request.peer;
+  config.func = &runTransfer;
+  config.userData = body.get();
+  config.userDataDestroy = &destroyTransfer;
+  OPENREG_CHECK(orLaunchCollective(&config, stream));
+  body.release();  // the runtime owns it now
+}
+
+// ------------------------------------------------------------- operations
+
+Work ProcessGroupOpenReg::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  TORCH_CHECK_VALUE(tensors.size() == 1, "orccl: allreduce takes one tensor per call, got ", tensors.size());
+  at::Tensor& t = tensors[0];
+  Request r{c10d::OpType::ALLREDUCE, "allreduce", std::string("AllReduce_") + reduceOpName(opts.reduceOp, "allreduce")};
+  r.slots = {{t, true, true}};
+  r.outputs = tensors;
+  r.dtype = t.scalar_type();
+  r.inNelems = r.outNelems = t.numel();
+  r.matchCount = t.numel();
+  const bool average = opts.reduceOp.op_ == c10d::ReduceOp::AVG;
+  TORCH_CHECK_VALUE(!(average && t.scalar_type() == at::kBool), "orccl: allreduce cannot average bool tensors");
+  c10d::AllreduceOptions hostOpts = opts;
+  hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
+  const int size = size_;
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host.allreduce(views, hostOpts);
+  };
+  r.after = [average, size](std::vector<at::Tensor>& views) {
+    if (average) divideInPlace(views[0], size);
+  };
+  return launch(r);
+}
+
+Work ProcessGroupOpenReg::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                              const c10d::AllreduceCoalescedOptions& opts) {
+  TORCH_CHECK_VALUE(!tensors.empty(), "orccl: allreduce_coalesced needs at least one tensor");
+  Request r{c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced",
+            std::string("AllReduce_") + reduceOpName(opts.reduceOp, "allreduce_coalesced")};
+  for (auto& t : tensors) r.slots.push_back({t, true, true});
+  r.outputs = tensors;
+  r.dtype = tensors[0].scalar_type();
+  r.inNelems = r.outNelems = totalNumel(tensors);
+  r.matchCount = r.inNelems;
+  const bool average = opts.reduceOp.op_ == c10d::ReduceOp::AVG;
+  c10d::AllreduceCoalescedOptions hostOpts = opts;
+  hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
+  const int size = size_;
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host.allreduce_coalesced(views, hostOpts);
+  };
+  r.after = [average, size](std::vector<at::Tensor>& views) {
+    if (average) {
+      for (auto& view : views) divideInPlace(view, size);
+    }
+  };
+  return launch(r);
+}
+
+Work ProcessGroupOpenReg::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+  TORCH_CHECK_VALUE(tensors.size() == 1, "orccl: broadcast takes one tensor per call, got ", tensors.size());
+  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < size_, "orccl: broadcast root ", opts.rootRank,
+                    " is not a rank of this group of ", size_);
+  at::Tensor& t = tensors[0];
+  const bool root = opts.rootRank == rank_;
+  Request r{c10d::OpType::BROADCAST, "broadcast", "Broadcast"};
+  r.slots = {{t, root, !root}};
+  r.outputs = tensors;
+  r.dtype = t.scalar_type();
+  r.inNelems = r.outNelems = t.numel();
+  r.matchCount = t.numel();
+  c10d::BroadcastOptions hostOpts = opts;
+  hostOpts.rootTensor = 0;
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host.broadcast(views, hostOpts);
+  };
+  return launch(r);
+}
+
+Work ProcessGroupOpenReg::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  TORCH_CHECK_VALUE(tensors.size() == 1, "orccl: reduce takes one tensor per call, got ", tensors.size());
+  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < size_, "orccl: reduce root ", opts.rootRank,
+                    " is not a rank of this group of ", size_);
+  at::Tensor& t = tensors[0];
+  const bool root = opts.rootRank == rank_;
+  Request r{c10d::OpType::REDUCE, "reduce", std::string("Reduce_") + reduceOpName(opts.reduceOp, "reduce")};
+  r.slots = {{t, true, root}};
+  r.outputs = tensors;
+  r.dtype = t.scalar_type();
+  r.inNelems = r.outNelems = t.numel();
+  r.matchCount = t.numel();
+  const bool average = opts.reduceOp.op_ == c10d::ReduceOp::AVG;
+  c10d::ReduceOptions hostOpts = opts;
+  hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
+  hostOpts.rootTensor = 0;
+  const int size = size_;
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host.reduce(views, hostOpts);
+  };
+  r.after = [average, root, size](std::vector<at::Tensor>& views) {
+    if (average && root) divideInPlace(views[0], size);
+  };
+  return launch(r);
+}
+
+Work ProcessGroupOpenReg::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                    const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK_VALUE(inputs.size() == 1 && outputs.size() == 1, "orccl: allgather takes one input and one output list");
+  TORCH_CHECK_VALUE(static_cast<int>(outputs[0].size()) == size_, "orccl: allgather needs ", size_,
+                    " output tensors (one per rank), got ", outputs[0].size());
+  const at::Tensor& input = inputs[0];
+  Request r{c10d::OpType::ALLGATHER, "allgather", "AllGather"};
+  r.slots = {{input, true, false}};
+  for (auto& out : outputs[0]) {
+    checkSameShape(input, out, "allgather", "an output tensor");
+    r.slots.push_back({out, false, true});
+  }
+  r.outputs = outputs[0];
+  r.dtype = input.scalar_type();
+  r.inNelems = input.numel();
+  r.outNelems = input.numel() * size_;
+  r.matchCount = input.numel();
+  r.start = [opts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    std::vector<at::Tensor> in{views[0]};
+    std::vector<std::vector<at::Tensor>> out{std::vector<at::Tensor>(views.begin() + 1, views.end())};
+    return host.allgather(out, in, opts);
+  };
+  return launch(r);
+}
+
+Work ProcessGroupOpenReg::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK_VALUE(output.numel() == input.numel() * size_, "orccl: all_gather_into_tensor: the output has ",
+                    output.numel(), " elements, expected ", input.numel() * size_, " (input x group size)");
+  Request r{c10d::OpType::_ALLGATHER_BASE, "_allgather_base", "AllGather"};
+  r.slots = {{input, true, false}, {output, false, true}};
+  r.outputs = {output};
+  r.dtype = input.scalar_type();
+  r.inNelems = input.numel();
+  r.outNelems = output.numel();
+  r.matchCount = input.numel();
+  r.start = [opts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host._allgather_base(views[1], views[0], opts);
+  };
+  return launch(r);
+}
+
+Work ProcessGroupOpenReg::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK_VALUE(!inputs.empty() && inputs.size() == outputs.size(),
+                    "orccl: allgather_into_tensor_coalesced needs as many outputs as inputs");
+  Request r{c10d::OpType::COALESCED, "allgather_into_tensor_coalesced", "AllGather"};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK_VALUE(outputs[i].numel() == inputs[i].numel() * size_, "orccl: allgather_into_tensor_coalesced: output ",
+                      i, " has ", outputs[i].numel(), " elements, expected ", inputs[i].numel() * size_);
+    r.slots.push_back({inputs[i], true, false});
+  }
+  for (auto& out : outputs) r.slots.push_back({out, false, true});
+  r.outputs = outputs;
+  r.dtype = inputs[0].scalar_type();
+  r.inNelems = totalNumel(inputs);
+  r.outNelems = totalNumel(outputs);
+  r.matchCount = r.inNelems;
+  const size_t n = inputs.size();
+  r.start = [opts, n](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    std::vector<at::Tensor> in(views.begin(), views.begin() + n);
+    std::vector<at::Tensor> out(views.begin() + n, views.end());
+    return host.allgather_into_tensor_coalesced(out, in, opts);
+  };
+  return launch(r);
+}
+
+Work ProcessGroupOpenReg::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                 const c10d::GatherOptions& opts) {
+  TORCH_CHECK_VALUE(inputs.size() == 1, "orccl: gather takes one input tensor");
+  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < size_, "orccl: gather root ", opts.rootRank,
+                    " is not a rank of this group of ", size_);
+  const bool root = opts.rootRank == rank_;
+  const at::Tensor& input = inputs[0];
+  Request r{c10d::OpType::GATHER, "gather", "Gather"};
+  r.slots = {{input, true, false}};
+  if (root) {
+    TORCH_CHECK_VALUE(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_, "orccl: gather needs ",
+                      size_, " output tensors on the root");
+    for (auto& out : outputs[0]) {
+      checkSameShape(input, out, "gather", "an output tensor");
+      r.slots.push_back({out, false, true});
+    }
+    r.outputs = outputs[0];
+  } else {
+    TORCH_CHECK_VALUE(outputs.empty() || outputs[0].empty(), "orccl: gather takes output tensors only on the root");
+  }
+  r.dtype = input.scalar_type();
+  r.inNelems = input.numel();
+  r.outNelems = root ? input.numel() * size_ : 0;
+  r.matchCount = input.numel();
+  r.start = [opts, root](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    std::vector<at::Tensor> in{views[0]};
+    std::vector<std::vector<at::Tensor>> out;
+    if (root) out.emplace_back(views.begin() + 1, views.end());
+    return host.gather(out, in, opts);
+  };
+  return launch(r);
+}
+
+Work ProcessGroupOpenReg::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                  const c10d::ScatterOptions& opts) {
+  TORCH_CHECK_VALUE(outputs.size() == 1, "orccl: scatter takes one output tensor");
+  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < size_, "orccl: scatter root ", opts.rootRank,
+                    " is not a rank of this group of ", size_);
+  const bool root = opts.rootRank == rank_;
+  const at::Tensor& output = outputs[0];
+  Request r{c10d::OpType::SCATTER, "scatter", "Scatter"};
+  r.slots = {{output, false, true}};
+  if (root) {
+    TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, "orccl: scatter needs ",
+                      size_, " input tensors on the root");
+    for (auto& in : inputs[0]) {
+      checkSameShape(output, in, "scatter", "an input tensor");
+      r.slots.push_back({in, true, false});
+    }
+  } else {
+    TORCH_CHECK_VALUE(inputs.empty() || inputs[0].empty(), "orccl: scatter takes input tensors only on the root");
+  }
+  r.outputs = outputs;
+  r.dtype = output.scalar_type();
+  r.inNelems = root ? output.numel() * size_ : 0;
+  r.outNelems = output.numel();
+  r.matchCount = output.numel();
+  r.start = [opts, root](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    std::vector<at::Tensor> out{views[0]};
+    std::vector<std::vector<at::Tensor>> in;
+    if (root) in.emplace_back(views.begin() + 1, views.end());
+    return host.scatter(out, in, opts);
+  };
+  return launch(r);
+}
+
+Work ProcessGroupOpenReg::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK_VALUE(outputs.size() == 1 && inputs.size() == 1, "orccl: reduce_scatter takes one output and one input list");
+  TORCH_CHECK_VALUE(static_cast<int>(inputs[0].size()) == size_, "orccl: reduce_scatter needs ", size_,
+                    " input tensors (one per rank), got ", inputs[0].size());
+  const at::Tensor& output = outputs[0];
+  Request r{c10d::OpType::REDUCE_SCATTER, "reduce_scatter",
+            std::string("ReduceScatter_") + reduceOpName(opts.reduceOp, "reduce_scatter")};
+  r.slots = {{output, false, true}};
+  for (auto& in : inputs[0]) {
+    checkSameShape(output, in, "reduce_scatter", "an input tensor");
+    r.slots.push_back({in, true, false});
+  }
+  r.outputs = outputs;
+  r.dtype = output.scalar_type();
+  r.inNelems = output.numel() * size_;
+  r.outNelems = output.numel();
+  r.matchCount = output.numel();
+  const bool average = opts.reduceOp.op_ == c10d::ReduceOp::AVG;
+  c10d::ReduceScatterOptions hostOpts = opts;
+  hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
+  const int size = size_;
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    std::vector<at::Tensor> out{views[0]};
+    std::vector<std::vector<at::Tensor>> in{std::vector<at::Tensor>(views.begin() + 1, views.end())};
+    return host.reduce_scatter(out, in, hostOpts);
+  };
+  r.after = [average, size](std::vector<at::Tensor>& views) {
+    if (average) divideInPlace(views[0], size);
+  };
+  return launch(r);
+}
+
+Work ProcessGroupOpenReg::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                               const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK_VALUE(input.numel() == output.numel() * size_, "orccl: reduce_scatter_tensor: the input has ",
+                    input.numel(), " elements, expected ", output.numel() * size_, " (output x group size)");
+  Request r{c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base",
+            std::string("ReduceScatter_") + reduceOpName(opts.reduceOp, "reduce_scatter_tensor")};
+  r.slots = {{output, false, true}, {input, true, false}};
+  r.outputs = {output};
+  r.dtype = input.scalar_type();
+  r.inNelems = input.numel();
+  r.outNelems = output.numel();
+  r.matchCount = output.numel();
+  const bool average = opts.reduceOp.op_ == c10d::ReduceOp::AVG;
+  c10d::ReduceScatterOptions hostOpts = opts;
+  hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
+  const int size = size_;
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host._reduce_scatter_base(views[0], views[1], hostOpts);
+  };
+  r.after = [average, size](std::vector<at::Tensor>& views) {
+    if (average) divideInPlace(views[0], size);
+  };
+  return launch(r);
+}
+
+Work ProcessGroupOpenReg::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK_VALUE(!inputs.empty() && inputs.size() == outputs.size(),
+                    "orccl: reduce_scatter_tensor_coalesced needs as many outputs as inputs");
+  Request r{c10d::OpType::COALESCED, "reduce_scatter_tensor_coalesced",
+            std::string("ReduceScatter_") + reduceOpName(opts.reduceOp, "reduce_scatter_tensor_coalesced")};
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    TORCH_CHECK_VALUE(inputs[i].numel() == outputs[i].numel() * size_, "orccl: reduce_scatter_tensor_coalesced: input ",
+                      i, " has ", inputs[i].numel(), " elements, expected ", outputs[i].numel() * size_);
+    r.slots.push_back({outputs[i], false, true});
+  }
+  for (auto& in : inputs) r.slots.push_back({in, true, false});
+  r.outputs = outputs;
+  r.dtype = inputs[0].scalar_type();
+  r.inNelems = totalNumel(inputs);
+  r.outNelems = totalNumel(outputs);
+  r.matchCount = r.outNelems;
+  const bool average = opts.reduceOp.op_ == c10d::ReduceOp::AVG;
+  c10d::ReduceScatterOptions hostOpts = opts;
+  hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
+  const int size = size_;
+  const size_t n = outputs.size();
+  r.start = [hostOpts, n](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    std::vector<at::Tensor> out(views.begin(), views.begin() + n);
+    std::vector<at::Tensor> in(views.begin() + n, views.end());
+    return host.reduce_scatter_tensor_coalesced(out, in, hostOpts);
+  };
+  r.after = [average, size, n](std::vector<at::Tensor>& views) {
+    if (!average) return;
+    for (size_t i = 0; i < n; ++i) divideInPlace(views[i], size);
+  };
+  return launch(r);
+}
+
+Work ProcessGroupOpenReg::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
+                                        std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions& opts) {
+  const bool even = outputSplits.empty() && inputSplits.empty();
+  if (even) {
+    TORCH_CHECK_VALUE(input.numel() == output.numel() && input.size(0) % size_ == 0,
+                      "orccl: all_to_all_single: input and output must have the same size, divisible by ", size_);
+  }
+  Request r{c10d::OpType::ALLTOALL_BASE, even ? "all_to_all" : "all_to_allv", "AllToAll"};
+  r.slots = {{input, true, false}, {output, false, true}};
+  r.outputs = {output};
+  r.dtype = input.scalar_type();
+  r.inNelems = input.numel();
+  r.outNelems = output.numel();
+  r.matchCount = even ? input.numel() : 0;  // split sizes may differ by rank
+  r.inSplits = inputSplits;
+  r.outSplits = outputSplits;
+  r.start = [opts, outputSplits, inputSplits](c10d::Backend& host, std::vector<at::Tensor>& views) mutable {
+    return host.alltoall_base(views[1], views[0], outputSplits, inputSplits, opts);
+  };
+  return launch(r);
+}
+
+Work ProcessGroupOpenReg::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                   const c10d::AllToAllOptions& opts) {
+  TORCH_CHECK_VALUE(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
+                    "orccl: all_to_all needs ", size_, " input and output tensors, got ", inputs.size(), " and ",
+                    outputs.size());
+  Request r{c10d::OpType::ALLTOALL, "all_to_all", "AllToAll"};
+  for (auto& in : inputs) r.slots.push_back({in, true, false});
+  for (auto& out : outputs) r.slots.push_back({out, false, true});
+  r.outputs = outputs;
+  r.dtype = inputs[0].scalar_type();
+  r.inNelems = totalNumel(inputs);
+  r.outNelems = totalNumel(outputs);
+  r.matchCount = 0;  // per-peer sizes may differ
+  const size_t n = inputs.size();
+  r.start = [opts, n](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    std::vector<at::Tensor> in(views.begin(), views.begin() + n);
+    std::vector<at::Tensor> out(views.begin() + n, views.end());
+    return host.alltoall(out, in, opts);
+  };
+  return launch(r);
+}
+
+Work ProcessGroupOpenReg::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
+  TORCH_CHECK_VALUE(tensors.size() == 1, "orccl: send takes one tensor");
+  TORCH_CHECK_VALUE(dstRank >= 0 && dstRank < size_ && dstRank != rank_, "orccl: send to rank ", dstRank,
+                    " from rank ", rank_, " of ", size_);
+  Request r{c10d::OpType::SEND, "send", "SendRecv"};
+  r.slots = {{tensors[0], true, false}};
+  r.outputs = tensors;
+  r.dtype = tensors[0].scalar_type();
+  r.inNelems = r.outNelems = tensors[0].numel();
+  r.peer = dstRank;
+  r.matchCount = tensors[0].numel();
+  r.tag = tag;
+  r.start = [dstRank, tag](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host.send(views, dstRank, tag);
+  };
+  return launch(r);
+}
+
+Work ProcessGroupOpenReg::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
+  TORCH_CHECK_VALUE(tensors.size() == 1, "orccl: recv takes one tensor");
+  TORCH_CHECK_VALUE(srcRank >= 0 && srcRank < size_ && srcRank != rank_, "orccl: recv from rank ", srcRank,
+                    " on rank ", rank_, " of ", size_);
+  Request r{c10d::OpType::RECV, "recv", "SendRecv"};
+  r.slots = {{tensors[0], false, true}};
+  r.outputs = tensors;
+  r.dtype = tensors[0].scalar_type();
+  r.inNelems = r.outNelems = tensors[0].numel();
+  r.peer = srcRank;
+  r.matchCount = tensors[0].numel();
+  r.tag = tag;
+  r.start = [srcRank, tag](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host.recv(views, srcRank, tag);
+  };
+  return launch(r);
+}
+
+Work ProcessGroupOpenReg::barrier(const c10d::BarrierOptions& opts) {
+  Request r{c10d::OpType::BARRIER, "barrier", "Barrier"};
+  r.dtype = at::kByte;
+  r.blocking = true;
+  c10d::BarrierOptions hostOpts;
+  hostOpts.timeout = opts.timeout;
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
+    return host.barrier(hostOpts);
+  };
+  return launch(r);
+}
+
+}  // namespace openreg::distributed

@@ -1,0 +1,38 @@
+// Collectives queued with orLaunchCollective: the task's state and how an
+// executor runs it.
+#pragma once
+
+#include <cstdint>
+
+#include "clock.h"
+#include "openreg/runtime.h"
+
+namespace openreg {
+
+class Stream;
+struct Task;
+
+// Owned by the task (through its kernel.userData); freed after it ran.
+struct CollectiveCall {
+  const char* name;  // interned, as every string here
+  const char* collective;
+  const char* dataType;
+  const char* groupName;
+  uint64_t count;
+  uint64_t bytes;
+  uint64_t sequence;
+  uint32_t groupSize;
+  int32_t rank;
+  int32_t peer;
+  orKernelFunc func;
+  void* userData;
+  void (*userDataDestroy)(void*);
+};
+
+// Runs the transfer on the calling executor thread, records a failure on the
+// stream, and writes the COMMUNICATION record when the task asked for one.
+void runCollective(Stream& stream, Task& task, int device, const DeviceClockModel& clock);
+// Frees a collective that will not run (work discarded at exit).
+void dropCollective(Task& task);
+
+}  // namespace openreg

@@ -1,0 +1,220 @@
+"""``demo --ranks N``: the demo's GPT trained with DDP on N local processes.
+
+The command spawns N ranks on this machine (127.0.0.1, a port free at start,
+``cpu:gloo,openreg:orccl``), rank r on device ``openreg:(r mod devices)``.
+Each rank trains ``DistributedDataParallel(model, device_ids=[index])`` on
+its own batches under the demo's torch.profiler settings and writes its
+traces into the one output folder as ``rank<r>.<ns>.pt.trace.json``. Then the
+command prints each rank's results and the summary of every trace written.
+
+Each rank is ``python -m torch_openreg.demo.distributed`` with the options in
+the environment; its log and result are in ``<output>/ranks/`` (a subfolder,
+so that ``summary``/``check`` of the output folder see only traces). A rank that fails or
+outlives the time limit stops the run: the others are killed, none is left
+behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from .run import (EXIT_BACKEND_UNAVAILABLE, EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, TRACE_SUFFIXES,
+                  BackendUnavailable, DemoOptions, load_backend, train_step)
+
+BACKEND = "cpu:gloo,openreg:orccl"
+_OPTIONS_ENV = "OPENREG_DEMO_OPTIONS"
+_RESULT_ENV = "OPENREG_DEMO_RESULT"
+# Generous: importing torch and writing traces dominate; steps are short.
+_STARTUP_S = 120.0
+_PER_STEP_S = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _encode(options: DemoOptions) -> str:
+    fields = dataclasses.asdict(options)
+    fields["output"] = str(options.output)
+    return json.dumps(fields)
+
+
+def _decode(text: str) -> DemoOptions:
+    fields = json.loads(text)
+    fields["output"] = Path(fields["output"])
+    return DemoOptions(**fields)
+
+
+def _rank_folder(options: DemoOptions) -> Path:
+    return options.output / "ranks"
+
+
+def _spawn(options: DemoOptions, rank: int, port: int) -> tuple[subprocess.Popen, Any]:
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+               LOCAL_RANK=str(rank), WORLD_SIZE=str(options.ranks), GLOO_SOCKET_IFNAME="lo",
+               PYTHONUNBUFFERED="1", **{_OPTIONS_ENV: _encode(options),
+                                        _RESULT_ENV: str(_rank_folder(options) / f"rank{rank}.json")})
+    log = open(_rank_folder(options) / f"rank{rank}.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "torch_openreg.demo.distributed"], env=env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    return proc, log
+
+
+def _wait_all(procs: list[subprocess.Popen], limit_s: float, err: TextIO) -> bool:
+    """Waits for every rank; False (after saying which) if one failed or the limit passed."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        codes = [p.poll() for p in procs]
+        failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
+        if failed:
+            print(f"error: rank {failed[0]} exited with status {codes[failed[0]]}", file=err)
+            return False
+        if all(c == 0 for c in codes):
+            return True
+        if time.monotonic() > deadline:
+            print(f"error: the ranks did not finish within {limit_s:.0f} s", file=err)
+            return False
+        time.sleep(0.1)
+
+
+def run_distributed(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """The parent: spawns the ranks, waits, reports. Returns the demo's exit code."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        load_backend()
+    except BackendUnavailable as error:
+        print(f"error: {error}", file=err)
+        return EXIT_BACKEND_UNAVAILABLE
+    try:
+        _rank_folder(options).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        print(f"error: cannot use {options.output} as the trace folder: {error}", file=err)
+        return EXIT_USAGE
+    import torch
+
+    devices = torch.openreg.device_count()
+    print(f"openreg demo: DDP on {options.ranks} local ranks ({BACKEND}) over {devices} openreg devices, "
+          f"{options.total_steps} steps each; traces of every rank to {options.output}/", file=out)
+    out.flush()
+    port = _free_port()
+    procs, logs = [], []
+    started = time.monotonic()
+    try:
+        for rank in range(options.ranks):
+            proc, log = _spawn(options, rank, port)
+            procs.append(proc)
+            logs.append(log)
+        ok = _wait_all(procs, _STARTUP_S + _PER_STEP_S * options.total_steps, err)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=10)
+        for log in logs:
+            log.close()
+    if not ok:
+        for rank in range(len(procs)):
+            path = _rank_folder(options) / f"rank{rank}.log"
+            print(f"--- rank {rank} log (last lines of {path}):\n{path.read_text(errors='replace')[-2000:]}",
+                  file=err)
+        return EXIT_CHECK_FAILED
+    results = [json.loads((_rank_folder(options) / f"rank{r}.json").read_text()) for r in range(options.ranks)]
+    print(f"all {options.ranks} ranks finished in {time.monotonic() - started:.1f} s\n", file=out)
+    _print_results(results, out)
+    return _report(options, [Path(p) for r in results for p in r["traces"]], out)
+
+
+def _print_results(results: list[dict], out: TextIO) -> None:
+    print("rank  device     loss first -> last  traces  collectives  comm device time  busiest collective",
+          file=out)
+    for r in results:
+        busiest = max(r["collectives"].items(), key=lambda kv: kv[1]["device_us"], default=("-", {}))[0]
+        calls = sum(c["calls"] for c in r["collectives"].values())
+        comm_ms = sum(c["device_us"] for c in r["collectives"].values()) / 1000
+        print(f"{r['rank']:>4}  {r['device']:<9}  {r['first_loss']:>7.3f} -> {r['last_loss']:<7.3f}  "
+              f"{len(r['traces']):>6}  {calls:>11}  {comm_ms:>13.3f} ms  {busiest}", file=out)
+
+
+def _report(options: DemoOptions, traces: list[Path], out: TextIO) -> int:
+    from torch_openreg.__main__ import main as command_line
+
+    if not traces:
+        print(f"error: no trace was written to {options.output}/", file=out)
+        return EXIT_CHECK_FAILED
+    status = EXIT_OK
+    if options.check:
+        print("\nInvariant checks of every rank's traces (python -m torch_openreg check):", file=out)
+        out.flush()
+        if command_line(["check", *map(str, traces)]) != 0:
+            status = EXIT_CHECK_FAILED
+    print(f"\nSummary of all ranks' traces (python -m torch_openreg summary {options.output}):\n", file=out)
+    out.flush()
+    command_line(["summary", "--top", str(options.top), "--gaps", str(options.gaps), *map(str, traces)])
+    return status
+
+
+def _trace_files(folder: Path) -> set[Path]:
+    return {p for p in folder.iterdir() if p.name.endswith(TRACE_SUFFIXES)} if folder.is_dir() else set()
+
+
+def rank_main() -> int:
+    """One rank: DDP training under torch.profiler; writes its result JSON."""
+    options = _decode(os.environ[_OPTIONS_ENV])
+    rank = int(os.environ["RANK"])
+    load_backend()
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+    from .data import TEXT, CharacterVocabulary, PrefetchingBatches
+    from .model import GPT, config_for
+
+    device = torch.device("openreg", rank % torch.openreg.device_count())
+    torch.openreg.set_device(device)
+    dist.init_process_group(BACKEND)
+    torch.manual_seed(options.seed)  # the same initial weights on every rank (DDP also broadcasts them)
+    vocabulary = CharacterVocabulary(TEXT)
+    config = config_for(options.size, len(vocabulary))
+    model = DistributedDataParallel(GPT(config).to(device), device_ids=[device.index])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=options.learning_rate, weight_decay=0.1, foreach=True)
+    batches = PrefetchingBatches(vocabulary.encode(TEXT), config.batch_size, config.context, device,
+                                 options.seed + 1000 * rank)
+    before = _trace_files(options.output)
+    handler = tensorboard_trace_handler(str(options.output), worker_name=f"rank{rank}", use_gzip=options.gzip)
+    losses = []
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+                 schedule=schedule(wait=options.wait, warmup=options.warmup, active=options.active,
+                                   repeat=options.repeat),
+                 on_trace_ready=handler, record_shapes=True, profile_memory=True, with_stack=True,
+                 acc_events=True) as prof:
+        for _ in range(options.total_steps):
+            losses.append(train_step(model, optimizer, batches))
+            prof.step()
+    collectives = {e.key: {"calls": e.count, "device_us": e.device_time_total}
+                   for e in prof.key_averages() if e.key.startswith("openregComm")}
+    traces = sorted(str(p) for p in _trace_files(options.output) - before if p.name.startswith(f"rank{rank}."))
+    dist.destroy_process_group()
+    result = {"rank": rank, "device": str(device), "first_loss": losses[0], "last_loss": losses[-1],
+              "traces": traces, "collectives": collectives}
+    Path(os.environ[_RESULT_ENV]).write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(rank_main())
