@@ -439,7 +439,7 @@ class CachingAllocator final : public c10::DeviceAllocator {
     checkDeviceIndex(device);
     if (nbytes == 0) return c10::DataPtr(nullptr, makeDevice(device));
     Block* block = caches_[device]->allocate(nbytes, currentNativeStream(device));
-    liveBlocks_.insert(block);
+    liveBlocks.insert(block);
     return c10::DataPtr(block->ptr, block->ptr, &rawDelete, makeDevice(device));
   }
 
@@ -463,7 +463,7 @@ class CachingAllocator final : public c10::DeviceAllocator {
     TORCH_CHECK(stream.device() == ptr.device(), "openreg: record_stream with a stream on ", stream.device(),
                 " for memory on ", ptr.device());
     orStream_t handle = nativeStream(stream);
-    Block* block = liveBlocks_.find(ptr.get());
+    Block* block = liveBlocks.find(ptr.get());
     TORCH_CHECK(block != nullptr, "openreg: record_stream on memory that is not allocated");
     caches_[block->device]->recordStream(block, handle);
   }
@@ -534,30 +534,30 @@ class CachingAllocator final : public c10::DeviceAllocator {
   std::array<std::unique_ptr<DeviceCache>, kMaxDevices> caches_;
 
  public:
-  LiveBlocks liveBlocks_;
+  LiveBlocks liveBlocks;
 };
 
 // Leaked on purpose: tensors may be freed during interpreter shutdown.
-CachingAllocator* g_allocator = new CachingAllocator();
+CachingAllocator* gAllocator = new CachingAllocator();
 
 void CachingAllocator::rawDelete(void* ptr) {
   if (ptr == nullptr) return;
-  Block* block = g_allocator->liveBlocks_.take(ptr);
+  Block* block = gAllocator->liveBlocks.take(ptr);
   TORCH_INTERNAL_ASSERT(block != nullptr, "openreg allocator: freeing a pointer it does not own");
-  g_allocator->cache(block->device).free(block);
+  gAllocator->cache(block->device).free(block);
 }
 
 }  // namespace
 
 c10::DeviceAllocator* deviceAllocator() {
-  return g_allocator;
+  return gAllocator;
 }
 
 CacheSnapshot cacheSnapshot(c10::DeviceIndex device) {
   checkDeviceIndex(device);
-  return g_allocator->cache(device).snapshot();
+  return gAllocator->cache(device).snapshot();
 }
 
 }  // namespace openreg::backend
 
-REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, openreg::backend::g_allocator)
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, openreg::backend::gAllocator)

@@ -21,7 +21,7 @@ struct RuntimeStatus {
 // The runtime reads its configuration once; remember the outcome so that
 // deviceCount() stays cheap and noexcept.
 const RuntimeStatus& runtimeStatus() {
-  static const RuntimeStatus status = [] {
+  static const RuntimeStatus kStatus = [] {
     RuntimeStatus s;
     s.error = orGetDeviceCount(&s.count);
     if (s.error != orSuccess) {
@@ -30,17 +30,17 @@ const RuntimeStatus& runtimeStatus() {
     }
     return s;
   }();
-  return status;
+  return kStatus;
 }
 
-std::atomic<bool> g_initialized{false};
-std::atomic<bool> g_forked_child{false};
+std::atomic<bool> gInitialized{false};
+std::atomic<bool> gForkedChild{false};
 
 void markForkedChild() {
-  if (g_initialized.load(std::memory_order_relaxed)) g_forked_child.store(true, std::memory_order_relaxed);
+  if (gInitialized.load(std::memory_order_relaxed)) gForkedChild.store(true, std::memory_order_relaxed);
 }
 
-const int g_atfork_registered = pthread_atfork(nullptr, nullptr, &markForkedChild);
+const int kAtforkRegistered = pthread_atfork(nullptr, nullptr, &markForkedChild);
 
 }  // namespace
 
@@ -53,7 +53,7 @@ c10::DeviceIndex deviceCount() noexcept {
 }
 
 void checkNotForkedChild() {
-  TORCH_CHECK(!g_forked_child.load(std::memory_order_relaxed),
+  TORCH_CHECK(!gForkedChild.load(std::memory_order_relaxed),
               "openreg: the device cannot be used in a forked child of a process that had started it; use the ",
               "'spawn' start method for multiprocessing");
 }
@@ -63,11 +63,11 @@ void initRuntime() {
   const RuntimeStatus& status = runtimeStatus();
   TORCH_CHECK(status.error == orSuccess,
               "openreg: the device runtime failed to start: ", status.message);
-  g_initialized.store(true, std::memory_order_release);
+  gInitialized.store(true, std::memory_order_release);
 }
 
 bool runtimeInitialized() noexcept {
-  return g_initialized.load(std::memory_order_acquire);
+  return gInitialized.load(std::memory_order_acquire);
 }
 
 void checkDeviceIndex(c10::DeviceIndex index) {

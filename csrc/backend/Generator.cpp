@@ -50,12 +50,12 @@ uint64_t OpenRegGeneratorImpl::get_offset() const {
   return offset_;
 }
 
-void OpenRegGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
-  TORCH_CHECK(new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>() &&
-                  static_cast<size_t>(new_state.numel()) == kStateBytes,
+void OpenRegGeneratorImpl::set_state(const c10::TensorImpl& newState) {
+  TORCH_CHECK(newState.dtype() == caffe2::TypeMeta::Make<uint8_t>() &&
+                  static_cast<size_t>(newState.numel()) == kStateBytes,
               "openreg: RNG state must be a torch.uint8 tensor of ", kStateBytes, " bytes");
   std::array<uint64_t, 2> words{};
-  std::memcpy(words.data(), new_state.data(), kStateBytes);
+  std::memcpy(words.data(), newState.data(), kStateBytes);
   seed_ = words[0];
   offset_ = words[1];
 }

@@ -22,10 +22,10 @@ class OpenRegGeneratorImpl final : public c10::GeneratorImpl {
   void set_offset(uint64_t offset) override;
   uint64_t get_offset() const override;
   // State: 16 bytes, the seed then the offset (uint64, native byte order).
-  void set_state(const c10::TensorImpl& new_state) override;
+  void set_state(const c10::TensorImpl& newState) override;
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
 
-  static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
+  static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }  // NOLINT(readability-identifier-naming) torch check_generator contract
 
   // A seed for one kernel's private CPU generator; advances the offset.
   // The caller must hold mutex_.

@@ -63,10 +63,10 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   bool isStreamCapturing(const c10::Stream& /*stream*/) const override { return false; }
 
   // Events are created lazily at their first record, on the stream's device.
-  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex deviceIndex,
               const c10::EventFlag flag) const override {
-    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "openreg: event device ",
-                static_cast<int>(device_index), " does not match the recording stream's device ",
+    TORCH_CHECK(deviceIndex == -1 || deviceIndex == stream.device_index(), "openreg: event device ",
+                static_cast<int>(deviceIndex), " does not match the recording stream's device ",
                 stream.device());
     if (*event == nullptr) {
       DeviceScope scope(stream.device_index());
@@ -91,7 +91,7 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return true;
   }
 
-  void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {
+  void destroyEvent(void* event, const c10::DeviceIndex /*deviceIndex*/) const noexcept override {
     if (event != nullptr) orEventDestroy(asEvent(event));
   }
 
@@ -100,7 +100,7 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     OPENREG_CHECK(orEventSynchronize(asEvent(event)));
   }
 
-  double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device_index*/) const override {
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex /*deviceIndex*/) const override {
     TORCH_CHECK(start != nullptr && end != nullptr,
                 "openreg: both events must be recorded before computing elapsed time");
     float ms = 0.0f;
@@ -117,15 +117,15 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void synchronizeStream(const c10::Stream& stream) const override { backend::synchronizeStream(stream); }
 
-  void synchronizeDevice(const c10::DeviceIndex device_index) const override {
-    checkDeviceIndex(device_index);
-    OPENREG_CHECK(orDeviceSynchronizeIndex(device_index));
+  void synchronizeDevice(const c10::DeviceIndex deviceIndex) const override {
+    checkDeviceIndex(deviceIndex);
+    OPENREG_CHECK(orDeviceSynchronizeIndex(deviceIndex));
   }
 
   // Autograd and Futures promise cross-stream safety through this call: the
   // default no-op would let the allocator reuse the memory too early.
-  void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override {
-    deviceAllocator()->recordStream(data_ptr, stream);
+  void recordDataPtrOnStream(const c10::DataPtr& dataPtr, const c10::Stream& stream) const override {
+    deviceAllocator()->recordStream(dataPtr, stream);
   }
 
   c10::DeviceCapability getDeviceCapability(c10::Device /*device*/) const override {

@@ -18,12 +18,12 @@ struct OpenRegHooks final : public at::PrivateUse1HooksInterface {
 
   bool isAvailable() const override { return deviceCount() > 0; }
 
-  const at::Generator& getDefaultGenerator(c10::DeviceIndex device_index) const override {
-    return defaultGenerator(device_index);
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex deviceIndex) const override {
+    return defaultGenerator(deviceIndex);
   }
 
-  at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {
-    return newGenerator(device_index);
+  at::Generator getNewGenerator(c10::DeviceIndex deviceIndex) const override {
+    return newGenerator(deviceIndex);
   }
 
   at::Device getDeviceFromPtr(void* data) const override {
@@ -38,8 +38,8 @@ struct OpenRegHooks final : public at::PrivateUse1HooksInterface {
 
   at::Allocator* getPinnedMemoryAllocator() const override { return at::getHostAllocator(at::kPrivateUse1); }
 
-  bool hasPrimaryContext(c10::DeviceIndex device_index) const override {
-    return runtimeInitialized() && device_index >= 0 && device_index < deviceCount();
+  bool hasPrimaryContext(c10::DeviceIndex deviceIndex) const override {
+    return runtimeInitialized() && deviceIndex >= 0 && deviceIndex < deviceCount();
   }
 
   void init() const override { initRuntime(); }
@@ -64,7 +64,7 @@ struct OpenRegHooks final : public at::PrivateUse1HooksInterface {
 };
 
 // Registered once, when the library loads.
-const bool g_hooks_registered = [] {
+const bool kHooksRegistered = [] {
   at::RegisterPrivateUse1HooksInterface(new OpenRegHooks());
   return true;
 }();

@@ -70,17 +70,17 @@ struct CurrentStream {
   c10::StreamId id = 0;
   orStream_t handle = nullptr;
 };
-thread_local std::array<CurrentStream, kMaxDevices> tls_current;
+thread_local std::array<CurrentStream, kMaxDevices> tlsCurrent;
 
 }  // namespace
 
 std::pair<int, int> streamPriorityRange() {
-  static const std::pair<int, int> range = [] {
+  static const std::pair<int, int> kRange = [] {
     int least = 0, greatest = 0;
     OPENREG_CHECK(orDeviceGetStreamPriorityRange(&least, &greatest));
     return std::make_pair(least, greatest);
   }();
-  return range;
+  return kRange;
 }
 
 orStream_t nativeStream(const c10::Stream& stream) {
@@ -129,7 +129,7 @@ c10::Stream streamFromPool(c10::DeviceIndex device, int priority) {
 c10::Stream currentStream(c10::DeviceIndex device) {
   device = resolve(device);
   checkDeviceIndex(device);
-  const CurrentStream& current = tls_current[device];
+  const CurrentStream& current = tlsCurrent[device];
   if (current.id == 0) return defaultStream(device);
   return c10::Stream(c10::Stream::UNSAFE, makeDevice(device), current.id);
 }
@@ -140,7 +140,7 @@ orStream_t currentNativeStream(c10::DeviceIndex device) {
   // Every launch and allocation comes here: a device that already has its
   // default stream was validated then.
   if (C10_LIKELY(device >= 0 && device < kMaxDevices)) {
-    const CurrentStream& current = tls_current[device];
+    const CurrentStream& current = tlsCurrent[device];
     if (current.id != 0) return current.handle;
     if (orStream_t ready = allDevices()[device].defaultReady.load(std::memory_order_acquire)) return ready;
   }
@@ -152,7 +152,7 @@ c10::Stream exchangeCurrentStream(const c10::Stream& stream) {
   const auto device = stream.device_index();
   c10::Stream previous = currentStream(device);
   orStream_t handle = nativeStream(stream);
-  tls_current[device] = CurrentStream{stream.id() == 0 ? initializedDevice(device).defaultId : stream.id(), handle};
+  tlsCurrent[device] = CurrentStream{stream.id() == 0 ? initializedDevice(device).defaultId : stream.id(), handle};
   return previous;
 }
 

@@ -12,7 +12,7 @@
 
 namespace openreg {
 
-template <class T, uint64_t Tag>
+template <class T, uint64_t kTag>
 class HandleTable {
  public:
   uint64_t insert(std::shared_ptr<T> object) {
@@ -62,10 +62,10 @@ class HandleTable {
   };
 
   static uint64_t encode(uint32_t index, uint32_t generation) {
-    return (Tag << 60) | (uint64_t{generation} << 32) | (uint64_t{index} + 1);
+    return (kTag << 60) | (uint64_t{generation} << 32) | (uint64_t{index} + 1);
   }
   static bool decode(uint64_t handle, uint32_t* index, uint32_t* generation) {
-    if ((handle >> 60) != Tag) return false;
+    if ((handle >> 60) != kTag) return false;
     const uint64_t low = handle & 0xffffffffull;
     if (low == 0) return false;
     *index = static_cast<uint32_t>(low - 1);

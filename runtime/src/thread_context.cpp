@@ -23,12 +23,12 @@ void destroyContext(void* context) {
 }
 
 pthread_key_t contextKey() {
-  static const pthread_key_t key = [] {
+  static const pthread_key_t kKey = [] {
     pthread_key_t k;
     pthread_key_create(&k, destroyContext);
     return k;
   }();
-  return key;
+  return kKey;
 }
 
 }  // namespace

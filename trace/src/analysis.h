@@ -50,7 +50,7 @@ int64_t mergeUnion(std::vector<Interval>& iv);
 int64_t intersectionNs(const std::vector<Interval>& a, const std::vector<Interval>& b);
 
 // Kernel classes as HTA names them (its KernelType, OTHER included).
-enum class KernelClass : uint8_t { kCompute, kCommunication, kMemory, kOther };
+enum class KernelClass : uint8_t { Compute, Communication, Memory, Other };
 inline constexpr size_t kKernelClasses = 4;
 KernelClass classifyKernel(const Trace& t, uint32_t slice);
 const char* kernelClassName(KernelClass c);
@@ -205,7 +205,7 @@ const char* deviceTypeName(int64_t type);
 
 // ---------------------------------------------------------------- checks
 
-enum class Severity { kError, kWarning };
+enum class Severity { Error, Warning };
 
 struct CheckOptions {
   int examples = 5;
@@ -232,7 +232,7 @@ struct Violation {
 
 struct CheckResult {
   std::string name;
-  Severity severity = Severity::kError;
+  Severity severity = Severity::Error;
   // kWarn: findings, none of which breaks a consumer (an artifact, or a
   // warning-level check); only strict makes them fail.
   enum Status { kPass, kFail, kWarn, kSkipped } status = kPass;

@@ -22,7 +22,7 @@ class Sink {
   Sink(CheckResult& r, int limit, bool strict) : r_(r), limit_(static_cast<size_t>(std::max(limit, 0))), strict_(strict) {}
   template <typename MakeMessage>
   void add(MakeMessage&& makeMessage, std::vector<EventRef> events, bool artifact = false) {
-    bool warns = !strict_ && (artifact || r_.severity == Severity::kWarning);
+    bool warns = !strict_ && (artifact || r_.severity == Severity::Warning);
     ++(warns ? r_.warnings : r_.violations);
     if (r_.examples.size() < limit_) r_.examples.push_back({makeMessage(), std::move(events), artifact});
   }
@@ -139,8 +139,8 @@ void checkDeviceLanesBelowHost(const Context& c, Sink& sink) {
   for (uint32_t i = 0; i < t.slices.size(); ++i) {
     const Lane& lane = t.lanes[t.slices[i].lane];
     LaneKind kind = t.laneKind[t.slices[i].lane];
-    if (kind == LaneKind::kHost) hostPids.insert(lane.pid);
-    if (kind == LaneKind::kDevice && t.isDevice(t.slices[i])) devicePids.insert(lane.pid);
+    if (kind == LaneKind::Host) hostPids.insert(lane.pid);
+    if (kind == LaneKind::Device && t.isDevice(t.slices[i])) devicePids.insert(lane.pid);
     exampleSlice.emplace(lane.pid, i);
   }
   if (devicePids.empty()) {
@@ -300,7 +300,7 @@ void checkFlowStartInHostSlice(const Context& c, Sink& sink) {
     for (uint32_t i : g) {
       const FlowPoint& f = t.flows[i];
       if (f.ph != 's') continue;
-      if (t.laneKind[f.lane] != LaneKind::kHost) {
+      if (t.laneKind[f.lane] != LaneKind::Host) {
         sink.add([&] { return "flow id " + t.keyText(f.id) + " starts on a lane that is not a host thread"; },
                  {flowRef(i)});
         continue;
@@ -374,7 +374,7 @@ void checkDeviceRowsNest(const Context& c, Sink& sink) {
   const Trace& t = c.t;
   std::vector<uint32_t> open;
   for (uint32_t lane = 0; lane < t.lanes.size(); ++lane) {
-    if (t.laneKind[lane] != LaneKind::kDevice) continue;
+    if (t.laneKind[lane] != LaneKind::Device) continue;
     open.clear();
     for (uint32_t i : t.laneSlices[lane]) {
       const Slice& s = t.slices[i];
@@ -395,13 +395,13 @@ void checkHostRowsNest(const Context& c, Sink& sink) {
   const Trace& t = c.t;
   std::vector<uint32_t> open;
   for (uint32_t lane = 0; lane < t.lanes.size(); ++lane) {
-    if (t.laneKind[lane] != LaneKind::kHost) continue;
+    if (t.laneKind[lane] != LaneKind::Host) continue;
     open.clear();
     for (uint32_t i : t.laneSlices[lane]) {
       const Slice& s = t.slices[i];
       // torch's own Python-frame events straddle op boundaries (record_function
       // enters inside a frame); only the ops and calls themselves must nest.
-      if (t.role(s.cat) == CategoryRole::kPython) continue;
+      if (t.role(s.cat) == CategoryRole::Python) continue;
       while (!open.empty() && t.slices[open.back()].end() <= s.ts) open.pop_back();
       if (!open.empty() && s.end() > t.slices[open.back()].end()) {
         const Slice& top = t.slices[open.back()];
@@ -501,17 +501,17 @@ constexpr const char* kViewers = "Perfetto, chrome://tracing";
 
 const std::vector<CheckEntry>& entries() {
   static const std::vector<CheckEntry> kEntries = {
-      {{"json_valid", Severity::kError, "the file is valid JSON (UTF-8) with a traceEvents array",
+      {{"json_valid", Severity::Error, "the file is valid JSON (UTF-8) with a traceEvents array",
         "every consumer (Perfetto, chrome://tracing, HTA, torch-tb-profiler)",
         "the file does not open, or opens cut short at the error", ""},
        checkJsonValid, false},
-      {{"events_well_formed", Severity::kError,
+      {{"events_well_formed", Severity::Error,
         "every event has a ph; complete events have numeric ts, dur >= 0, pid and tid; flows have an id",
         "Perfetto's and chrome://tracing's JSON import; HTA's loader",
         "Perfetto drops the event (json_parser_failure); HTA drops events without dur; flows without id are lost",
         ""},
        checkEventsWellFormed, true},
-      {{"device_args", Severity::kError,
+      {{"device_args", Severity::Error,
         "device events (kernels, copies, memsets) carry integer device, stream >= 1 and correlation args",
         "HolisticTraceAnalysis (a GPU event is one with integer stream >= 0 and correlation >= 0)",
         "without an integer stream, or a kernel/copy/memset without a correlation, HTA counts the event as host "
@@ -519,76 +519,76 @@ const std::vector<CheckEntry>& entries() {
         "stream 0 (HIP's default stream: HTA keeps it but gives it no iteration or call graph), a missing device "
         "(only torch-tb-profiler reads it), and vendor records without a correlation (MTIA's event_wait/record)"},
        checkDeviceArgs, true},
-      {{"device_lanes_below_host", Severity::kWarning,
+      {{"device_lanes_below_host", Severity::Warning,
         "every device process sorts after every host process (process_sort_index, else pid)", kViewers,
         "device rows are drawn above the host threads instead of below them, as Kineto lays out CUDA traces "
         "(layout only: nothing is lost)",
         ""},
        checkDeviceLanesBelowHost, true},
-      {{"flow_pairs", Severity::kError, "every flow (ac2g) id has exactly one start and one finish", kViewers,
+      {{"flow_pairs", Severity::Error, "every flow (ac2g) id has exactly one start and one finish", kViewers,
         "a flow id with two starts draws its arrow from the wrong slice (Perfetto counts flow_duplicate_id; "
         "chrome://tracing keys flows by id alone)",
         "a start without finish, a finish without start, or several finishes: Kineto writes such halves itself "
         "for runtime calls with no device work and for split DMA; viewers simply draw no arrow"},
        checkFlowPairs, true},
-      {{"flow_forward", Severity::kError, "no flow finishes before it starts", kViewers,
+      {{"flow_forward", Severity::Error, "no flow finishes before it starts", kViewers,
         "the launch arrow points back in time: the device work appears to cause its own launch", ""},
        checkFlowForward, true},
-      {{"flow_distinct_lanes", Severity::kError, "a flow's start and finish are on different (pid, tid) lanes",
+      {{"flow_distinct_lanes", Severity::Error, "a flow's start and finish are on different (pid, tid) lanes",
         kViewers, "the host-to-device arrow loops on one row and links no device work", ""},
        checkFlowDistinctLanes, true},
-      {{"flow_start_in_host_slice", Severity::kError,
+      {{"flow_start_in_host_slice", Severity::Error,
         "every flow start lies inside a complete event of its host thread", kViewers,
         "chrome://tracing reports 'does not start at an actual slice' and drops the arrow; Perfetto counts "
         "flow_no_enclosing_slice",
         ""},
        checkFlowStartInHostSlice, true},
-      {{"device_rows_disjoint", Severity::kError,
+      {{"device_rows_disjoint", Severity::Error,
         "device events on one stream row never overlap, partially or by nesting (a stream runs one thing at a time)",
         "Perfetto (slices must nest per pid/tid); HTA's stream utilisation",
         "Perfetto moves a partly overlapping slice to an overflow track (slice_spill_overlapping_complete_event; "
         "older versions lost it); HTA counts the overlapped time twice in the kernel breakdown",
         ""},
        checkDeviceRowsDisjoint, true},
-      {{"device_rows_nest", Severity::kError,
+      {{"device_rows_nest", Severity::Error,
         "annotations on device rows nest with the device events (no partial overlap)", "Perfetto, HTA",
         "a sync span or annotation partly overlapping a kernel or copy on the same row spills to an overflow "
         "track in Perfetto (lost before 2026-06), so the row no longer shows what ran",
         ""},
        checkDeviceRowsNest, true},
-      {{"device_events_in_window", Severity::kWarning, "device events lie inside the profiling window",
+      {{"device_events_in_window", Severity::Warning, "device events lie inside the profiling window",
         "the profiler plugin's clock mapping (openreg's own contract; no viewer breaks)",
         "nothing is lost in a viewer; Kineto drops device records outside the window, so one outside means its "
         "device timestamps were mapped to the host clock wrongly",
         ""},
        checkDeviceEventsInWindow, true},
-      {{"correlation_unique", Severity::kError, "no two device events share a correlation id",
+      {{"correlation_unique", Severity::Error, "no two device events share a correlation id",
         "HTA (pairs device work with its launch by correlation); torch's linked attribution",
         "two different kernels under one correlation are both paired with one launch: HTA's launch delays and "
         "the op that launched them are wrong for one of them",
         "several records of the same work under one id (MTIA splits one DMA into requests): each pairs with its "
         "own launch correctly"},
        checkCorrelationUnique, true},
-      {{"device_lanes_match_args", Severity::kWarning, "a device event's pid is its device arg and its tid its stream arg",
+      {{"device_lanes_match_args", Severity::Warning, "a device event's pid is its device arg and its tid its stream arg",
         "torch-tb-profiler (warns when pid != args.device)", "a warning there; HTA reads the args, viewers the lanes",
         ""},
        checkDeviceLanesMatchArgs, true},
-      {{"device_rows_named", Severity::kWarning, "device processes have a process_name and stream rows a thread_name",
+      {{"device_rows_named", Severity::Warning, "device processes have a process_name and stream rows a thread_name",
         kViewers, "rows are labelled with bare numbers", ""},
        checkDeviceRowsNamed, true},
-      {{"flow_finish_bound", Severity::kWarning, "every flow finish binds to a slice of its row", kViewers,
+      {{"flow_finish_bound", Severity::Warning, "every flow finish binds to a slice of its row", kViewers,
         "the arrow ends nowhere and is not drawn", ""},
        checkFlowFinishBound, true},
-      {{"device_events_linked", Severity::kWarning, "every device event is linked to the host op that launched it",
+      {{"device_events_linked", Severity::Warning, "every device event is linked to the host op that launched it",
         "torch's key_averages() and events() (linked attribution); HTA's op-to-kernel views",
         "the event's time is attributed to no op (no 'Self DEVICE' time)", ""},
        checkDeviceEventsLinked, true},
-      {{"device_events_launched", Severity::kWarning,
+      {{"device_events_launched", Severity::Warning,
         "every device event has a host runtime call with the same correlation",
         "HTA's launch statistics and idle-time breakdown",
         "no launch delay and no host-wait attribution for that event", ""},
        checkDeviceEventsLaunched, true},
-      {{"host_rows_nest", Severity::kError,
+      {{"host_rows_nest", Severity::Error,
         "complete events on a host thread, Python frames aside, nest (no partial overlap)",
         "Perfetto (slices must nest per pid/tid); HTA's call stacks",
         "a partly overlapping op or runtime call spills to an overflow track in Perfetto and breaks HTA's "
@@ -599,7 +599,7 @@ const std::vector<CheckEntry>& entries() {
   return kEntries;
 }
 
-const char* severityName(Severity s) { return s == Severity::kError ? "error" : "warning"; }
+const char* severityName(Severity s) { return s == Severity::Error ? "error" : "warning"; }
 const char* statusName(CheckResult::Status s) {
   switch (s) {
     case CheckResult::kPass: return "pass";

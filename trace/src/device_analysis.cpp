@@ -163,7 +163,7 @@ void writeTemporal(JsonWriter& w, const Trace& t, const Summary& s) {
   for (uint32_t i : t.deviceSlices) busy.push_back({t.slices[i].ts, t.slices[i].end()});
   int64_t busyNs = mergeUnion(busy);
   int64_t span = any ? last - first : 0;
-  int64_t compute = s.classes.total[static_cast<size_t>(KernelClass::kCompute)].busyNs;
+  int64_t compute = s.classes.total[static_cast<size_t>(KernelClass::Compute)].busyNs;
   w.key("temporal").beginObject();
   w.field("kernel_time_ns", span);
   w.field("idle_ns", span - busyNs);
@@ -304,10 +304,10 @@ int64_t intersectionNs(const std::vector<Interval>& a, const std::vector<Interva
 
 const char* kernelClassName(KernelClass c) {
   switch (c) {
-    case KernelClass::kCompute: return "compute";
-    case KernelClass::kCommunication: return "communication";
-    case KernelClass::kMemory: return "memory";
-    case KernelClass::kOther: break;
+    case KernelClass::Compute: return "compute";
+    case KernelClass::Communication: return "communication";
+    case KernelClass::Memory: return "memory";
+    case KernelClass::Other: break;
   }
   return "other";
 }
@@ -319,15 +319,15 @@ KernelClass classifyKernel(const Trace& t, uint32_t slice) {
   // device event that carries record_param_comms' "Collective name".
   if (startsWith(name, "nccl") || startsWith(name, "rccl") || startsWith(name, "hccl") ||
       startsWith(name, "openregComm_"))
-    return KernelClass::kCommunication;
-  if (const CommArgs* a = t.commArgsOf(slice); a && a->collective != kNoString) return KernelClass::kCommunication;
+    return KernelClass::Communication;
+  if (const CommArgs* a = t.commArgsOf(slice); a && a->collective != kNoString) return KernelClass::Communication;
   std::string_view cat = t.str(s.cat);
   if (startsWith(name, "Memcpy") || startsWith(name, "Memset") || startsWith(name, "dma") || cat == "gpu_memcpy" ||
       cat == "gpu_memset")
-    return KernelClass::kMemory;
+    return KernelClass::Memory;
   // HTA's OTHER: names that mention a copy or a sync without being one.
-  if (contains(name, "Memcpy") || contains(name, "Sync")) return KernelClass::kOther;
-  return KernelClass::kCompute;
+  if (contains(name, "Memcpy") || contains(name, "Sync")) return KernelClass::Other;
+  return KernelClass::Compute;
 }
 
 KernelClasses computeKernelClasses(const Trace& t) {
@@ -455,8 +455,8 @@ Communication computeCommunication(const Trace& t) {
   for (uint32_t i : t.deviceSlices) {
     const Slice& s = t.slices[i];
     KernelClass c = classifyKernel(t, i);
-    if (c == KernelClass::kCompute) compute.push_back({s.ts, s.end()});
-    if (c != KernelClass::kCommunication) continue;
+    if (c == KernelClass::Compute) compute.push_back({s.ts, s.end()});
+    if (c != KernelClass::Communication) continue;
     comm.push_back({s.ts, s.end()});
     const CommArgs* a = t.commArgsOf(i);
     std::string_view kernel = t.str(s.name);

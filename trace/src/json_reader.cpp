@@ -273,15 +273,15 @@ void JsonReader::expect(char c) {
 JsonKind JsonReader::peekKind() {
   int c = peekNonspace();
   switch (c) {
-    case '"': return JsonKind::kString;
-    case '{': return JsonKind::kObject;
-    case '[': return JsonKind::kArray;
-    case 't': return JsonKind::kTrue;
-    case 'f': return JsonKind::kFalse;
-    case 'n': return JsonKind::kNull;
+    case '"': return JsonKind::String;
+    case '{': return JsonKind::Object;
+    case '[': return JsonKind::Array;
+    case 't': return JsonKind::True;
+    case 'f': return JsonKind::False;
+    case 'n': return JsonKind::Null;
     case -1: fail("expected a value but the input ended");
     default:
-      if (c == '-' || isDigit(static_cast<char>(c))) return JsonKind::kNumber;
+      if (c == '-' || isDigit(static_cast<char>(c))) return JsonKind::Number;
       fail(std::string("unexpected character '") + static_cast<char>(c) + "'");
   }
 }
@@ -439,11 +439,11 @@ void JsonReader::expectLiteral(std::string_view word) {
 
 bool JsonReader::readBool() {
   JsonKind k = peekKind();
-  if (k == JsonKind::kTrue) {
+  if (k == JsonKind::True) {
     expectLiteral("true");
     return true;
   }
-  if (k == JsonKind::kFalse) {
+  if (k == JsonKind::False) {
     expectLiteral("false");
     return false;
   }
@@ -451,7 +451,7 @@ bool JsonReader::readBool() {
 }
 
 void JsonReader::readNull() {
-  if (peekKind() != JsonKind::kNull) fail("expected null");
+  if (peekKind() != JsonKind::Null) fail("expected null");
   expectLiteral("null");
 }
 
@@ -518,16 +518,16 @@ void JsonReader::skipValue() {
   std::string_view key;
   for (;;) {
     switch (peekKind()) {
-      case JsonKind::kString: readString(); break;
-      case JsonKind::kNumber: readNumber(); break;
-      case JsonKind::kTrue: expectLiteral("true"); break;
-      case JsonKind::kFalse: expectLiteral("false"); break;
-      case JsonKind::kNull: expectLiteral("null"); break;
-      case JsonKind::kObject:
+      case JsonKind::String: readString(); break;
+      case JsonKind::Number: readNumber(); break;
+      case JsonKind::True: expectLiteral("true"); break;
+      case JsonKind::False: expectLiteral("false"); break;
+      case JsonKind::Null: expectLiteral("null"); break;
+      case JsonKind::Object:
         beginObject();
         if (nextKey(key)) continue;
         break;
-      case JsonKind::kArray:
+      case JsonKind::Array:
         beginArray();
         if (nextElement()) continue;
         break;

@@ -43,7 +43,7 @@ std::unique_ptr<ByteSource> openFileSource(const std::string& path);
 // An in-memory document; gzip is detected the same way. `data` must outlive the source.
 std::unique_ptr<ByteSource> openMemorySource(const void* data, size_t size);
 
-enum class JsonKind { kString, kNumber, kObject, kArray, kTrue, kFalse, kNull };
+enum class JsonKind { String, Number, Object, Array, True, False, Null };
 
 class JsonReader {
  public:

@@ -14,7 +14,7 @@ void parseObject(std::string_view json, std::initializer_list<std::pair<std::str
   if (json.find_first_not_of(" \t\r\n") == std::string_view::npos) return;
   try {
     JsonReader r(openMemorySource(json.data(), json.size()));
-    if (r.peekKind() != JsonKind::kObject) throw std::invalid_argument("options must be a JSON object");
+    if (r.peekKind() != JsonKind::Object) throw std::invalid_argument("options must be a JSON object");
     r.beginObject();
     std::string_view key;
     while (r.nextKey(key)) {
@@ -33,7 +33,7 @@ void parseObject(std::string_view json, std::initializer_list<std::pair<std::str
 Setter intOption(const char* name, int& out) {
   return [name, &out](JsonReader& r) {
     int64_t v = 0;
-    if (r.peekKind() != JsonKind::kNumber || !parseInt64(r.readNumber(), v) || v < 0 || v > 1000000000)
+    if (r.peekKind() != JsonKind::Number || !parseInt64(r.readNumber(), v) || v < 0 || v > 1000000000)
       throw std::invalid_argument(std::string("option \"") + name + "\" must be a non-negative integer");
     out = static_cast<int>(v);
   };
@@ -41,7 +41,7 @@ Setter intOption(const char* name, int& out) {
 
 Setter int64Option(const char* name, int64_t& out) {
   return [name, &out](JsonReader& r) {
-    if (r.peekKind() != JsonKind::kNumber || !parseInt64(r.readNumber(), out) || out < 0)
+    if (r.peekKind() != JsonKind::Number || !parseInt64(r.readNumber(), out) || out < 0)
       throw std::invalid_argument(std::string("option \"") + name + "\" must be a non-negative integer");
   };
 }
@@ -49,7 +49,7 @@ Setter int64Option(const char* name, int64_t& out) {
 Setter boolOption(const char* name, bool& out) {
   return [name, &out](JsonReader& r) {
     JsonKind k = r.peekKind();
-    if (k != JsonKind::kTrue && k != JsonKind::kFalse)
+    if (k != JsonKind::True && k != JsonKind::False)
       throw std::invalid_argument(std::string("option \"") + name + "\" must be true or false");
     out = r.readBool();
   };
@@ -57,12 +57,12 @@ Setter boolOption(const char* name, bool& out) {
 
 Setter stringsOption(const char* name, std::vector<std::string>& out, bool* given = nullptr) {
   return [name, &out, given](JsonReader& r) {
-    if (r.peekKind() != JsonKind::kArray)
+    if (r.peekKind() != JsonKind::Array)
       throw std::invalid_argument(std::string("option \"") + name + "\" must be a list of strings");
     out.clear();
     r.beginArray();
     while (r.nextElement()) {
-      if (r.peekKind() != JsonKind::kString)
+      if (r.peekKind() != JsonKind::String)
         throw std::invalid_argument(std::string("option \"") + name + "\" must be a list of strings");
       out.emplace_back(r.readString());
     }

@@ -15,7 +15,7 @@ HostActivity describeGap(const Trace& t, int64_t a, int64_t b) {
   // The host thread with the deepest stack at the midpoint is the one the
   // device was waiting on (or waiting for).
   for (uint32_t lane = 0; lane < t.lanes.size(); ++lane) {
-    if (t.laneKind[lane] != LaneKind::kHost) continue;
+    if (t.laneKind[lane] != LaneKind::Host) continue;
     std::vector<uint32_t> stack = t.stackAt(lane, mid);
     if (stack.size() > h.stack.size()) {
       h.stack = std::move(stack);
@@ -33,7 +33,7 @@ HostActivity describeGap(const Trace& t, int64_t a, int64_t b) {
   auto eligible = [&](uint32_t i) {
     if (std::binary_search(headline.begin(), headline.end(), i)) return false;
     const Slice& s = t.slices[i];
-    if (t.role(s.cat) == CategoryRole::kPython) return false;
+    if (t.role(s.cat) == CategoryRole::Python) return false;
     if (enclosesGap(s) || startsWith(t.str(s.name), "ProfilerStep#")) return false;
     return std::min(s.end(), b) - std::max(s.ts, a) > 0;
   };
@@ -51,7 +51,7 @@ HostActivity describeGap(const Trace& t, int64_t a, int64_t b) {
     o.overlapNs = saturatingAdd(o.overlapNs, std::min(s.end(), b) - std::max(s.ts, a));
   };
   for (uint32_t lane = 0; lane < t.lanes.size(); ++lane) {
-    if (t.laneKind[lane] != LaneKind::kHost) continue;
+    if (t.laneKind[lane] != LaneKind::Host) continue;
     if (h.lane >= 0 && lane != static_cast<uint32_t>(h.lane)) continue;
     for (uint32_t i : t.stackAt(lane, a))
       if (eligible(i)) count(i);
@@ -71,13 +71,13 @@ HostActivity describeGap(const Trace& t, int64_t a, int64_t b) {
 
 const char* roleName(CategoryRole r) {
   switch (r) {
-    case CategoryRole::kDevice: return "device";
-    case CategoryRole::kRuntime: return "runtime";
-    case CategoryRole::kAnnotation: return "annotation";
-    case CategoryRole::kOp: return "op";
-    case CategoryRole::kPython: return "python";
-    case CategoryRole::kSpan: return "span";
-    case CategoryRole::kOther: break;
+    case CategoryRole::Device: return "device";
+    case CategoryRole::Runtime: return "runtime";
+    case CategoryRole::Annotation: return "annotation";
+    case CategoryRole::Op: return "op";
+    case CategoryRole::Python: return "python";
+    case CategoryRole::Span: return "span";
+    case CategoryRole::Other: break;
   }
   return "other";
 }
@@ -171,7 +171,7 @@ const char* deviceTypeName(int64_t type) {
 
 std::string describeHostStack(const Trace& t, const std::vector<uint32_t>& stack) {
   auto name = [&](uint32_t i) { return t.str(t.slices[i].name); };
-  auto isPython = [&](uint32_t i) { return t.role(t.slices[i].cat) == CategoryRole::kPython; };
+  auto isPython = [&](uint32_t i) { return t.role(t.slices[i].cat) == CategoryRole::Python; };
   // ProfilerStep#N encloses everything in a step; it says nothing about the gap.
   auto isStep = [&](uint32_t i) { return startsWith(name(i), "ProfilerStep#"); };
   size_t firstCall = 0;
@@ -211,7 +211,7 @@ std::optional<Window> profilingWindow(const Trace& t) {
   bool have = false;
   Window w;
   for (const Slice& s : t.slices) {
-    if (t.role(s.cat) != CategoryRole::kSpan) continue;
+    if (t.role(s.cat) != CategoryRole::Span) continue;
     if (!have || s.ts < w.start) w.start = s.ts;
     if (!have || s.end() > w.end) w.end = s.end();
     have = true;
@@ -225,7 +225,7 @@ std::optional<Window> profilingWindow(const Trace& t) {
     return w;
   }
   for (const Slice& s : t.slices) {
-    if (t.laneKind[s.lane] != LaneKind::kHost) continue;
+    if (t.laneKind[s.lane] != LaneKind::Host) continue;
     if (!have || s.ts < w.start) w.start = s.ts;
     if (!have || s.end() > w.end) w.end = s.end();
     have = true;
@@ -374,9 +374,9 @@ Summary computeSummary(const Trace& t, const SummaryOptions& options) {
       ms.finalBytes = m.totalAllocated.value;
     }
     const MemoryPoint& peak = t.memory[ms.peakEvent];
-    ms.op = t.innermostAt(peak.lane, peak.ts, roleBit(CategoryRole::kOp));
+    ms.op = t.innermostAt(peak.lane, peak.ts, roleBit(CategoryRole::Op));
     for (uint32_t i : t.stackAt(peak.lane, peak.ts))
-      if (t.role(t.slices[i].cat) == CategoryRole::kOp) ms.opStack.push_back(i);
+      if (t.role(t.slices[i].cat) == CategoryRole::Op) ms.opStack.push_back(i);
     (key.first == 0 ? s.hostMemory : s.memory).push_back(std::move(ms));
   }
 
@@ -429,8 +429,8 @@ void writeTraceInfo(JsonWriter& w, const Trace& t) {
   uint64_t host = 0, device = 0;
   for (size_t lane = 0; lane < t.lanes.size(); ++lane) {
     if (t.laneSlices[lane].empty()) continue;  // metadata-only lanes
-    host += t.laneKind[lane] == LaneKind::kHost;
-    device += t.laneKind[lane] == LaneKind::kDevice;
+    host += t.laneKind[lane] == LaneKind::Host;
+    device += t.laneKind[lane] == LaneKind::Device;
   }
   w.field("host_lanes", host);
   w.field("device_lanes", device);

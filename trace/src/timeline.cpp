@@ -107,11 +107,11 @@ std::string timelineJson(const Trace& t, const TimelineOptions& options) {
   std::vector<uint32_t> steps;
   w.key("host_rows").beginArray();
   for (uint32_t lane = 0; lane < t.lanes.size(); ++lane) {
-    if (t.laneKind[lane] != LaneKind::kHost) continue;
+    if (t.laneKind[lane] != LaneKind::Host) continue;
     std::vector<uint32_t> top;
     for (uint32_t i : t.laneSlices[lane]) {
       const Slice& s = t.slices[i];
-      if (t.role(s.cat) != CategoryRole::kOp) continue;
+      if (t.role(s.cat) != CategoryRole::Op) continue;
       if (isStep(t, s)) {
         steps.push_back(i);
         continue;
@@ -119,7 +119,7 @@ std::string timelineJson(const Trace& t, const TimelineOptions& options) {
       bool outermost = true;
       for (int32_t p = t.parent[i]; p != kNoSlice; p = t.parent[p]) {
         const Slice& ps = t.slices[p];
-        if (t.role(ps.cat) == CategoryRole::kOp && !isStep(t, ps)) {
+        if (t.role(ps.cat) == CategoryRole::Op && !isStep(t, ps)) {
           outermost = false;
           break;
         }

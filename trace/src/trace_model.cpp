@@ -98,18 +98,18 @@ class Loader {
 
   void readDocument() {
     JsonKind kind = r_.peekKind();
-    if (kind == JsonKind::kArray) {
+    if (kind == JsonKind::Array) {
       t_.hasTraceEvents = true;
       readEvents();
-    } else if (kind == JsonKind::kObject) {
+    } else if (kind == JsonKind::Object) {
       r_.beginObject();
       std::string_view key;
       while (r_.nextKey(key)) {
         if (key == "traceEvents") {
-          if (r_.peekKind() != JsonKind::kArray) r_.fail("\"traceEvents\" is not an array");
+          if (r_.peekKind() != JsonKind::Array) r_.fail("\"traceEvents\" is not an array");
           t_.hasTraceEvents = true;
           readEvents();
-        } else if (key == "distributedInfo" && r_.peekKind() == JsonKind::kObject) {
+        } else if (key == "distributedInfo" && r_.peekKind() == JsonKind::Object) {
           readDistributedInfo();
         } else {
           r_.skipValue();
@@ -127,7 +127,7 @@ class Loader {
     while (r_.nextElement()) {
       Origin origin{r_.offset(), static_cast<uint32_t>(t_.eventCount)};
       ++t_.eventCount;
-      if (r_.peekKind() != JsonKind::kObject) {
+      if (r_.peekKind() != JsonKind::Object) {
         r_.skipValue();
         malformed(origin, "event is not a JSON object");
         continue;
@@ -154,7 +154,7 @@ class Loader {
 
   // An integer, or a string holding one (some torch versions write "Seq" so).
   void readIntOrNumericString(IntArg& arg) {
-    if (r_.peekKind() == JsonKind::kString) {
+    if (r_.peekKind() == JsonKind::String) {
       arg.present = true;
       arg.isInt = parseInt64(r_.readString(), arg.value);
     } else {
@@ -168,7 +168,7 @@ class Loader {
   }
 
   uint32_t readInternedString() {
-    if (r_.peekKind() != JsonKind::kString) {
+    if (r_.peekKind() != JsonKind::String) {
       r_.skipValue();
       return kNoString;
     }
@@ -177,7 +177,7 @@ class Loader {
 
   bool readKey(Key& out) {
     switch (r_.peekKind()) {
-      case JsonKind::kNumber: {
+      case JsonKind::Number: {
         std::string_view text = r_.readNumber();
         if (parseInt64(text, out.value)) {
           out.isString = false;
@@ -186,7 +186,7 @@ class Loader {
         }
         return true;
       }
-      case JsonKind::kString:
+      case JsonKind::String:
         out = Key{t_.strings.intern(r_.readString()), true};
         return true;
       default:
@@ -196,7 +196,7 @@ class Loader {
   }
 
   bool readTime(int64_t& out) {
-    if (r_.peekKind() != JsonKind::kNumber) {
+    if (r_.peekKind() != JsonKind::Number) {
       r_.skipValue();
       return false;
     }
@@ -208,7 +208,7 @@ class Loader {
   void readIntArg(IntArg& arg) {
     arg.present = true;
     arg.isInt = false;
-    if (r_.peekKind() == JsonKind::kNumber) {
+    if (r_.peekKind() == JsonKind::Number) {
       arg.isInt = parseInt64(r_.readNumber(), arg.value);
     } else {
       r_.skipValue();
@@ -216,7 +216,7 @@ class Loader {
   }
 
   void readArgs(EventFields& e) {
-    if (r_.peekKind() != JsonKind::kObject) {
+    if (r_.peekKind() != JsonKind::Object) {
       r_.skipValue();
       return;
     }
@@ -280,7 +280,7 @@ class Loader {
       switch (key.size()) {
         case 2:
           if (key == "ph") {
-            if (r_.peekKind() == JsonKind::kString) {
+            if (r_.peekKind() == JsonKind::String) {
               std::string_view ph = r_.readString();
               e.phOk = ph.size() == 1;
               e.ph = ph.empty() ? '?' : ph[0];
@@ -292,7 +292,7 @@ class Loader {
           if (key == "ts") { e.hasTs = readTime(e.ts); continue; }
           if (key == "id") { e.hasId = readKey(e.id); continue; }
           if (key == "bp") {
-            if (r_.peekKind() == JsonKind::kString) e.bpE = r_.readString() == "e";
+            if (r_.peekKind() == JsonKind::String) e.bpE = r_.readString() == "e";
             else r_.skipValue();
             continue;
           }
@@ -412,13 +412,13 @@ class Loader {
   uint32_t memoryName_, windowEndName_;
 };
 
-bool ends_with(std::string_view s, std::string_view suffix) {
+bool endsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
 void classifyCategories(Trace& t) {
   const LoadOptions& o = t.options;
-  t.categoryRole.assign(t.strings.size(), CategoryRole::kOther);
+  t.categoryRole.assign(t.strings.size(), CategoryRole::Other);
   std::vector<bool> used(t.strings.size(), false);
   for (const Slice& s : t.slices)
     if (s.cat != kNoString) used[s.cat] = true;
@@ -432,35 +432,35 @@ void classifyCategories(Trace& t) {
     }
   };
   // Later assignments win: configured device categories are the strongest.
-  assign({"Trace"}, CategoryRole::kSpan);
-  assign({"python_function"}, CategoryRole::kPython);
-  assign(o.opCategories, CategoryRole::kOp);
+  assign({"Trace"}, CategoryRole::Span);
+  assign({"python_function"}, CategoryRole::Python);
+  assign(o.opCategories, CategoryRole::Op);
   if (o.runtimeCategoriesGiven) {
-    assign(o.runtimeCategories, CategoryRole::kRuntime);
+    assign(o.runtimeCategories, CategoryRole::Runtime);
   } else {
     for (uint32_t id = 0; id < t.strings.size(); ++id) {
       if (!used[id]) continue;
       std::string_view name = t.str(id);
-      if (ends_with(name, "_runtime") || ends_with(name, "_driver")) t.categoryRole[id] = CategoryRole::kRuntime;
+      if (endsWith(name, "_runtime") || endsWith(name, "_driver")) t.categoryRole[id] = CategoryRole::Runtime;
     }
   }
-  assign(o.annotationCategories, CategoryRole::kAnnotation);
-  assign(o.deviceCategories, CategoryRole::kDevice);
+  assign(o.annotationCategories, CategoryRole::Annotation);
+  assign(o.deviceCategories, CategoryRole::Device);
   if (o.inferDeviceCategories) {
     // HTA's rule: device work is what carries a stream and a correlation.
     for (const Slice& s : t.slices) {
-      if (s.cat == kNoString || t.categoryRole[s.cat] != CategoryRole::kOther) continue;
-      if (s.stream.ok() && s.correlation.ok()) t.categoryRole[s.cat] = CategoryRole::kDevice;
+      if (s.cat == kNoString || t.categoryRole[s.cat] != CategoryRole::Other) continue;
+      if (s.stream.ok() && s.correlation.ok()) t.categoryRole[s.cat] = CategoryRole::Device;
     }
   }
   auto collect = [&](CategoryRole role, std::vector<uint32_t>& out) {
     for (uint32_t id = 0; id < t.strings.size(); ++id)
       if (used[id] && t.categoryRole[id] == role) out.push_back(id);
   };
-  collect(CategoryRole::kDevice, t.deviceCategories);
-  collect(CategoryRole::kRuntime, t.runtimeCategories);
-  collect(CategoryRole::kAnnotation, t.annotationCategories);
-  collect(CategoryRole::kOp, t.opCategories);
+  collect(CategoryRole::Device, t.deviceCategories);
+  collect(CategoryRole::Runtime, t.runtimeCategories);
+  collect(CategoryRole::Annotation, t.annotationCategories);
+  collect(CategoryRole::Op, t.opCategories);
   for (const std::string& n : o.flowCategories) {
     uint32_t id = t.strings.find(n);
     if (id != kNoString) t.flowCategories.push_back(id);
@@ -503,9 +503,9 @@ void buildIndexes(Trace& t) {
   t.laneKind.resize(t.lanes.size());
   for (size_t i = 0; i < t.lanes.size(); ++i) {
     const Key& pid = t.lanes[i].pid;
-    t.laneKind[i] = devicePids.count(pid) ? LaneKind::kDevice
-                     : pid.isString        ? LaneKind::kOther
-                                            : LaneKind::kHost;
+    t.laneKind[i] = devicePids.count(pid) ? LaneKind::Device
+                     : pid.isString        ? LaneKind::Other
+                                            : LaneKind::Host;
   }
 
   t.laneSlices.assign(t.lanes.size(), {});
@@ -536,10 +536,10 @@ void buildIndexes(Trace& t) {
 
   for (uint32_t i = 0; i < t.slices.size(); ++i) {
     const Slice& s = t.slices[i];
-    if (t.laneKind[s.lane] != LaneKind::kHost) continue;
+    if (t.laneKind[s.lane] != LaneKind::Host) continue;
     CategoryRole r = t.role(s.cat);
-    if (r == CategoryRole::kOp && s.externalId.ok()) t.opByExternalId.emplace(s.externalId.value, i);
-    if (r == CategoryRole::kRuntime && s.correlation.ok()) t.runtimeByCorrelation.emplace(s.correlation.value, i);
+    if (r == CategoryRole::Op && s.externalId.ok()) t.opByExternalId.emplace(s.externalId.value, i);
+    if (r == CategoryRole::Runtime && s.correlation.ok()) t.runtimeByCorrelation.emplace(s.correlation.value, i);
   }
   for (uint32_t i = 0; i < t.slices.size(); ++i)
     if (t.isDevice(t.slices[i])) t.deviceSlices.push_back(i);
@@ -617,7 +617,7 @@ int32_t Trace::opOfDeviceSlice(const Slice& s, bool* viaCorrelation) const {
     auto it = opByExternalId.find(launch.externalId.value);
     if (it != opByExternalId.end()) return static_cast<int32_t>(it->second);
   }
-  return innermostAt(launch.lane, launch.ts, roleBit(CategoryRole::kOp));
+  return innermostAt(launch.lane, launch.ts, roleBit(CategoryRole::Op));
 }
 
 // ---------------------------------------------------------------- entry points

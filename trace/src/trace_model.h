@@ -63,10 +63,10 @@ struct Lane {
   bool operator==(const Lane&) const = default;
 };
 
-enum class LaneKind : uint8_t { kHost, kDevice, kOther };
+enum class LaneKind : uint8_t { Host, Device, Other };
 
 // Roles a category plays; see LoadOptions.
-enum class CategoryRole : uint8_t { kOther, kDevice, kRuntime, kAnnotation, kOp, kPython, kSpan };
+enum class CategoryRole : uint8_t { Other, Device, Runtime, Annotation, Op, Python, Span };
 
 // An integer argument as found in "args".
 struct IntArg {
@@ -194,9 +194,9 @@ class Trace {
   int64_t originNs = 0;
 
   CategoryRole role(uint32_t cat) const {
-    return cat < categoryRole.size() ? categoryRole[cat] : CategoryRole::kOther;
+    return cat < categoryRole.size() ? categoryRole[cat] : CategoryRole::Other;
   }
-  bool isDevice(const Slice& s) const { return role(s.cat) == CategoryRole::kDevice; }
+  bool isDevice(const Slice& s) const { return role(s.cat) == CategoryRole::Device; }
   std::string_view str(uint32_t id) const { return strings.view(id); }
   std::string keyText(const Key& k) const;
   // The communication args of slice i, or nullptr.

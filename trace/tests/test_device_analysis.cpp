@@ -48,18 +48,18 @@ TEST(DeviceAnalysis, KernelClassesFollowHta) {
   b.kernel("gemm", 17'000, 1'000, 0, 7, 9, 1);
   auto t = b.load();
   auto cls = [&](std::string_view n) { return classifyKernel(*t, sliceNamed(*t, n)); };
-  EXPECT_EQ(cls("ncclDevKernel_AllReduce_Sum_f32_RING_LL"), KernelClass::kCommunication);
-  EXPECT_EQ(cls("rcclGenericKernel"), KernelClass::kCommunication);
-  EXPECT_EQ(cls("openregComm_AllGather_f32"), KernelClass::kCommunication);
-  EXPECT_EQ(cls("gloo_copy"), KernelClass::kCommunication);
-  EXPECT_EQ(cls("Memcpy HtoD (Pageable -> Device)"), KernelClass::kMemory);
-  EXPECT_EQ(cls("fill"), KernelClass::kMemory);
-  EXPECT_EQ(cls("dma_request"), KernelClass::kMemory);
-  EXPECT_EQ(cls("waitSync"), KernelClass::kOther);
-  EXPECT_EQ(cls("gemm"), KernelClass::kCompute);
+  EXPECT_EQ(cls("ncclDevKernel_AllReduce_Sum_f32_RING_LL"), KernelClass::Communication);
+  EXPECT_EQ(cls("rcclGenericKernel"), KernelClass::Communication);
+  EXPECT_EQ(cls("openregComm_AllGather_f32"), KernelClass::Communication);
+  EXPECT_EQ(cls("gloo_copy"), KernelClass::Communication);
+  EXPECT_EQ(cls("Memcpy HtoD (Pageable -> Device)"), KernelClass::Memory);
+  EXPECT_EQ(cls("fill"), KernelClass::Memory);
+  EXPECT_EQ(cls("dma_request"), KernelClass::Memory);
+  EXPECT_EQ(cls("waitSync"), KernelClass::Other);
+  EXPECT_EQ(cls("gemm"), KernelClass::Compute);
   KernelClasses k = computeKernelClasses(*t);
-  EXPECT_EQ(k.total[static_cast<size_t>(KernelClass::kCommunication)].count, 4u);
-  EXPECT_EQ(k.total[static_cast<size_t>(KernelClass::kMemory)].totalNs, 3'000);
+  EXPECT_EQ(k.total[static_cast<size_t>(KernelClass::Communication)].count, 4u);
+  EXPECT_EQ(k.total[static_cast<size_t>(KernelClass::Memory)].totalNs, 3'000);
 }
 
 TEST(DeviceAnalysis, IdleTimeSplitsIntoHostWaitKernelWaitOther) {

@@ -17,12 +17,12 @@ JsonReader readerFor(const std::string& text, size_t buffer = JsonReader::kDefau
 // Renders any value back to a canonical string, exercising every token kind.
 std::string canonical(JsonReader& r) {
   switch (r.peekKind()) {
-    case JsonKind::kString: return "s(" + std::string(r.readString()) + ")";
-    case JsonKind::kNumber: return "n(" + std::string(r.readNumber()) + ")";
-    case JsonKind::kTrue:
-    case JsonKind::kFalse: return r.readBool() ? "true" : "false";
-    case JsonKind::kNull: r.readNull(); return "null";
-    case JsonKind::kObject: {
+    case JsonKind::String: return "s(" + std::string(r.readString()) + ")";
+    case JsonKind::Number: return "n(" + std::string(r.readNumber()) + ")";
+    case JsonKind::True:
+    case JsonKind::False: return r.readBool() ? "true" : "false";
+    case JsonKind::Null: r.readNull(); return "null";
+    case JsonKind::Object: {
       std::string out = "{";
       r.beginObject();
       std::string_view key;
@@ -32,7 +32,7 @@ std::string canonical(JsonReader& r) {
       }
       return out + "}";
     }
-    case JsonKind::kArray: {
+    case JsonKind::Array: {
       std::string out = "[";
       r.beginArray();
       while (r.nextElement()) out += canonical(r) + ";";

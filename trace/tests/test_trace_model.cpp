@@ -38,16 +38,16 @@ TEST(TraceModel, ReadsKinetoLayout) {
   EXPECT_EQ(k.ts, 20'000);
   EXPECT_EQ(k.dur, 3'000);
   EXPECT_EQ(k.stream.value, 7);
-  EXPECT_EQ(t->laneKind[k.lane], LaneKind::kDevice);
+  EXPECT_EQ(t->laneKind[k.lane], LaneKind::Device);
   EXPECT_EQ(t->str(t->threads[k.lane].name), "stream 7");
   EXPECT_EQ(t->process(Key{0, false})->sortIndex, 5'000'000);
 
   const Slice& rt = t->slices[findSlice(*t, "orLaunchKernel")];
-  EXPECT_EQ(t->role(rt.cat), CategoryRole::kRuntime);
-  EXPECT_EQ(t->laneKind[rt.lane], LaneKind::kHost);
+  EXPECT_EQ(t->role(rt.cat), CategoryRole::Runtime);
+  EXPECT_EQ(t->laneKind[rt.lane], LaneKind::Host);
   const Slice& span = t->slices[findSlice(*t, "PyTorch Profiler (0)")];
-  EXPECT_EQ(t->role(span.cat), CategoryRole::kSpan);
-  EXPECT_EQ(t->laneKind[span.lane], LaneKind::kOther);
+  EXPECT_EQ(t->role(span.cat), CategoryRole::Span);
+  EXPECT_EQ(t->laneKind[span.lane], LaneKind::Other);
   EXPECT_EQ(t->originNs, 0);
 }
 
@@ -95,7 +95,7 @@ TEST(TraceModel, InfersDeviceCategoriesFromArgs) {
   b.raw(R"({"ph":"X","cat":"mtia_runtime","name":"launch","pid":1000,"tid":1000,"ts":0,"dur":1,"args":{"correlation":1}})");
   auto t = b.load();
   EXPECT_TRUE(t->isDevice(t->slices[0]));
-  EXPECT_EQ(t->role(t->slices[1].cat), CategoryRole::kRuntime);
+  EXPECT_EQ(t->role(t->slices[1].cat), CategoryRole::Runtime);
 
   LoadOptions noInference;
   noInference.inferDeviceCategories = false;
@@ -111,8 +111,8 @@ TEST(TraceModel, SynchronisationsOnStreamRowsAreNotWork) {
   auto t = b.load();
   EXPECT_TRUE(t->isDevice(t->slices[0]));
   EXPECT_FALSE(t->isDevice(t->slices[1]));
-  EXPECT_EQ(t->role(t->slices[1].cat), CategoryRole::kAnnotation);
-  EXPECT_EQ(t->laneKind[t->slices[1].lane], LaneKind::kDevice);
+  EXPECT_EQ(t->role(t->slices[1].cat), CategoryRole::Annotation);
+  EXPECT_EQ(t->laneKind[t->slices[1].lane], LaneKind::Device);
 }
 
 TEST(TraceModel, ConfiguredCategoriesOverrideDefaults) {
@@ -125,7 +125,7 @@ TEST(TraceModel, ConfiguredCategoriesOverrideDefaults) {
   o.runtimeCategoriesGiven = true;
   auto t = b.load(o);
   EXPECT_TRUE(t->isDevice(t->slices[0]));
-  EXPECT_EQ(t->role(t->slices[1].cat), CategoryRole::kRuntime);
+  EXPECT_EQ(t->role(t->slices[1].cat), CategoryRole::Runtime);
   ASSERT_EQ(t->deviceCategories.size(), 1u);
   EXPECT_EQ(t->str(t->deviceCategories[0]), "my_kernel");
 }
@@ -153,12 +153,12 @@ TEST(TraceModel, InnermostEnclosingSlice) {
   uint32_t lane = t->slices[0].lane;
   EXPECT_EQ(t->str(t->slices[t->innermostAt(lane, 130, kAnyRole)].name), "aten::empty");
   EXPECT_EQ(t->str(t->slices[t->innermostAt(lane, 210, kAnyRole)].name), "orLaunchKernel");
-  EXPECT_EQ(t->str(t->slices[t->innermostAt(lane, 210, roleBit(CategoryRole::kOp))].name), "aten::add");
+  EXPECT_EQ(t->str(t->slices[t->innermostAt(lane, 210, roleBit(CategoryRole::Op))].name), "aten::add");
   EXPECT_EQ(t->str(t->slices[t->innermostAt(lane, 450, kAnyRole)].name), "train.py(3): step");
-  EXPECT_EQ(t->str(t->slices[t->innermostAt(lane, 450, roleBit(CategoryRole::kOp))].name), "ProfilerStep#1");
+  EXPECT_EQ(t->str(t->slices[t->innermostAt(lane, 450, roleBit(CategoryRole::Op))].name), "ProfilerStep#1");
   EXPECT_EQ(t->innermostAt(lane, 2'000, kAnyRole), kNoSlice);
   // Ends are inclusive: a flow start at a slice's last ns still binds to it.
-  EXPECT_EQ(t->str(t->slices[t->innermostAt(lane, 600, roleBit(CategoryRole::kOp))].name), "aten::mul");
+  EXPECT_EQ(t->str(t->slices[t->innermostAt(lane, 600, roleBit(CategoryRole::Op))].name), "aten::mul");
 
   std::vector<std::string_view> names;
   for (uint32_t i : t->stackAt(lane, 130)) names.push_back(t->str(t->slices[i].name));

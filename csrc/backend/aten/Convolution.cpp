@@ -231,23 +231,23 @@ at::Tensor emptyDeviceIn(c10::IntArrayRef sizes, c10::ScalarType dtype, c10::Mem
 }
 
 at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
-                                   const std::optional<at::Tensor>& bias_opt, c10::IntArrayRef stride,
+                                   const std::optional<at::Tensor>& biasOpt, c10::IntArrayRef stride,
                                    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
-                                   c10::IntArrayRef output_padding, int64_t groups) {
-  static const c10::OperatorHandle op = findOp("aten::convolution_overrideable", "");
-  const c10::Device device = commonDevice(refArgs(input, weight, bias_opt), op);
+                                   c10::IntArrayRef outputPadding, int64_t groups) {
+  static const c10::OperatorHandle kOp = findOp("aten::convolution_overrideable", "");
+  const c10::Device device = commonDevice(refArgs(input, weight, biasOpt), kOp);
   c10::DeviceGuard guard(device);
-  const ConvCall call = describeConv(input, weight, stride, padding, dilation, transposed, output_padding, groups);
+  const ConvCall call = describeConv(input, weight, stride, padding, dilation, transposed, outputPadding, groups);
   const Dims outSizes = outputSizes(call, spatial(input.sizes()));
   const int64_t outChannels = transposed ? weight.size(1) * groups : weight.size(0);
   c10::SmallVector<int64_t, 5> sizes{input.size(0), outChannels};
   sizes.append(outSizes.begin(), outSizes.end());
-  const bool hasBias = bias_opt.has_value() && bias_opt->defined();
+  const bool hasBias = biasOpt.has_value() && biasOpt->defined();
   if (hasBias) {
-    TORCH_CHECK(bias_opt->dim() == 1 && bias_opt->size(0) == outChannels, "convolution: expected a bias of ",
-                outChannels, " elements, got ", bias_opt->sizes());
-    TORCH_CHECK(bias_opt->scalar_type() == input.scalar_type(), "convolution: bias type (",
-                bias_opt->scalar_type(), ") and input type (", input.scalar_type(), ") should be the same");
+    TORCH_CHECK(biasOpt->dim() == 1 && biasOpt->size(0) == outChannels, "convolution: expected a bias of ",
+                outChannels, " elements, got ", biasOpt->sizes());
+    TORCH_CHECK(biasOpt->scalar_type() == input.scalar_type(), "convolution: bias type (",
+                biasOpt->scalar_type(), ") and input type (", input.scalar_type(), ") should be the same");
   }
   at::Tensor out = emptyDeviceIn(sizes, input.scalar_type(), resultFormat(input, weight));
   if (out.numel() == 0) return out;
@@ -256,7 +256,7 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
   launchKernel(streamFor(out), convKernelName(transposed, call.geometry.dims(), pass, input.scalar_type()),
                gemmShape(outChannels / groups, positions, groups),
                [x = describeTensor(input), w = describeTensor(weight),
-                b = hasBias ? std::optional<TensorDesc>(describeTensor(*bias_opt)) : std::nullopt,
+                b = hasBias ? std::optional<TensorDesc>(describeTensor(*biasOpt)) : std::nullopt,
                 y = describeTensor(out), call]() {
                  const at::Tensor xv = computeCopy(x.view());
                  const at::Tensor wv = computeCopy(w.view());
@@ -325,32 +325,32 @@ void launchBackwardBias(const at::Tensor& gradOutput, const at::Tensor& gradBias
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
-    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
-    int64_t groups, std::array<bool, 3> output_mask) {
-  static const c10::OperatorHandle op = findOp("aten::convolution_backward_overrideable", "");
-  const c10::Device device = commonDevice(refArgs(grad_output, input, weight), op);
+    const at::Tensor& gradOutput, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef outputPadding,
+    int64_t groups, std::array<bool, 3> outputMask) {
+  static const c10::OperatorHandle kOp = findOp("aten::convolution_backward_overrideable", "");
+  const c10::Device device = commonDevice(refArgs(gradOutput, input, weight), kOp);
   c10::DeviceGuard guard(device);
-  const ConvCall call = describeConv(input, weight, stride, padding, dilation, transposed, output_padding, groups);
-  TORCH_CHECK(grad_output.scalar_type() == input.scalar_type(), "convolution_backward: grad_output type (",
-              grad_output.scalar_type(), ") and input type (", input.scalar_type(), ") should be the same");
-  TORCH_CHECK(grad_output.dim() == input.dim() && grad_output.size(0) == input.size(0) &&
-                  spatial(grad_output.sizes()) == outputSizes(call, spatial(input.sizes())),
-              "convolution_backward: grad_output has sizes ", grad_output.sizes(), ", the output's do not match");
+  const ConvCall call = describeConv(input, weight, stride, padding, dilation, transposed, outputPadding, groups);
+  TORCH_CHECK(gradOutput.scalar_type() == input.scalar_type(), "convolution_backward: grad_output type (",
+              gradOutput.scalar_type(), ") and input type (", input.scalar_type(), ") should be the same");
+  TORCH_CHECK(gradOutput.dim() == input.dim() && gradOutput.size(0) == input.size(0) &&
+                  spatial(gradOutput.sizes()) == outputSizes(call, spatial(input.sizes())),
+              "convolution_backward: grad_output has sizes ", gradOutput.sizes(), ", the output's do not match");
   const c10::ScalarType dtype = input.scalar_type();
   at::Tensor gradInput, gradWeight, gradBias;
   const c10::MemoryFormat format = resultFormat(input, weight);
-  if (output_mask[0]) gradInput = emptyDeviceIn(input.sizes(), dtype, format);
-  if (output_mask[1]) gradWeight = emptyDeviceIn(weight.sizes(), dtype, format);
-  if (output_mask[2]) gradBias = emptyDevice({grad_output.size(1)}, dtype);
-  if (grad_output.numel() == 0 || input.numel() == 0 || weight.numel() == 0) {
+  if (outputMask[0]) gradInput = emptyDeviceIn(input.sizes(), dtype, format);
+  if (outputMask[1]) gradWeight = emptyDeviceIn(weight.sizes(), dtype, format);
+  if (outputMask[2]) gradBias = emptyDevice({gradOutput.size(1)}, dtype);
+  if (gradOutput.numel() == 0 || input.numel() == 0 || weight.numel() == 0) {
     for (at::Tensor* t : {&gradInput, &gradWeight, &gradBias})
       if (t->defined()) t->zero_();
     return {gradInput, gradWeight, gradBias};
   }
-  if (gradInput.defined()) launchBackwardData(grad_output, weight, gradInput, call);
-  if (gradWeight.defined()) launchBackwardWeight(grad_output, input, gradWeight, call);
-  if (gradBias.defined()) launchBackwardBias(grad_output, gradBias);
+  if (gradInput.defined()) launchBackwardData(gradOutput, weight, gradInput, call);
+  if (gradWeight.defined()) launchBackwardWeight(gradOutput, input, gradWeight, call);
+  if (gradBias.defined()) launchBackwardBias(gradOutput, gradBias);
   return {gradInput, gradWeight, gradBias};
 }
 

@@ -100,7 +100,7 @@ void copyAcrossDevices(const at::Tensor& dst, const at::Tensor& src) {
   streamWaitStream(srcStream, dstStream);
 }
 
-void copyHostToDevice(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+void copyHostToDevice(const at::Tensor& dst, const at::Tensor& src, bool nonBlocking) {
   c10::DeviceGuard guard(dst.device());
   const c10::Stream stream = currentStream(dst.device().index());
   at::Tensor target = dst;
@@ -117,10 +117,10 @@ void copyHostToDevice(const at::Tensor& dst, const at::Tensor& src, bool non_blo
   if (fromPinnedSource) recordPinnedUse(src.storage().data_ptr(), stream);
   if (!target.is_same(dst)) launchCopyKernel(dst, target);
   // A blocking copy returns with the data on the device, as on CUDA.
-  if (!non_blocking) OPENREG_CHECK(orStreamSynchronize(nativeStream(stream)));
+  if (!nonBlocking) OPENREG_CHECK(orStreamSynchronize(nativeStream(stream)));
 }
 
-void copyDeviceToHost(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+void copyDeviceToHost(const at::Tensor& dst, const at::Tensor& src, bool nonBlocking) {
   c10::DeviceGuard guard(src.device());
   const c10::Stream stream = currentStream(src.device().index());
   at::Tensor staged = src;
@@ -136,7 +136,7 @@ void copyDeviceToHost(const at::Tensor& dst, const at::Tensor& src, bool non_blo
   }
   OPENREG_CHECK(orMemcpyAsync(hostTarget.data_ptr(), staged.const_data_ptr(), denseBytes(staged),
                               orMemcpyDeviceToHost, nativeStream(stream)));
-  if (non_blocking && hostTarget.is_same(dst) && isPinnedPointer(dst.storage().data())) {
+  if (nonBlocking && hostTarget.is_same(dst) && isPinnedPointer(dst.storage().data())) {
     recordPinnedUse(dst.storage().data_ptr(), stream);
     return;
   }
@@ -145,7 +145,7 @@ void copyDeviceToHost(const at::Tensor& dst, const at::Tensor& src, bool non_blo
   if (!hostTarget.is_same(dst)) dst.copy_(hostTarget);
 }
 
-at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool nonBlocking) {
   const at::Tensor& src = self;
   if (dst.numel() == 0) return dst;
   const bool srcDevice = src.device().is_privateuseone();
@@ -157,9 +157,9 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
       copyAcrossDevices(dst, src);
     }
   } else if (dstDevice && src.device().is_cpu()) {
-    copyHostToDevice(dst, src, non_blocking);
+    copyHostToDevice(dst, src, nonBlocking);
   } else if (srcDevice && dst.device().is_cpu()) {
-    copyDeviceToHost(dst, src, non_blocking);
+    copyDeviceToHost(dst, src, nonBlocking);
   } else {
     TORCH_CHECK(false, "openreg: copy from ", src.device(), " to ", dst.device(), " is not supported");
   }

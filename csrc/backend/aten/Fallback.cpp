@@ -18,8 +18,8 @@ namespace openreg::backend {
 namespace {
 
 bool warnOnFallback() {
-  static const bool enabled = c10::utils::check_env("OPENREG_WARN_FALLBACK") == true;
-  return enabled;
+  static const bool kEnabled = c10::utils::check_env("OPENREG_WARN_FALLBACK") == true;
+  return kEnabled;
 }
 
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {

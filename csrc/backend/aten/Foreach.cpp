@@ -127,14 +127,14 @@ std::vector<at::Tensor> foreachNorm(at::TensorList self, const c10::Scalar& ord,
 }
 
 // GradScaler's scale update: a single-element kernel.
-at::Tensor& ampUpdateScale(at::Tensor& self, at::Tensor& growth_tracker, const at::Tensor& found_inf,
-                           double scale_growth_factor, double scale_backoff_factor, int64_t growth_interval) {
-  static const c10::OperatorHandle op = findOp("aten::_amp_update_scale_", "");
-  std::vector<c10::IValue> args{self, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor,
-                                growth_interval};
-  const c10::Device device = commonDevice(args, op);
+at::Tensor& ampUpdateScale(at::Tensor& self, at::Tensor& growthTracker, const at::Tensor& foundInf,
+                           double scaleGrowthFactor, double scaleBackoffFactor, int64_t growthInterval) {
+  static const c10::OperatorHandle kOp = findOp("aten::_amp_update_scale_", "");
+  std::vector<c10::IValue> args{self, growthTracker, foundInf, scaleGrowthFactor, scaleBackoffFactor,
+                                growthInterval};
+  const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
-  launchCpuOp(op, args, device.index(), kernelName("amp_update_scale", self.scalar_type()), LaunchShape{});
+  launchCpuOp(kOp, args, device.index(), kernelName("amp_update_scale", self.scalar_type()), LaunchShape{});
   return self;
 }
 

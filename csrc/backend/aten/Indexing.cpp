@@ -31,10 +31,10 @@ c10::List<std::optional<at::Tensor>> indicesOnDevice(const c10::List<std::option
 
 // `indices` already on the device; `out` sized by index's meta function.
 void launchIndex(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, const at::Tensor& out) {
-  static const c10::OperatorHandle op = findOp("aten::index", "Tensor_out");
+  static const c10::OperatorHandle kOp = findOp("aten::index", "Tensor_out");
   const auto args = refArgs(self, indices, out);
-  commonDevice(args, op);
-  launchCpuOp(op, args, self.device().index(), kernelName("index_gather", self.scalar_type()),
+  commonDevice(args, kOp);
+  launchCpuOp(kOp, args, self.device().index(), kernelName("index_gather", self.scalar_type()),
               elementwiseShape(out.numel()));
 }
 
@@ -59,14 +59,14 @@ at::Tensor index(const at::Tensor& self, const c10::List<std::optional<at::Tenso
 
 at::Tensor& indexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                          const at::Tensor& values, bool accumulate, bool unsafe) {
-  static const c10::OperatorHandle op = findOp("aten::_index_put_impl_", "");
+  static const c10::OperatorHandle kOp = findOp("aten::_index_put_impl_", "");
   c10::DeviceGuard guard(self.device());
   const auto moved = indicesOnDevice(indices, self.device());
   TORCH_CHECK(self.scalar_type() == values.scalar_type(), "Index put requires the source and destination dtypes ",
               "match, got ", self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
   const auto args = refArgs(self, moved, values, accumulate, unsafe);
-  commonDevice(args, op);
-  launchCpuOp(op, args, self.device().index(),
+  commonDevice(args, kOp);
+  launchCpuOp(kOp, args, self.device().index(),
               kernelName(accumulate ? "index_put_accumulate" : "index_put", self.scalar_type()),
               elementwiseShape(values.numel()));
   return self;
@@ -85,12 +85,12 @@ c10::DimVector indexSelectShape(const at::Tensor& self, int64_t dim, const at::T
 }
 
 at::Tensor& indexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
-  static const c10::OperatorHandle op = findOp("aten::index_select", "out");
+  static const c10::OperatorHandle kOp = findOp("aten::index_select", "out");
   const auto args = refArgs(self, dim, index, out);
-  const c10::Device device = commonDevice(args, op);
+  const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
   at::native::resize_output(out, indexSelectShape(self, dim, index));
-  launchCpuOp(op, args, device.index(), kernelName("index_select", self.scalar_type()),
+  launchCpuOp(kOp, args, device.index(), kernelName("index_select", self.scalar_type()),
               elementwiseShape(out.numel()));
   return out;
 }
@@ -109,36 +109,36 @@ void checkMask(const at::Tensor& self, const at::Tensor& mask) {
 }
 
 at::Tensor& maskedFillScalar(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {
-  static const c10::OperatorHandle op = findOp("aten::masked_fill_", "Scalar");
+  static const c10::OperatorHandle kOp = findOp("aten::masked_fill_", "Scalar");
   checkMask(self, mask);
   const auto args = refArgs(self, mask, value);
-  const c10::Device device = commonDevice(args, op);
+  const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
-  launchCpuOp(op, args, device.index(), kernelName("masked_fill", self.scalar_type()),
+  launchCpuOp(kOp, args, device.index(), kernelName("masked_fill", self.scalar_type()),
               elementwiseShape(self.numel()));
   return self;
 }
 
 at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
-  static const c10::OperatorHandle op = findOp("aten::masked_fill_", "Tensor");
+  static const c10::OperatorHandle kOp = findOp("aten::masked_fill_", "Tensor");
   checkMask(self, mask);
   TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
               value.dim(), " dimension(s).");
   const auto args = refArgs(self, mask, value);
-  const c10::Device device = commonDevice(args, op);
+  const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
-  launchCpuOp(op, args, device.index(), kernelName("masked_fill", self.scalar_type()),
+  launchCpuOp(kOp, args, device.index(), kernelName("masked_fill", self.scalar_type()),
               elementwiseShape(self.numel()));
   return self;
 }
 
-template <const char* Overload>
+template <const char* kOverload>
 at::Tensor& indexFill(at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::IValue& value) {
-  static const c10::OperatorHandle op = findOp("aten::index_fill_", Overload);
+  static const c10::OperatorHandle kOp = findOp("aten::index_fill_", kOverload);
   const auto args = refArgs(self, dim, index, value);
-  const c10::Device device = commonDevice(args, op);
+  const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
-  launchCpuOp(op, args, device.index(), kernelName("index_fill", self.scalar_type()),
+  launchCpuOp(kOp, args, device.index(), kernelName("index_fill", self.scalar_type()),
               elementwiseShape(index.numel()));
   return self;
 }
@@ -154,25 +154,25 @@ at::Tensor& indexFillTensor(at::Tensor& self, int64_t dim, const at::Tensor& ind
   return indexFill<kIntTensor>(self, dim, index, value);
 }
 
-at::Tensor embeddingDenseBackward(const at::Tensor& grad_output, const at::Tensor& indices, int64_t num_weights,
-                                  int64_t padding_idx, bool scale_grad_by_freq) {
-  static const c10::OperatorHandle op = findOp("aten::embedding_dense_backward", "");
-  const auto args = refArgs(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
-  const c10::Device device = commonDevice(args, op);
+at::Tensor embeddingDenseBackward(const at::Tensor& gradOutput, const at::Tensor& indices, int64_t numWeights,
+                                  int64_t paddingIdx, bool scaleGradByFreq) {
+  static const c10::OperatorHandle kOp = findOp("aten::embedding_dense_backward", "");
+  const auto args = refArgs(gradOutput, indices, numWeights, paddingIdx, scaleGradByFreq);
+  const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
-  at::Tensor out = at::empty({num_weights, grad_output.size(-1)}, grad_output.options());
-  launchCpuOp(op, args, device.index(), kernelName("embedding_bwd", grad_output.scalar_type()),
-              elementwiseShape(grad_output.numel()), {out});
+  at::Tensor out = at::empty({numWeights, gradOutput.size(-1)}, gradOutput.options());
+  launchCpuOp(kOp, args, device.index(), kernelName("embedding_bwd", gradOutput.scalar_type()),
+              elementwiseShape(gradOutput.numel()), {out});
   return out;
 }
 
 // nonzero has a data-dependent shape: count on the device, read the count on
 // the host (a synchronization), then fill the sized output on the device.
 at::Tensor& nonzeroOut(const at::Tensor& self, at::Tensor& out) {
-  static const c10::OperatorHandle op = findOp("aten::nonzero", "out");
+  static const c10::OperatorHandle kOp = findOp("aten::nonzero", "out");
   TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: expected out to have dtype Long, got ", out.scalar_type());
   const auto args = refArgs(self, out);
-  const c10::Device device = commonDevice(args, op);
+  const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
   at::Tensor count = at::empty({}, self.options().dtype(at::kLong));
   launchKernel(streamFor(self), kernelName("count_nonzero", self.scalar_type()),
@@ -181,7 +181,7 @@ at::Tensor& nonzeroOut(const at::Tensor& self, at::Tensor& out) {
                });
   const int64_t found = count.item<int64_t>();
   at::native::resize_output(out, {found, self.dim()});
-  launchCpuOp(op, args, device.index(), kernelName("nonzero", self.scalar_type()), elementwiseShape(self.numel()));
+  launchCpuOp(kOp, args, device.index(), kernelName("nonzero", self.scalar_type()), elementwiseShape(self.numel()));
   return out;
 }
 
@@ -213,7 +213,7 @@ at::Tensor maskedSelect(const at::Tensor& self, const at::Tensor& mask) {
 }
 
 at::Tensor& maskedScatter(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
-  static const c10::OperatorHandle op = findOp("aten::masked_scatter_", "");
+  static const c10::OperatorHandle kOp = findOp("aten::masked_scatter_", "");
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
   TORCH_CHECK(self.scalar_type() == source.scalar_type(), "masked_scatter_: expected self and source to have same ",
@@ -221,9 +221,9 @@ at::Tensor& maskedScatter(at::Tensor& self, const at::Tensor& mask, const at::Te
   TORCH_CHECK(at::infer_size(self.sizes(), mask.sizes()) == self.sizes(), "masked_scatter_: the mask of shape ",
               mask.sizes(), " cannot be broadcast to the destination of shape ", self.sizes());
   const auto args = refArgs(self, mask, source);
-  const c10::Device device = commonDevice(args, op);
+  const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
-  launchCpuOp(op, args, device.index(), kernelName("masked_scatter", self.scalar_type()),
+  launchCpuOp(kOp, args, device.index(), kernelName("masked_scatter", self.scalar_type()),
               elementwiseShape(self.numel()));
   return self;
 }

@@ -31,65 +31,65 @@ c10::DimVector statShape(const at::Tensor& input, c10::IntArrayRef normalizedSha
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeLayerNorm(const at::Tensor& input,
-                                                               c10::IntArrayRef normalized_shape,
-                                                               const std::optional<at::Tensor>& weight_opt,
-                                                               const std::optional<at::Tensor>& bias_opt, double eps) {
-  static const c10::OperatorHandle op = findOp("aten::native_layer_norm", "");
-  const at::Tensor weight = weight_opt.value_or(at::Tensor());
-  const at::Tensor bias = bias_opt.value_or(at::Tensor());
-  const auto [rows, rowLength] = at::native::_check_layer_norm_inputs(input, normalized_shape, weight, bias);
-  const auto args = refArgs(input, normalized_shape, weight_opt, bias_opt, eps);
-  const c10::Device device = commonDevice(args, op);
+                                                               c10::IntArrayRef normalizedShape,
+                                                               const std::optional<at::Tensor>& weightOpt,
+                                                               const std::optional<at::Tensor>& biasOpt, double eps) {
+  static const c10::OperatorHandle kOp = findOp("aten::native_layer_norm", "");
+  const at::Tensor weight = weightOpt.value_or(at::Tensor());
+  const at::Tensor bias = biasOpt.value_or(at::Tensor());
+  const auto [rows, rowLength] = at::native::_check_layer_norm_inputs(input, normalizedShape, weight, bias);
+  const auto args = refArgs(input, normalizedShape, weightOpt, biasOpt, eps);
+  const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
   at::Tensor out = at::empty_like(input, at::MemoryFormat::Contiguous);
   const auto statsType = layerNormStatType(input, weight, bias);
-  at::Tensor mean = at::empty(statShape(input, normalized_shape), input.options().dtype(statsType));
-  at::Tensor rstd = at::empty(statShape(input, normalized_shape), input.options().dtype(statsType));
-  launchCpuOp(op, args, device.index(), kernelName("layer_norm_fwd", input.scalar_type()),
+  at::Tensor mean = at::empty(statShape(input, normalizedShape), input.options().dtype(statsType));
+  at::Tensor rstd = at::empty(statShape(input, normalizedShape), input.options().dtype(statsType));
+  launchCpuOp(kOp, args, device.index(), kernelName("layer_norm_fwd", input.scalar_type()),
               rowwiseShape(rows, rowLength), {out, mean, rstd});
   return {out, mean, rstd};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeLayerNormBackward(
-    const at::Tensor& grad_out, const at::Tensor& input, c10::IntArrayRef normalized_shape, const at::Tensor& mean,
-    const at::Tensor& rstd, const std::optional<at::Tensor>& weight_opt, const std::optional<at::Tensor>& bias_opt,
-    std::array<bool, 3> output_mask) {
-  static const c10::OperatorHandle op = findOp("aten::native_layer_norm_backward", "");
-  const at::Tensor weight = weight_opt.value_or(at::Tensor());
-  const at::Tensor bias = bias_opt.value_or(at::Tensor());
-  const auto [rows, rowLength] = at::native::_check_layer_norm_inputs(input, normalized_shape, weight, bias);
-  const auto args = refArgs(grad_out, input, normalized_shape, mean, rstd, weight_opt, bias_opt,
-                            c10::List<bool>({output_mask[0], output_mask[1], output_mask[2]}));
-  const c10::Device device = commonDevice(args, op);
+    const at::Tensor& gradOut, const at::Tensor& input, c10::IntArrayRef normalizedShape, const at::Tensor& mean,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& weightOpt, const std::optional<at::Tensor>& biasOpt,
+    std::array<bool, 3> outputMask) {
+  static const c10::OperatorHandle kOp = findOp("aten::native_layer_norm_backward", "");
+  const at::Tensor weight = weightOpt.value_or(at::Tensor());
+  const at::Tensor bias = biasOpt.value_or(at::Tensor());
+  const auto [rows, rowLength] = at::native::_check_layer_norm_inputs(input, normalizedShape, weight, bias);
+  const auto args = refArgs(gradOut, input, normalizedShape, mean, rstd, weightOpt, biasOpt,
+                            c10::List<bool>({outputMask[0], outputMask[1], outputMask[2]}));
+  const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
-  at::Tensor gradInput = output_mask[0] ? at::empty_like(input, at::MemoryFormat::Contiguous) : at::Tensor();
-  at::Tensor gradWeight = output_mask[1] && weight.defined() ? at::empty_like(weight) : at::Tensor();
-  at::Tensor gradBias = output_mask[2] && bias.defined() ? at::empty_like(bias) : at::Tensor();
-  launchCpuOp(op, args, device.index(), kernelName("layer_norm_bwd", input.scalar_type()),
+  at::Tensor gradInput = outputMask[0] ? at::empty_like(input, at::MemoryFormat::Contiguous) : at::Tensor();
+  at::Tensor gradWeight = outputMask[1] && weight.defined() ? at::empty_like(weight) : at::Tensor();
+  at::Tensor gradBias = outputMask[2] && bias.defined() ? at::empty_like(bias) : at::Tensor();
+  launchCpuOp(kOp, args, device.index(), kernelName("layer_norm_bwd", input.scalar_type()),
               rowwiseShape(rows, rowLength), {gradInput, gradWeight, gradBias});
   return {gradInput, gradWeight, gradBias};
 }
 
-at::Tensor nativeDropoutBackward(const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
-  static const c10::OperatorHandle op = findOp("aten::native_dropout_backward", "");
+at::Tensor nativeDropoutBackward(const at::Tensor& gradOutput, const at::Tensor& mask, double scale) {
+  static const c10::OperatorHandle kOp = findOp("aten::native_dropout_backward", "");
   TORCH_CHECK(mask.scalar_type() == at::kBool, "Mask should be Bool Scalar Type", mask.scalar_type());
-  const auto args = refArgs(grad_output, mask, scale);
-  const c10::Device device = commonDevice(args, op);
+  const auto args = refArgs(gradOutput, mask, scale);
+  const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
-  at::Tensor out = at::empty_like(grad_output, at::MemoryFormat::Contiguous);
-  launchCpuOp(op, args, device.index(), kernelName("dropout_bwd", grad_output.scalar_type()),
+  at::Tensor out = at::empty_like(gradOutput, at::MemoryFormat::Contiguous);
+  launchCpuOp(kOp, args, device.index(), kernelName("dropout_bwd", gradOutput.scalar_type()),
               elementwiseShape(out.numel()), {out});
   return out;
 }
 
-at::Tensor mseLossBackward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+at::Tensor mseLossBackward(const at::Tensor& gradOutput, const at::Tensor& self, const at::Tensor& target,
                            int64_t reduction) {
-  static const c10::OperatorHandle op = findOp("aten::mse_loss_backward", "");
-  const auto args = refArgs(grad_output, self, target, reduction);
-  const c10::Device device = commonDevice(args, op);
+  static const c10::OperatorHandle kOp = findOp("aten::mse_loss_backward", "");
+  const auto args = refArgs(gradOutput, self, target, reduction);
+  const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
   at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
-  launchCpuOp(op, args, device.index(), kernelName("mse_loss_bwd", self.scalar_type()), elementwiseShape(out.numel()),
+  launchCpuOp(kOp, args, device.index(), kernelName("mse_loss_bwd", self.scalar_type()), elementwiseShape(out.numel()),
               {out});
   return out;
 }

@@ -48,45 +48,45 @@ c10::ScalarType statType(const at::Tensor& input, const std::optional<at::Tensor
 std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNorm(const at::Tensor& input,
                                                                const std::optional<at::Tensor>& weight,
                                                                const std::optional<at::Tensor>& bias,
-                                                               const std::optional<at::Tensor>& running_mean,
-                                                               const std::optional<at::Tensor>& running_var,
+                                                               const std::optional<at::Tensor>& runningMean,
+                                                               const std::optional<at::Tensor>& runningVar,
                                                                bool training, double momentum, double eps) {
-  static const c10::OperatorHandle op = findOp("aten::native_batch_norm", "");
-  const auto args = refArgs(input, weight, bias, running_mean, running_var, training, momentum, eps);
-  const c10::Device device = commonDevice(args, op);
+  static const c10::OperatorHandle kOp = findOp("aten::native_batch_norm", "");
+  const auto args = refArgs(input, weight, bias, runningMean, runningVar, training, momentum, eps);
+  const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
   TORCH_CHECK(input.dim() >= 2, "batch_norm: expected an input with at least 2 dimensions, got ", input.dim());
   const int64_t channels = input.size(1);
   const int64_t statSize = training ? channels : 0;
   at::Tensor out = emptyLike(input);
-  const c10::ScalarType stats = statType(input, weight, running_mean);
+  const c10::ScalarType stats = statType(input, weight, runningMean);
   at::Tensor saveMean = emptyDevice({statSize}, stats);
   at::Tensor saveInvstd = emptyDevice({statSize}, stats);
-  launchCpuOp(op, args, device.index(), kernelName(training ? "batch_norm_fwd_train" : "batch_norm_fwd_infer",
+  launchCpuOp(kOp, args, device.index(), kernelName(training ? "batch_norm_fwd_train" : "batch_norm_fwd_infer",
                                                    input.scalar_type()),
               rowwiseShape(channels, channels == 0 ? 0 : input.numel() / channels), {out, saveMean, saveInvstd});
   return {out, saveMean, saveInvstd};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNormBackward(
-    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
-    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
-    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train, double eps,
-    std::array<bool, 3> output_mask) {
-  static const c10::OperatorHandle op = findOp("aten::native_batch_norm_backward", "");
-  const auto args = refArgs(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
-                            c10::List<bool>({output_mask[0], output_mask[1], output_mask[2]}));
-  const c10::Device device = commonDevice(args, op);
+    const at::Tensor& gradOut, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& runningMean, const std::optional<at::Tensor>& runningVar,
+    const std::optional<at::Tensor>& saveMean, const std::optional<at::Tensor>& saveInvstd, bool train, double eps,
+    std::array<bool, 3> outputMask) {
+  static const c10::OperatorHandle kOp = findOp("aten::native_batch_norm_backward", "");
+  const auto args = refArgs(gradOut, input, weight, runningMean, runningVar, saveMean, saveInvstd, train, eps,
+                            c10::List<bool>({outputMask[0], outputMask[1], outputMask[2]}));
+  const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
   TORCH_CHECK(input.dim() >= 2, "batch_norm_backward: expected an input with at least 2 dimensions, got ",
               input.dim());
   const int64_t channels = input.size(1);
   const bool hasWeight = weight.has_value() && weight->defined();
   const c10::ScalarType paramType = hasWeight ? weight->scalar_type() : input.scalar_type();
-  at::Tensor gradInput = output_mask[0] ? emptyLike(input) : at::Tensor();
-  at::Tensor gradWeight = output_mask[1] ? emptyDevice({channels}, paramType) : at::Tensor();
-  at::Tensor gradBias = output_mask[2] ? emptyDevice({channels}, paramType) : at::Tensor();
-  launchCpuOp(op, args, device.index(), kernelName("batch_norm_bwd", input.scalar_type()),
+  at::Tensor gradInput = outputMask[0] ? emptyLike(input) : at::Tensor();
+  at::Tensor gradWeight = outputMask[1] ? emptyDevice({channels}, paramType) : at::Tensor();
+  at::Tensor gradBias = outputMask[2] ? emptyDevice({channels}, paramType) : at::Tensor();
+  launchCpuOp(kOp, args, device.index(), kernelName("batch_norm_bwd", input.scalar_type()),
               rowwiseShape(channels, channels == 0 ? 0 : input.numel() / channels),
               {gradInput, gradWeight, gradBias});
   return {gradInput, gradWeight, gradBias};

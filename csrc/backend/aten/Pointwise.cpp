@@ -41,19 +41,19 @@ void launchShapedOut(const c10::OperatorHandle& op, torch::jit::Stack* stack, c1
   stack->emplace_back(std::move(out));
 }
 
-template <const char* Base>
+template <const char* kBase>
 void unaryOut(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const at::Tensor self = torch::jit::peek(*stack, 0, op.schema().arguments().size()).toTensor();
-  launchShapedOut(op, stack, self.sizes(), Base, self.scalar_type());
+  launchShapedOut(op, stack, self.sizes(), kBase, self.scalar_type());
 }
 
-template <const char* Base>
+template <const char* kBase>
 void binaryOut(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t numArgs = op.schema().arguments().size();
   const at::Tensor self = torch::jit::peek(*stack, 0, numArgs).toTensor();
   const at::Tensor other = torch::jit::peek(*stack, 1, numArgs).toTensor();
   const auto shape = at::infer_size_dimvector(self.sizes(), other.sizes());
-  launchShapedOut(op, stack, shape, Base, self.scalar_type());
+  launchShapedOut(op, stack, shape, kBase, self.scalar_type());
 }
 
 constexpr char kAbs[] = "elementwise_abs";
@@ -83,23 +83,23 @@ void whereSelfOut(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // Launches where.self_out itself: calling it through the dispatcher would
 // nest a second aten::where in profiles.
 at::Tensor whereSelf(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
-  static const c10::OperatorHandle whereOut = findOp("aten::where", "self_out");
+  static const c10::OperatorHandle kWhereOut = findOp("aten::where", "self_out");
   const auto resultType = at::result_type(self, other);
   const auto shape = whereShape(condition, self, other);
-  const c10::Device device = commonDevice(refArgs(condition, self, other), whereOut);
+  const c10::Device device = commonDevice(refArgs(condition, self, other), kWhereOut);
   c10::DeviceGuard guard(device);
   at::Tensor out = emptyDevice(shape, resultType);
-  launchCpuOp(whereOut, refArgs(condition, self, other, out), device.index(), kernelName("where", resultType),
+  launchCpuOp(kWhereOut, refArgs(condition, self, other, out), device.index(), kernelName("where", resultType),
               elementwiseShape(out.numel()));
   return out;
 }
 
 // relu is not structured; it is clamp_min(0), computed in one kernel.
 at::Tensor& reluOut(const at::Tensor& self, at::Tensor& out) {
-  static const c10::OperatorHandle clampMin = findOp("aten::clamp_min", "out");
+  static const c10::OperatorHandle kClampMin = findOp("aten::clamp_min", "out");
   TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   c10::DeviceGuard guard(self.device());
-  launchCpuOp(clampMin, refArgs(self, c10::Scalar(0), out), self.device().index(),
+  launchCpuOp(kClampMin, refArgs(self, c10::Scalar(0), out), self.device().index(),
               kernelName("elementwise_relu", self.scalar_type()), elementwiseShape(self.numel()));
   return out;
 }

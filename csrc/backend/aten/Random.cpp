@@ -154,21 +154,21 @@ at::Tensor& randpermOut(int64_t n, std::optional<at::Generator> generator, at::T
   return out;
 }
 
-at::Tensor multinomial(const at::Tensor& self, int64_t num_samples, bool replacement,
+at::Tensor multinomial(const at::Tensor& self, int64_t numSamples, bool replacement,
                        std::optional<at::Generator> generator) {
   TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "multinomial only supports floating-point dtypes for input, got: ",
               self.scalar_type());
-  TORCH_CHECK(num_samples > 0, "cannot sample n_sample <= 0 samples");
+  TORCH_CHECK(numSamples > 0, "cannot sample n_sample <= 0 samples");
   const int64_t categories = self.size(-1);
-  TORCH_CHECK(replacement || num_samples <= categories,
+  TORCH_CHECK(replacement || numSamples <= categories,
               "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
   c10::DeviceGuard guard(self.device());
-  at::Tensor out = self.dim() == 1 ? at::empty({num_samples}, self.options().dtype(at::kLong))
-                                   : at::empty({self.size(0), num_samples}, self.options().dtype(at::kLong));
+  at::Tensor out = self.dim() == 1 ? at::empty({numSamples}, self.options().dtype(at::kLong))
+                                   : at::empty({self.size(0), numSamples}, self.options().dtype(at::kLong));
   launchRandom(out, generator, kernelName("rng_multinomial", self.scalar_type()), out.numel(),
-               [probs = describeTensor(self), num_samples, replacement](at::Tensor& view, at::Generator& g) {
-                 at::multinomial_out(view, probs.view(), num_samples, replacement, g);
+               [probs = describeTensor(self), numSamples, replacement](at::Tensor& view, at::Generator& g) {
+                 at::multinomial_out(view, probs.view(), numSamples, replacement, g);
                });
   return out;
 }

@@ -56,21 +56,21 @@ void checkCell(const char* name, const at::Tensor& inputGates, const at::Tensor&
               state.scalar_type());
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> fusedLstmCell(const at::Tensor& input_gates,
-                                                             const at::Tensor& hidden_gates, const at::Tensor& cx,
-                                                             const std::optional<at::Tensor>& input_bias,
-                                                             const std::optional<at::Tensor>& hidden_bias) {
-  static const c10::OperatorHandle op = findOp("aten::_thnn_fused_lstm_cell", "");
-  const c10::Device device = commonDevice(refArgs(input_gates, hidden_gates, cx, input_bias, hidden_bias), op);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fusedLstmCell(const at::Tensor& inputGates,
+                                                             const at::Tensor& hiddenGates, const at::Tensor& cx,
+                                                             const std::optional<at::Tensor>& inputBias,
+                                                             const std::optional<at::Tensor>& hiddenBias) {
+  static const c10::OperatorHandle kOp = findOp("aten::_thnn_fused_lstm_cell", "");
+  const c10::Device device = commonDevice(refArgs(inputGates, hiddenGates, cx, inputBias, hiddenBias), kOp);
   c10::DeviceGuard guard(device);
-  checkCell("_thnn_fused_lstm_cell", input_gates, hidden_gates, cx, input_bias, hidden_bias, 4);
+  checkCell("_thnn_fused_lstm_cell", inputGates, hiddenGates, cx, inputBias, hiddenBias, 4);
   at::Tensor hy = emptyDevice(cx.sizes(), cx.scalar_type());
   at::Tensor cy = emptyDevice(cx.sizes(), cx.scalar_type());
-  at::Tensor workspace = emptyDevice(input_gates.sizes(), cx.scalar_type());
+  at::Tensor workspace = emptyDevice(inputGates.sizes(), cx.scalar_type());
   if (cx.numel() == 0) return {hy, cy, workspace};
   launchKernel(streamFor(cx), kernelName("lstm_cell_fwd_fused", cx.scalar_type()), elementwiseShape(cx.numel()),
-               [ig = describeTensor(input_gates), hg = describeTensor(hidden_gates), c = describeTensor(cx),
-                ib = describeOptional(input_bias), hb = describeOptional(hidden_bias), h1 = describeTensor(hy),
+               [ig = describeTensor(inputGates), hg = describeTensor(hiddenGates), c = describeTensor(cx),
+                ib = describeOptional(inputBias), hb = describeOptional(hiddenBias), h1 = describeTensor(hy),
                 c1 = describeTensor(cy), ws = describeTensor(workspace)]() {
                  const auto chunks = gatesWithBias(ig, hg, ib, hb).chunk(4, 1);
                  const at::Tensor i = chunks[0].sigmoid(), f = chunks[1].sigmoid();
@@ -83,32 +83,32 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fusedLstmCell(const at::Tensor& i
   return {hy, cy, workspace};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> fusedLstmCellBackward(const std::optional<at::Tensor>& grad_hy,
-                                                                     const std::optional<at::Tensor>& grad_cy,
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fusedLstmCellBackward(const std::optional<at::Tensor>& gradHy,
+                                                                     const std::optional<at::Tensor>& gradCy,
                                                                      const at::Tensor& cx, const at::Tensor& cy,
-                                                                     const at::Tensor& workspace, bool has_bias) {
-  static const c10::OperatorHandle op = findOp("aten::_thnn_fused_lstm_cell_backward_impl", "");
-  const c10::Device device = commonDevice(refArgs(grad_hy, grad_cy, cx, cy, workspace), op);
+                                                                     const at::Tensor& workspace, bool hasBias) {
+  static const c10::OperatorHandle kOp = findOp("aten::_thnn_fused_lstm_cell_backward_impl", "");
+  const c10::Device device = commonDevice(refArgs(gradHy, gradCy, cx, cy, workspace), kOp);
   c10::DeviceGuard guard(device);
   TORCH_CHECK(cx.dim() == 2 && cy.sizes() == cx.sizes(), "_thnn_fused_lstm_cell_backward: cx ", cx.sizes(),
               " and cy ", cy.sizes(), " must be the same 2-d size");
   TORCH_CHECK(workspace.dim() == 2 && workspace.size(0) == cx.size(0) && workspace.size(1) == 4 * cx.size(1),
               "_thnn_fused_lstm_cell_backward: expected a workspace of size [", cx.size(0), ", ", 4 * cx.size(1),
               "], got ", workspace.sizes());
-  for (const std::optional<at::Tensor>* grad : {&grad_hy, &grad_cy})
+  for (const std::optional<at::Tensor>* grad : {&gradHy, &gradCy})
     if (grad->has_value() && (*grad)->defined())
       TORCH_CHECK((*grad)->sizes() == cx.sizes(), "_thnn_fused_lstm_cell_backward: expected a gradient of size ",
                   cx.sizes(), ", got ", (*grad)->sizes());
   const c10::ScalarType dtype = cx.scalar_type();
   at::Tensor gradGates = emptyDevice(workspace.sizes(), dtype);
   at::Tensor gradCx = emptyDevice(cx.sizes(), dtype);
-  at::Tensor gradBias = has_bias ? emptyDevice({workspace.size(1)}, dtype) : at::Tensor();
+  at::Tensor gradBias = hasBias ? emptyDevice({workspace.size(1)}, dtype) : at::Tensor();
   if (cx.numel() == 0) {
     if (gradBias.defined()) gradBias.zero_();
     return {gradGates, gradCx, gradBias};
   }
   launchKernel(streamFor(cx), kernelName("lstm_cell_bwd_fused", dtype), elementwiseShape(cx.numel()),
-               [ghy = describeOptional(grad_hy), gcy = describeOptional(grad_cy), c = describeTensor(cx),
+               [ghy = describeOptional(gradHy), gcy = describeOptional(gradCy), c = describeTensor(cx),
                 c1 = describeTensor(cy), ws = describeTensor(workspace), gg = describeTensor(gradGates),
                 gc = describeTensor(gradCx), gb = gradBias.defined() ? describeOptional(gradBias) : std::nullopt]() {
                  const auto gates = computeCopy(ws.view()).chunk(4, 1);
@@ -128,19 +128,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fusedLstmCellBackward(const std::
   return {gradGates, gradCx, gradBias};
 }
 
-std::tuple<at::Tensor, at::Tensor> fusedGruCell(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
-                                                const at::Tensor& hx, const std::optional<at::Tensor>& input_bias,
-                                                const std::optional<at::Tensor>& hidden_bias) {
-  static const c10::OperatorHandle op = findOp("aten::_thnn_fused_gru_cell", "");
-  const c10::Device device = commonDevice(refArgs(input_gates, hidden_gates, hx, input_bias, hidden_bias), op);
+std::tuple<at::Tensor, at::Tensor> fusedGruCell(const at::Tensor& inputGates, const at::Tensor& hiddenGates,
+                                                const at::Tensor& hx, const std::optional<at::Tensor>& inputBias,
+                                                const std::optional<at::Tensor>& hiddenBias) {
+  static const c10::OperatorHandle kOp = findOp("aten::_thnn_fused_gru_cell", "");
+  const c10::Device device = commonDevice(refArgs(inputGates, hiddenGates, hx, inputBias, hiddenBias), kOp);
   c10::DeviceGuard guard(device);
-  checkCell("_thnn_fused_gru_cell", input_gates, hidden_gates, hx, input_bias, hidden_bias, 3);
+  checkCell("_thnn_fused_gru_cell", inputGates, hiddenGates, hx, inputBias, hiddenBias, 3);
   at::Tensor hy = emptyDevice(hx.sizes(), hx.scalar_type());
   at::Tensor workspace = emptyDevice({hx.size(0), 5 * hx.size(1)}, hx.scalar_type());
   if (hx.numel() == 0) return {hy, workspace};
   launchKernel(streamFor(hx), kernelName("gru_cell_fwd_fused", hx.scalar_type()), elementwiseShape(hx.numel()),
-               [ig = describeTensor(input_gates), hg = describeTensor(hidden_gates), h = describeTensor(hx),
-                ib = describeOptional(input_bias), hb = describeOptional(hidden_bias), h1 = describeTensor(hy),
+               [ig = describeTensor(inputGates), hg = describeTensor(hiddenGates), h = describeTensor(hx),
+                ib = describeOptional(inputBias), hb = describeOptional(hiddenBias), h1 = describeTensor(hy),
                 ws = describeTensor(workspace)]() {
                  at::Tensor in = computeCopy(ig.view());
                  at::Tensor hidden = computeCopy(hg.view());
@@ -159,32 +159,32 @@ std::tuple<at::Tensor, at::Tensor> fusedGruCell(const at::Tensor& input_gates, c
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedGruCellBackward(
-    const at::Tensor& grad_hy, const at::Tensor& workspace, bool has_bias) {
-  static const c10::OperatorHandle op = findOp("aten::_thnn_fused_gru_cell_backward", "");
-  const c10::Device device = commonDevice(refArgs(grad_hy, workspace), op);
+    const at::Tensor& gradHy, const at::Tensor& workspace, bool hasBias) {
+  static const c10::OperatorHandle kOp = findOp("aten::_thnn_fused_gru_cell_backward", "");
+  const c10::Device device = commonDevice(refArgs(gradHy, workspace), kOp);
   c10::DeviceGuard guard(device);
-  TORCH_CHECK(grad_hy.dim() == 2 && workspace.dim() == 2 && workspace.size(0) == grad_hy.size(0) &&
-                  workspace.size(1) == 5 * grad_hy.size(1),
-              "_thnn_fused_gru_cell_backward: expected a workspace of size [", grad_hy.size(0), ", ",
-              5 * grad_hy.size(1), "], got ", workspace.sizes());
-  const c10::ScalarType dtype = grad_hy.scalar_type();
-  const int64_t batch = grad_hy.size(0);
-  const int64_t hidden = grad_hy.size(1);
+  TORCH_CHECK(gradHy.dim() == 2 && workspace.dim() == 2 && workspace.size(0) == gradHy.size(0) &&
+                  workspace.size(1) == 5 * gradHy.size(1),
+              "_thnn_fused_gru_cell_backward: expected a workspace of size [", gradHy.size(0), ", ",
+              5 * gradHy.size(1), "], got ", workspace.sizes());
+  const c10::ScalarType dtype = gradHy.scalar_type();
+  const int64_t batch = gradHy.size(0);
+  const int64_t hidden = gradHy.size(1);
   at::Tensor gradInputGates = emptyDevice({batch, 3 * hidden}, dtype);
   at::Tensor gradHiddenGates = emptyDevice({batch, 3 * hidden}, dtype);
   at::Tensor gradHx = emptyDevice({batch, hidden}, dtype);
-  at::Tensor gradInputBias = has_bias ? emptyDevice({3 * hidden}, dtype) : at::Tensor();
-  at::Tensor gradHiddenBias = has_bias ? emptyDevice({3 * hidden}, dtype) : at::Tensor();
-  if (grad_hy.numel() == 0) {
+  at::Tensor gradInputBias = hasBias ? emptyDevice({3 * hidden}, dtype) : at::Tensor();
+  at::Tensor gradHiddenBias = hasBias ? emptyDevice({3 * hidden}, dtype) : at::Tensor();
+  if (gradHy.numel() == 0) {
     for (at::Tensor* t : {&gradInputBias, &gradHiddenBias})
       if (t->defined()) t->zero_();
     return {gradInputGates, gradHiddenGates, gradHx, gradInputBias, gradHiddenBias};
   }
-  launchKernel(streamFor(grad_hy), kernelName("gru_cell_bwd_fused", dtype), elementwiseShape(grad_hy.numel()),
-               [ghy = describeTensor(grad_hy), ws = describeTensor(workspace), gi = describeTensor(gradInputGates),
+  launchKernel(streamFor(gradHy), kernelName("gru_cell_bwd_fused", dtype), elementwiseShape(gradHy.numel()),
+               [ghy = describeTensor(gradHy), ws = describeTensor(workspace), gi = describeTensor(gradInputGates),
                 gh = describeTensor(gradHiddenGates), ghx = describeTensor(gradHx),
-                gib = has_bias ? describeOptional(gradInputBias) : std::nullopt,
-                ghb = has_bias ? describeOptional(gradHiddenBias) : std::nullopt]() {
+                gib = hasBias ? describeOptional(gradInputBias) : std::nullopt,
+                ghb = hasBias ? describeOptional(gradHiddenBias) : std::nullopt]() {
                  const auto saved = computeCopy(ws.view()).chunk(5, 1);
                  const at::Tensor &r = saved[0], &z = saved[1], &n = saved[2], &hPrev = saved[3], &hn = saved[4];
                  const at::Tensor dHy = computeCopy(ghy.view());

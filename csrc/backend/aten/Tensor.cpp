@@ -54,19 +54,19 @@ constexpr c10::DispatchKeySet kOpenRegKeys{c10::DispatchKey::PrivateUse1};
 
 at::Tensor emptyMemoryFormat(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                              std::optional<c10::Layout> layout, std::optional<c10::Device> device,
-                             std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
-  TORCH_CHECK(!pin_memory.value_or(false), "openreg: only CPU tensors can be pinned");
+                             std::optional<bool> pinMemory, std::optional<c10::MemoryFormat> memoryFormat) {
+  TORCH_CHECK(!pinMemory.value_or(false), "openreg: only CPU tensors can be pinned");
   TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided, "openreg supports strided tensors only, got ",
               *layout);
   c10::OptionalDeviceGuard guard(device);
   return at::detail::empty_generic(size, deviceAllocator(), kOpenRegKeys, c10::dtype_or_default(dtype),
-                                   memory_format);
+                                   memoryFormat);
 }
 
 at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
                         std::optional<c10::Layout> layout, std::optional<c10::Device> device,
-                        std::optional<bool> pin_memory) {
-  TORCH_CHECK(!pin_memory.value_or(false), "openreg: only CPU tensors can be pinned");
+                        std::optional<bool> pinMemory) {
+  TORCH_CHECK(!pinMemory.value_or(false), "openreg: only CPU tensors can be pinned");
   TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided, "openreg supports strided tensors only, got ",
               *layout);
   c10::OptionalDeviceGuard guard(device);
@@ -75,13 +75,13 @@ at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride, std::opt
 }
 
 const at::Tensor& resize(const at::Tensor& self, c10::IntArrayRef size,
-                         std::optional<c10::MemoryFormat> memory_format) {
+                         std::optional<c10::MemoryFormat> memoryFormat) {
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
-  if (impl->sizes() != size || memory_format.has_value()) {
+  if (impl->sizes() != size || memoryFormat.has_value()) {
     impl->set_sizes_contiguous(size);
-    if (memory_format.has_value()) {
-      TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve, "Unsupported memory format ", *memory_format);
-      impl->empty_tensor_restride(*memory_format);
+    if (memoryFormat.has_value()) {
+      TORCH_CHECK(*memoryFormat != c10::MemoryFormat::Preserve, "Unsupported memory format ", *memoryFormat);
+      impl->empty_tensor_restride(*memoryFormat);
     }
   }
   c10::DeviceGuard guard(self.device());
@@ -89,11 +89,11 @@ const at::Tensor& resize(const at::Tensor& self, c10::IntArrayRef size,
   return self;
 }
 
-at::Tensor& setStorageOffset(at::Tensor& self, c10::Storage source, int64_t storage_offset, c10::IntArrayRef size,
+at::Tensor& setStorageOffset(at::Tensor& self, c10::Storage source, int64_t storageOffset, c10::IntArrayRef size,
                              c10::IntArrayRef stride) {
-  at::native::checkSetStorage(self, source, storage_offset, size, stride);
+  at::native::checkSetStorage(self, source, storageOffset, size, stride);
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
-  impl->set_storage_offset(storage_offset);
+  impl->set_storage_offset(storageOffset);
   if (stride.data() != nullptr) {
     impl->set_sizes_and_strides(size, stride);
   } else {

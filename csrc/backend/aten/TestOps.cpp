@@ -44,18 +44,18 @@ at::Tensor failKernel(const at::Tensor& self, c10::string_view message) {
   return self;
 }
 
-at::Tensor waitGate(const at::Tensor& self, int64_t gate, double timeout_s) {
+at::Tensor waitGate(const at::Tensor& self, int64_t gate, double timeoutS) {
   TORCH_CHECK(self.is_privateuseone(), "_wait_gate expects an openreg tensor");
   c10::DeviceGuard guard(self.device());
   {
     std::lock_guard<std::mutex> lock(gates().mutex);
     gates().open.emplace(gate, false);
   }
-  launchKernel(streamFor(self), "test_wait_gate", LaunchShape{}, [gate, timeout_s]() {
+  launchKernel(streamFor(self), "test_wait_gate", LaunchShape{}, [gate, timeoutS]() {
     Gates& g = gates();
     std::unique_lock<std::mutex> lock(g.mutex);
     ++g.waiting[gate];
-    const bool opened = g.changed.wait_for(lock, std::chrono::duration<double>(timeout_s),
+    const bool opened = g.changed.wait_for(lock, std::chrono::duration<double>(timeoutS),
                                            [&] { return g.open[gate]; });
     if (--g.waiting[gate] == 0) g.waiting.erase(gate);
     g.open.erase(gate);

@@ -52,8 +52,8 @@ void forgetProcessId() { gProcessId.store(0, std::memory_order_relaxed); }
 uint32_t currentProcessId() {
   uint32_t pid = gProcessId.load(std::memory_order_relaxed);
   if (pid == 0) {
-    static const bool registered = (pthread_atfork(nullptr, nullptr, forgetProcessId), true);
-    (void)registered;
+    static const bool kRegistered = (pthread_atfork(nullptr, nullptr, forgetProcessId), true);
+    (void)kRegistered;
     pid = static_cast<uint32_t>(::getpid());
     gProcessId.store(pid, std::memory_order_relaxed);
   }

@@ -59,7 +59,7 @@ ORTRACE_API const char* ortrace_status_name(ortrace_status status);
  * their magic bytes. The file is streamed: memory grows with the number of
  * events, not with the file size.
  *
- * options_json keys (all optional):
+ * optionsJson keys (all optional):
  *   "device_categories":     [str]  categories of device work
  *                                   (default ["kernel","gpu_memcpy","gpu_memset"])
  *   "infer_device_categories": bool also treat as device work any other
@@ -74,20 +74,20 @@ ORTRACE_API const char* ortrace_status_name(ortrace_status status);
  *   "op_categories":         [str]  host operators (default ["cpu_op","user_annotation"])
  *   "flow_categories":       [str]  host-to-device arrows (default ["ac2g"])
  *
- * Returns ORTRACE_OK with *out_trace set when the file could be read, even
+ * Returns ORTRACE_OK with *outTrace set when the file could be read, even
  * if its JSON is malformed: the parse error is kept in the handle, so that
  * ortrace_check() can report it; ortrace_summary() and ortrace_timeline()
- * then return ORTRACE_ERROR_PARSE. On failure *out_trace is NULL.
- * out_error may be NULL.
+ * then return ORTRACE_ERROR_PARSE. On failure *outTrace is NULL.
+ * outError may be NULL.
  */
-ORTRACE_API ortrace_status ortrace_open_file(const char* path, const char* options_json,
-                                             ortrace_trace** out_trace, char** out_error);
+ORTRACE_API ortrace_status ortrace_open_file(const char* path, const char* optionsJson,
+                                             ortrace_trace** outTrace, char** outError);
 
 /* Same as ortrace_open_file() on an in-memory document (plain JSON or gzip).
  * The bytes are not retained after the call returns. */
 ORTRACE_API ortrace_status ortrace_open_buffer(const void* data, size_t size,
-                                               const char* options_json,
-                                               ortrace_trace** out_trace, char** out_error);
+                                               const char* optionsJson,
+                                               ortrace_trace** outTrace, char** outError);
 
 /* Releases a handle. NULL is allowed. */
 ORTRACE_API void ortrace_close(ortrace_trace* trace);
@@ -100,14 +100,14 @@ ORTRACE_API void ortrace_close(ortrace_trace* trace);
  * breakdowns, launch statistics and communication (trace/README.md lists
  * the keys and where the definitions differ from HTA's).
  *
- * options_json keys: "top" (int, rows per table, default 10),
+ * optionsJson keys: "top" (int, rows per table, default 10),
  * "gaps" (int, idle gaps to report, default 5), "kernel_wait_ns" (int, a
  * gap shorter than this between queued kernels is kernel wait, default
  * 30000), "slow_launch_ns" and "slow_start_ns" (int, launch outlier
  * thresholds, defaults 50000 and 100000).
  */
-ORTRACE_API ortrace_status ortrace_summary(const ortrace_trace* trace, const char* options_json,
-                                           char** out_json);
+ORTRACE_API ortrace_status ortrace_summary(const ortrace_trace* trace, const char* optionsJson,
+                                           char** outJson);
 
 /*
  * The structural invariants. Always ORTRACE_OK for a readable trace: failed
@@ -115,27 +115,27 @@ ORTRACE_API ortrace_status ortrace_summary(const ortrace_trace* trace, const cha
  * fails ("status": "fail") only on findings that break a consumer; known
  * artifacts of real Kineto traces and warning-level checks give "warn".
  *
- * options_json keys: "examples" (int, example violations kept per check,
+ * optionsJson keys: "examples" (int, example violations kept per check,
  * default 5), "skip" ([str] check names), "only" ([str] check names),
  * "window_slack_ns" (int, tolerance of the profiling-window check, default 0),
  * "strict" (bool, every finding fails, default false).
  */
-ORTRACE_API ortrace_status ortrace_check(const ortrace_trace* trace, const char* options_json,
-                                         char** out_json);
+ORTRACE_API ortrace_status ortrace_check(const ortrace_trace* trace, const char* optionsJson,
+                                         char** outJson);
 
 /* The table of checks ortrace_check() runs: names, severities, descriptions,
  * the consumer each protects, what breaks there, and which findings only warn. */
-ORTRACE_API ortrace_status ortrace_list_checks(char** out_json);
+ORTRACE_API ortrace_status ortrace_list_checks(char** outJson);
 
 /*
  * Data for drawing a timeline, already reduced to the given resolution:
  * device rows (busy intervals), host op ranges, profiler steps, and the
  * device memory curve.
  *
- * options_json keys: "width" (int, buckets across the time axis, default 2000).
+ * optionsJson keys: "width" (int, buckets across the time axis, default 2000).
  */
-ORTRACE_API ortrace_status ortrace_timeline(const ortrace_trace* trace, const char* options_json,
-                                            char** out_json);
+ORTRACE_API ortrace_status ortrace_timeline(const ortrace_trace* trace, const char* optionsJson,
+                                            char** outJson);
 
 /* Releases a string returned by this library. NULL is allowed. */
 ORTRACE_API void ortrace_free_string(char* str);

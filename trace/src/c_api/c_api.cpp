@@ -66,7 +66,7 @@ std::string_view text(const char* s) { return s ? std::string_view(s) : std::str
 ortrace_status openWith(ortrace_trace** outTrace, char** outError, const char* optionsJson,
                          const std::function<std::unique_ptr<openreg::trace::Trace>(const openreg::trace::LoadOptions&)>& load) {
   if (outError) *outError = nullptr;
-  if (!outTrace) return fail(outError, ORTRACE_ERROR_INVALID_ARGUMENT, "out_trace is NULL");
+  if (!outTrace) return fail(outError, ORTRACE_ERROR_INVALID_ARGUMENT, "outTrace is NULL");
   *outTrace = nullptr;
   return guarded(outError, [&] {
     auto options = openreg::trace::parseLoadOptions(text(optionsJson));
