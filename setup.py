@@ -3,6 +3,7 @@
 Install with:  pip install --no-build-isolation -e .
 The shared libraries land in torch_openreg/lib/ (see csrc/CMakeLists.txt).
 """
+
 import os
 import shutil
 import subprocess
@@ -24,7 +25,13 @@ class CMakeBuild(build_ext):
             BUILD_DIR.mkdir(parents=True, exist_ok=True)
             subprocess.check_call(
                 [
-                    "cmake", "-S", str(ROOT), "-B", str(BUILD_DIR), "-G", "Ninja",
+                    "cmake",
+                    "-S",
+                    str(ROOT),
+                    "-B",
+                    str(BUILD_DIR),
+                    "-G",
+                    "Ninja",
                     "-DCMAKE_BUILD_TYPE=Release",
                     "-DOPENREG_BUILD_TORCH=ON",
                     "-DOPENREG_BUILD_TESTS=ON",

@@ -27,10 +27,23 @@ def spawn(script: str, argv: list[str], world: int = 2, timeout_s: float = 1800.
     procs = []
     try:
         for rank in range(world):
-            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                       WORLD_SIZE=str(world), GLOO_SOCKET_IFNAME="lo", **{RANK_ENV: "1"})
-            procs.append(subprocess.Popen([sys.executable, script, *argv], env=env, start_new_session=True,
-                                          stdout=None if rank == 0 else subprocess.DEVNULL))
+            env = dict(
+                os.environ,
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+                RANK=str(rank),
+                WORLD_SIZE=str(world),
+                GLOO_SOCKET_IFNAME="lo",
+                **{RANK_ENV: "1"},
+            )
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, script, *argv],
+                    env=env,
+                    start_new_session=True,
+                    stdout=None if rank == 0 else subprocess.DEVNULL,
+                )
+            )
         codes = [p.wait(timeout=timeout_s) for p in procs]
         return max(codes, key=abs)
     finally:

@@ -48,8 +48,10 @@ def rank_main(args) -> int:
     device = torch.device("openreg", torch.openreg.current_device())
     factor = 2 * (world - 1) / world
     if rank == 0:
-        print(f"all_reduce (SUM, float32), {world} ranks on 127.0.0.1; bus bandwidth in GB/s, "
-              f"median of {args.rounds} rounds")
+        print(
+            f"all_reduce (SUM, float32), {world} ranks on 127.0.0.1; bus bandwidth in GB/s, "
+            f"median of {args.rounds} rounds"
+        )
         print(f"{'size':>9}  {'orccl (openreg)':>16}  {'Gloo (CPU)':>11}  {'ratio':>6}  {'orccl latency':>14}")
     for size in SIZES:
         n = size // 4
@@ -62,6 +64,7 @@ def rank_main(args) -> int:
 
         def on_host():
             dist.all_reduce(host)
+
         on_device()
         on_host()
         # Both ranks must issue the same number of calls: rank 0 decides and broadcasts it.
@@ -78,8 +81,10 @@ def rank_main(args) -> int:
             d, h = statistics.median(device_s), statistics.median(host_s)
             busbw = lambda s: factor * size / s / 1e9  # noqa: E731
             label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
-            print(f"{label:>9}  {busbw(d):>16.3f}  {busbw(h):>11.3f}  {busbw(d) / busbw(h):>6.2f}  "
-                  f"{d * 1e6:>11.1f} us", flush=True)
+            print(
+                f"{label:>9}  {busbw(d):>16.3f}  {busbw(h):>11.3f}  {busbw(d) / busbw(h):>6.2f}  {d * 1e6:>11.1f} us",
+                flush=True,
+            )
     dist.destroy_process_group()
     return 0
 

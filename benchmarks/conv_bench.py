@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 
 import torch  # noqa: E402
-import torch_openreg  # noqa: E402,F401
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+import torch_openreg  # noqa: E402,F401
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,9 @@ OPS = [
 
 def output_shape(op: ConvOp) -> tuple[int, ...]:
     x, w = torch.empty(op.input, device="meta"), torch.empty(op.weight, device="meta")
-    return torch.ops.aten.convolution(x, w, None, list(op.stride), list(op.padding), op.dilations(), op.transposed,
-                                      [0] * len(op.stride), op.groups).shape
+    return torch.ops.aten.convolution(
+        x, w, None, list(op.stride), list(op.padding), op.dilations(), op.transposed, [0] * len(op.stride), op.groups
+    ).shape
 
 
 def make_call(op: ConvOp, device: str):
@@ -84,11 +86,22 @@ def make_call(op: ConvOp, device: str):
     output_padding = [0] * len(stride)
     if op.backward:
         grad = torch.randn(output_shape(op), generator=g).to(device)
-        return lambda: torch.ops.aten.convolution_backward(grad, x, w, [b.numel()], stride, padding, dilation,
-                                                           op.transposed, output_padding, op.groups,
-                                                           [True, True, True])
-    return lambda: torch.ops.aten.convolution(x, w, b, stride, padding, dilation, op.transposed, output_padding,
-                                              op.groups)
+        return lambda: torch.ops.aten.convolution_backward(
+            grad,
+            x,
+            w,
+            [b.numel()],
+            stride,
+            padding,
+            dilation,
+            op.transposed,
+            output_padding,
+            op.groups,
+            [True, True, True],
+        )
+    return lambda: torch.ops.aten.convolution(
+        x, w, b, stride, padding, dilation, op.transposed, output_padding, op.groups
+    )
 
 
 def make_mkldnn_call(op: ConvOp):
@@ -99,14 +112,25 @@ def make_mkldnn_call(op: ConvOp):
     x = torch.randn(op.input, generator=g)
     w = torch.randn(op.weight, generator=g)
     b = torch.randn(op.weight[0], generator=g)
-    return lambda: torch.ops.aten.mkldnn_convolution(x, w, b, list(op.padding), list(op.stride), op.dilations(),
-                                                     op.groups)
+    return lambda: torch.ops.aten.mkldnn_convolution(
+        x, w, b, list(op.padding), list(op.stride), op.dilations(), op.groups
+    )
 
 
 def cpu_backend(op: ConvOp) -> str:
     x, w = torch.empty(op.input), torch.empty(op.weight)
-    backend = torch._C._select_conv_backend(x, w, None, list(op.stride), list(op.padding), op.dilations(),
-                                            op.transposed, [0] * len(op.stride), op.groups, None)
+    backend = torch._C._select_conv_backend(
+        x,
+        w,
+        None,
+        list(op.stride),
+        list(op.padding),
+        op.dilations(),
+        op.transposed,
+        [0] * len(op.stride),
+        op.groups,
+        None,
+    )
     name = str(backend).split(".")[-1]
     return "MkldnnTranspose" if name == "???" and op.transposed else name
 
@@ -135,8 +159,11 @@ def device_us(fn, calls: int) -> tuple[float, list[str]]:
         for _ in range(calls):
             fn()
         torch.openreg.synchronize()
-    rows = [a for a in prof.key_averages() if a.device_type == torch.autograd.DeviceType.PrivateUse1
-            and a.key.startswith("conv")]
+    rows = [
+        a
+        for a in prof.key_averages()
+        if a.device_type == torch.autograd.DeviceType.PrivateUse1 and a.key.startswith("conv")
+    ]
     return sum(a.self_device_time_total for a in rows) / calls, sorted(a.key for a in rows)
 
 
@@ -152,8 +179,10 @@ def main() -> None:
     args = parser.parse_args()
     ops = [op for op in OPS if not args.ops or any(s in op.name for s in args.ops.split(","))]
 
-    calls = {op: {"openreg": make_call(op, "openreg"), "cpu": make_call(op, "cpu"), "mkldnn": make_mkldnn_call(op)}
-             for op in ops}
+    calls = {
+        op: {"openreg": make_call(op, "openreg"), "cpu": make_call(op, "cpu"), "mkldnn": make_mkldnn_call(op)}
+        for op in ops
+    }
     for op in ops:  # warm up: oneDNN's primitive cache, the allocator's pools
         host_us(calls[op]["openreg"], 3, "openreg")
         host_us(calls[op]["cpu"], 3, "cpu")
@@ -171,17 +200,23 @@ def main() -> None:
             s["device"].append(device_time)
             s["mkldnn"].append(wall_us(calls[op]["mkldnn"], args.calls))
 
-    print(f"{args.rounds} rounds x {args.calls} calls, float32, torch {torch.__version__}, {os.cpu_count()} CPUs, "
-          f"{torch.get_num_threads()} intra-op threads; median (best round) microseconds per call")
-    print(f"{'op':24s} | {'openreg host':>20s} {'cpu eager':>20s} {'ratio':>6s} | {'openreg device':>20s} "
-          f"{'cpu oneDNN':>20s} {'ratio':>6s} | cpu backend")
+    print(
+        f"{args.rounds} rounds x {args.calls} calls, float32, torch {torch.__version__}, {os.cpu_count()} CPUs, "
+        f"{torch.get_num_threads()} intra-op threads; median (best round) microseconds per call"
+    )
+    print(
+        f"{'op':24s} | {'openreg host':>20s} {'cpu eager':>20s} {'ratio':>6s} | {'openreg device':>20s} "
+        f"{'cpu oneDNN':>20s} {'ratio':>6s} | cpu backend"
+    )
     for op in ops:
         s = samples[op]
         host_ratio = statistics.median(d / c for d, c in zip(s["host_openreg"], s["host_cpu"]))
         device_ratio = statistics.median(d / c for d, c in zip(s["device"], s["mkldnn"]))
-        print(f"{op.name:24s} | {median_best(s['host_openreg']):>20s} {median_best(s['host_cpu']):>20s} "
-              f"{host_ratio:6.2f} | {median_best(s['device']):>20s} {median_best(s['mkldnn']):>20s} "
-              f"{device_ratio:6.2f} | {cpu_backend(op)}")
+        print(
+            f"{op.name:24s} | {median_best(s['host_openreg']):>20s} {median_best(s['host_cpu']):>20s} "
+            f"{host_ratio:6.2f} | {median_best(s['device']):>20s} {median_best(s['mkldnn']):>20s} "
+            f"{device_ratio:6.2f} | {cpu_backend(op)}"
+        )
     print("\nkernels per call:")
     for op in ops:
         print(f"  {op.name:24s} {', '.join(kernels[op])}")

@@ -30,6 +30,7 @@ import time
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 
 import torch  # noqa: E402
+
 import torch_openreg  # noqa: E402,F401
 
 
@@ -84,9 +85,13 @@ def main() -> None:
             for device in order:
                 samples[(name, device)].append(time_block(ops[device][name], args.calls, device))
 
-    print(f"{args.rounds} rounds x {args.calls} calls, torch {torch.__version__}, {os.cpu_count()} CPUs; "
-          "median (best) microseconds per call")
-    print(f"{'op':16s} {'openreg CPU':>16s} {'cpu CPU':>14s} {'openreg/cpu':>11s}   {'openreg wall':>12s} {'cpu wall':>9s}")
+    print(
+        f"{args.rounds} rounds x {args.calls} calls, torch {torch.__version__}, {os.cpu_count()} CPUs; "
+        "median (best) microseconds per call"
+    )
+    print(
+        f"{'op':16s} {'openreg CPU':>16s} {'cpu CPU':>14s} {'openreg/cpu':>11s}   {'openreg wall':>12s} {'cpu wall':>9s}"
+    )
     for name in names:
         dev = samples[(name, "openreg")]
         cpu = samples[(name, "cpu")]
@@ -96,8 +101,10 @@ def main() -> None:
             column = [v[index] for v in values]
             return f"{statistics.median(column):7.2f} ({min(column):5.2f})"
 
-        print(f"{name:16s} {cell(dev, 0):>16s} {cell(cpu, 0):>14s} {ratio:11.2f}   "
-              f"{statistics.median(v[1] for v in dev):12.2f} {statistics.median(v[1] for v in cpu):9.2f}")
+        print(
+            f"{name:16s} {cell(dev, 0):>16s} {cell(cpu, 0):>14s} {ratio:11.2f}   "
+            f"{statistics.median(v[1] for v in dev):12.2f} {statistics.median(v[1] for v in cpu):9.2f}"
+        )
 
 
 if __name__ == "__main__":

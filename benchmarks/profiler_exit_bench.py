@@ -36,11 +36,9 @@ import argparse
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,8 +89,11 @@ print("BENCH " + json.dumps(out))
 
 
 def replay_library() -> Path:
-    candidates = sorted(REPO.glob("build/*/tests/activity_replay/libopenreg_activity_replay.so"),
-                        key=lambda p: p.stat().st_mtime, reverse=True)
+    candidates = sorted(
+        REPO.glob("build/*/tests/activity_replay/libopenreg_activity_replay.so"),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
     for path in candidates:
         cache = path.parents[2] / "CMakeCache.txt"
         if cache.exists() and re.search(r"OPENREG_SANITIZER:\w+=(address|thread)", cache.read_text()):
@@ -102,18 +103,29 @@ def replay_library() -> Path:
 
 
 def run_case(workload: str, n: int, folder: Path) -> dict:
-    env = dict(os.environ, OPENREG_PROFILER_DEBUG="1", OPENREG_REPO=str(REPO), TORCH_DEVICE_BACKEND_AUTOLOAD="0",
-               BENCH_TRACE=str(folder / f"{workload}_{n}.json"),
-               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        OPENREG_PROFILER_DEBUG="1",
+        OPENREG_REPO=str(REPO),
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+        BENCH_TRACE=str(folder / f"{workload}_{n}.json"),
+        PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    )
     if workload == "replay":
         library = str(replay_library())
         scenario = folder / f"scenario_{n}.txt"
-        scenario.write_text(f"kernel device=0 stream=1 start_us=100 dur_us=1 name=replay_kernel "
-                            f"repeat={n} period_us=2\n")
-        env.update(OPENREG_ACTIVITY_LIBRARY=library, OPENREG_REPLAY_CONTROL=library,
-                   OPENREG_REPLAY_SCENARIO=str(scenario), OPENREG_PROFILER_LIB_DIR=str(REPO / "torch_openreg" / "lib"))
-    proc = subprocess.run([sys.executable, "-c", CHILD, workload, str(n)], env=env, capture_output=True, text=True,
-                          timeout=3600)
+        scenario.write_text(
+            f"kernel device=0 stream=1 start_us=100 dur_us=1 name=replay_kernel repeat={n} period_us=2\n"
+        )
+        env.update(
+            OPENREG_ACTIVITY_LIBRARY=library,
+            OPENREG_REPLAY_CONTROL=library,
+            OPENREG_REPLAY_SCENARIO=str(scenario),
+            OPENREG_PROFILER_LIB_DIR=str(REPO / "torch_openreg" / "lib"),
+        )
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, workload, str(n)], env=env, capture_output=True, text=True, timeout=3600
+    )
     bench = re.search(r"^BENCH (\{.*\})$", proc.stdout, re.M)
     plugin = re.search(r"openreg profiler emit stats: (\{.*\})", proc.stderr)
     if proc.returncode != 0 or bench is None or plugin is None:
@@ -128,13 +140,16 @@ def main() -> int:
     parser.add_argument("--ops", default="10000,100000")
     parser.add_argument("--replay", default="10000,100000,1000000")
     args = parser.parse_args()
-    cases = [("ops", int(n)) for n in args.ops.split(",") if n] + \
-            [("replay", int(n)) for n in args.replay.split(",") if n]
+    cases = [("ops", int(n)) for n in args.ops.split(",") if n] + [
+        ("replay", int(n)) for n in args.replay.split(",") if n
+    ]
 
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())} on {os.cpu_count()} CPUs")
-    header = (f"{'case':<16} {'dev ev':>8} {'exit s':>7} {'stop ms':>8} {'prep ms':>8} {'emit ms':>8} "
-              f"{'torch s':>8} {'events s':>9} {'k_avg s':>8} {'export s':>9} {'MB':>6} {'RSS MB':>7} "
-              f"{'plugin M dev rec/s':>19}")
+    header = (
+        f"{'case':<16} {'dev ev':>8} {'exit s':>7} {'stop ms':>8} {'prep ms':>8} {'emit ms':>8} "
+        f"{'torch s':>8} {'events s':>9} {'k_avg s':>8} {'export s':>9} {'MB':>6} {'RSS MB':>7} "
+        f"{'plugin M dev rec/s':>19}"
+    )
     print(header)
     with tempfile.TemporaryDirectory() as folder:
         for workload, n in cases:
@@ -143,12 +158,17 @@ def main() -> int:
             plugin_s = (p["stop_ms"] + p["prepare_ms"] + p["emit_ms"]) / 1e3
             torch_s = r["disable_s"] - plugin_s  # the rest of _disable_profiler
             rate = r["device_events"] / ((p["prepare_ms"] + p["emit_ms"]) / 1e3) / 1e6
-            print(f"{workload + ' ' + str(n):<16} {r['device_events']:>8} {r['exit_s']:>7.2f} {p['stop_ms']:>8.1f} "
-                  f"{p['prepare_ms']:>8.1f} {p['emit_ms']:>8.1f} {torch_s:>8.2f} {r['events_s']:>9.2f} "
-                  f"{r['key_averages_s']:>8.2f} {r['export_s']:>9.2f} {r['trace_mb']:>6.0f} "
-                  f"{r['peak_rss_mb']:>7.0f} {rate:>19.2f}", flush=True)
-    print("torch s: _disable_profiler minus the plugin's stop, prepare and emit (Kineto and torch's C++ "
-          "post-processing); events s: torch's Python post-processing (prof.events())")
+            print(
+                f"{workload + ' ' + str(n):<16} {r['device_events']:>8} {r['exit_s']:>7.2f} {p['stop_ms']:>8.1f} "
+                f"{p['prepare_ms']:>8.1f} {p['emit_ms']:>8.1f} {torch_s:>8.2f} {r['events_s']:>9.2f} "
+                f"{r['key_averages_s']:>8.2f} {r['export_s']:>9.2f} {r['trace_mb']:>6.0f} "
+                f"{r['peak_rss_mb']:>7.0f} {rate:>19.2f}",
+                flush=True,
+            )
+    print(
+        "torch s: _disable_profiler minus the plugin's stop, prepare and emit (Kineto and torch's C++ "
+        "post-processing); events s: torch's Python post-processing (prof.events())"
+    )
     return 0
 
 

@@ -45,8 +45,7 @@ using libkineto::ActivityType;
 namespace {
 
 int64_t nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -213,13 +212,12 @@ struct ChildRss {
 };
 
 ChildRss runRssChild(const char* self, size_t kernels, bool profiled) {
-  std::string command = std::string(self) + " --rss-child " + std::to_string(kernels) + " " +
-      (profiled ? "profiled" : "unprofiled");
+  std::string command =
+      std::string(self) + " --rss-child " + std::to_string(kernels) + " " + (profiled ? "profiled" : "unprofiled");
   ChildRss out;
   FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr ||
-      std::fscanf(pipe, "%ld %ld %" SCNu64 " %" SCNu64 " %" SCNu64, &out.startKb, &out.peakKb, &out.records,
-                  &out.recordBytes, &out.deviceActivities) != 5) {
+  if (pipe == nullptr || std::fscanf(pipe, "%ld %ld %" SCNu64 " %" SCNu64 " %" SCNu64, &out.startKb, &out.peakKb,
+                                     &out.records, &out.recordBytes, &out.deviceActivities) != 5) {
     std::fprintf(stderr, "child failed: %s\n", command.c_str());
     std::exit(1);
   }
@@ -227,7 +225,7 @@ ChildRss runRssChild(const char* self, size_t kernels, bool profiled) {
   return out;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
   const ActivityApi api(OPENREG_RUNTIME_SONAME);

@@ -131,25 +131,25 @@ int main(int argc, char** argv) {
 
   std::printf("Tracing cost per launch (empty kernels, %d interleaved rounds; median, and best round in brackets)\n",
               rounds);
-  std::printf("%-24s %-8s %20s %20s %20s %8s\n", "device", "threads", "off ns/launch", "on ns/launch",
-              "added ns", "ratio");
+  std::printf("%-24s %-8s %20s %20s %20s %8s\n", "device", "threads", "off ns/launch", "on ns/launch", "added ns",
+              "ratio");
   for (bool hold : {false, true})
-  for (int threads : {1, manyThreads}) {
-    gHoldDevice = hold;
-    std::vector<double> off, on;
-    for (int r = 0; r < rounds; ++r) {
-      off.push_back(launchNsPerKernel(threads, 10, 20000 / threads * 2, false));
-      setTracing(true);
-      on.push_back(launchNsPerKernel(threads, 10, 20000 / threads * 2, true));
-      setTracing(false);
+    for (int threads : {1, manyThreads}) {
+      gHoldDevice = hold;
+      std::vector<double> off, on;
+      for (int r = 0; r < rounds; ++r) {
+        off.push_back(launchNsPerKernel(threads, 10, 20000 / threads * 2, false));
+        setTracing(true);
+        on.push_back(launchNsPerKernel(threads, 10, 20000 / threads * 2, true));
+        setTracing(false);
+      }
+      std::sort(off.begin(), off.end());
+      std::sort(on.begin(), on.end());
+      const double offMedian = off[off.size() / 2], onMedian = on[on.size() / 2];
+      std::printf("%-24s %-8d %11.1f [%6.1f] %11.1f [%6.1f] %11.1f [%6.1f] %8.2f\n",
+                  hold ? "held (launch path only)" : "running beside", threads, offMedian, off.front(), onMedian,
+                  on.front(), onMedian - offMedian, on.front() - off.front(), onMedian / offMedian);
     }
-    std::sort(off.begin(), off.end());
-    std::sort(on.begin(), on.end());
-    const double offMedian = off[off.size() / 2], onMedian = on[on.size() / 2];
-    std::printf("%-24s %-8d %11.1f [%6.1f] %11.1f [%6.1f] %11.1f [%6.1f] %8.2f\n",
-                hold ? "held (launch path only)" : "running beside", threads, offMedian, off.front(), onMedian,
-                on.front(), onMedian - offMedian, on.front() - off.front(), onMedian / offMedian);
-  }
 
   gHoldDevice = false;
   // 1 M traced launches: nothing may be dropped with 4 MiB buffers.
@@ -162,9 +162,11 @@ int main(int argc, char** argv) {
   check(orActivityGetNumDroppedRecords(-1, &droppedAfter), "dropped");
   const uint64_t records = client.records.load() - recordsBefore;
   const uint64_t bytes = client.bytes.load() - bytesBefore;
-  std::printf("\n1M traced launches: %llu records delivered, %llu dropped, %.1f bytes/record, %llu buffers of 4 MiB allocated\n",
-              static_cast<unsigned long long>(records), static_cast<unsigned long long>(droppedAfter - droppedBefore),
-              records ? double(bytes) / double(records) : 0.0, static_cast<unsigned long long>(client.buffers.load()));
+  std::printf(
+      "\n1M traced launches: %llu records delivered, %llu dropped, %.1f bytes/record, %llu buffers of 4 MiB "
+      "allocated\n",
+      static_cast<unsigned long long>(records), static_cast<unsigned long long>(droppedAfter - droppedBefore),
+      records ? double(bytes) / double(records) : 0.0, static_cast<unsigned long long>(client.buffers.load()));
   check(orActivityRegisterCallbacks(nullptr, nullptr, nullptr), "unregister");
   return droppedAfter == droppedBefore ? 0 : 2;
 }

@@ -17,8 +17,7 @@ std::atomic<bool> gRelease{false};
 int noop(void*, char*, size_t) { return 0; }
 // Kept out of the executor's count with a second --toggle-collect.
 int hold(void*, char*, size_t) {
-  while (!gRelease.load()) {
-  }
+  while (!gRelease.load()) {}
   return 0;
 }
 

@@ -84,8 +84,12 @@ def best(repeat: int, cmd: list[str], ok_codes: tuple[int, ...] = (0,)) -> tuple
 
 def in_process(path: Path, repeat: int) -> tuple[str, float]:
     """The library alone (no interpreter start): open + summary, in seconds."""
-    out = subprocess.run([sys.executable, "-c", LIBRARY_SCRIPT, str(REPO), str(path), str(repeat)], check=True,
-                         capture_output=True, text=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", LIBRARY_SCRIPT, str(REPO), str(path), str(repeat)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     return out[0], float(out[1])
 
 
@@ -94,7 +98,9 @@ def compare(path: Path, label: str, repeat: int) -> None:
     folder = Path(tempfile.mkdtemp(prefix="hta_bench_"))
     try:
         os.symlink(path.resolve(), folder / path.name)
-        ours_s, ours_cpu, ours_mb = best(repeat, [sys.executable, "-m", "torch_openreg", "summary", "--json", str(path)])
+        ours_s, ours_cpu, ours_mb = best(
+            repeat, [sys.executable, "-m", "torch_openreg", "summary", "--json", str(path)]
+        )
         # check exits 1 when a check fails (the MTIA trace's do).
         check_s, check_cpu, check_mb = best(repeat, [sys.executable, "-m", "torch_openreg", "check", str(path)], (0, 1))
         hta_s, hta_cpu, hta_mb = best(repeat, [sys.executable, "-c", HTA_SCRIPT, str(folder)])
@@ -108,8 +114,10 @@ def compare(path: Path, label: str, repeat: int) -> None:
     print(f"  {'python -m torch_openreg check':<44}{check_s:>9.2f}{check_cpu:>9.2f}{check_mb:>9.0f}")
     print(f"  {'HTA load + temporal, kernel, idle breakdowns':<44}{hta_s:>9.2f}{hta_cpu:>9.2f}{hta_mb:>9.0f}")
     print(f"  {'libopenreg_trace open + summary (in process)':<44}{lib_s:>9.2f}")
-    print(f"  summary vs HTA: {hta_s / ours_s:.1f}x faster in wall time, {hta_cpu / ours_cpu:.1f}x in CPU time, "
-          f"{ours_mb / hta_mb:.2f} of its peak memory")
+    print(
+        f"  summary vs HTA: {hta_s / ours_s:.1f}x faster in wall time, {hta_cpu / ours_cpu:.1f}x in CPU time, "
+        f"{ours_mb / hta_mb:.2f} of its peak memory"
+    )
 
 
 def main() -> int:
@@ -122,16 +130,24 @@ def main() -> int:
     print(f"python {sys.version.split()[0]}; {os.cpu_count()} CPUs visible")
     traces = args.trace
     if traces is None:
-        shared = next((p for p in (REPO.parent / "shared" / "traces", REPO.parent.parent / "shared" / "traces")
-                       if p.is_dir()), None)
+        shared = next(
+            (p for p in (REPO.parent / "shared" / "traces", REPO.parent.parent / "shared" / "traces") if p.is_dir()),
+            None,
+        )
         traces = [max(shared.glob("*.json.gz"), key=lambda p: p.stat().st_size)] if shared else []
     for path in traces:
         compare(path, "real trace", args.repeat)
     if args.events:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "synthetic.json"
-            n = int(subprocess.run([sys.executable, "-c", WORKLOAD_SCRIPT, str(REPO), str(path), str(args.events)],
-                                   check=True, capture_output=True, text=True).stdout)
+            n = int(
+                subprocess.run(
+                    [sys.executable, "-c", WORKLOAD_SCRIPT, str(REPO), str(path), str(args.events)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
+            )
             compare(path, f"synthetic trace ({n:,} events)", args.repeat)
     return 0
 

@@ -36,9 +36,9 @@ import time
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 
 import torch  # noqa: E402
-import torch_openreg  # noqa: E402,F401
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
+import torch_openreg  # noqa: E402,F401
 from torch_openreg.demo.data import TEXT, CharacterVocabulary, PrefetchingBatches  # noqa: E402
 from torch_openreg.demo.model import GPT, config_for  # noqa: E402
 from torch_openreg.demo.run import train_step  # noqa: E402
@@ -117,7 +117,7 @@ def main() -> int:
     exits: dict[str, list[float]] = {m: [] for m in names}
     block_medians: dict[str, list[float]] = {m: [] for m in names}
     for r in range(args.rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for mode in order:
             times, exit_s = run_block(mode, args.steps, model, optimizer, batches, args.demo_options)
             steps[mode] += times
@@ -125,25 +125,33 @@ def main() -> int:
             block_medians[mode].append(statistics.median(times))
 
     load = os.getloadavg()
-    print(f"demo model '{args.size}' ({config.layers} blocks, width {config.width}, batch {config.batch_size}, "
-          f"context {config.context}); one step: {cpu_ops} host events, {device_events} device activities")
-    print(f"{args.rounds} rounds x {args.steps} timed steps per mode, interleaved; profiler options: "
-          f"{'record_shapes, profile_memory, with_stack' if args.demo_options else 'defaults'}; "
-          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
+    print(
+        f"demo model '{args.size}' ({config.layers} blocks, width {config.width}, batch {config.batch_size}, "
+        f"context {config.context}); one step: {cpu_ops} host events, {device_events} device activities"
+    )
+    print(
+        f"{args.rounds} rounds x {args.steps} timed steps per mode, interleaved; profiler options: "
+        f"{'record_shapes, profile_memory, with_stack' if args.demo_options else 'defaults'}; "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs"
+    )
     print(f"{'mode':<12} {'median ms':>10} {'p10 ms':>8} {'p90 ms':>8} {'exit ms':>8}")
     medians = {}
     for mode in names:
         medians[mode] = statistics.median(steps[mode])
         exit_ms = f"{statistics.median(exits[mode]) * 1e3:8.1f}" if MODES[mode] else f"{'-':>8}"
-        print(f"{mode:<12} {medians[mode] * 1e3:10.3f} {percentile(steps[mode], 0.1) * 1e3:8.3f} "
-              f"{percentile(steps[mode], 0.9) * 1e3:8.3f} {exit_ms}")
+        print(
+            f"{mode:<12} {medians[mode] * 1e3:10.3f} {percentile(steps[mode], 0.1) * 1e3:8.3f} "
+            f"{percentile(steps[mode], 0.9) * 1e3:8.3f} {exit_ms}"
+        )
     paired = [d / c for d, c in zip(block_medians["cpu+device"], block_medians["cpu"])]
     cpu_cost = medians["cpu"] / medians["unprofiled"]
     device_cost = medians["cpu+device"] / medians["cpu"]
     print(f"cpu / unprofiled        {cpu_cost:.3f}")
     print(f"cpu+device / unprofiled {medians['cpu+device'] / medians['unprofiled']:.3f}")
-    print(f"cpu+device / cpu        {device_cost:.3f}  (per-round ratios: median {statistics.median(paired):.3f}, "
-          f"min {min(paired):.3f}, max {max(paired):.3f})")
+    print(
+        f"cpu+device / cpu        {device_cost:.3f}  (per-round ratios: median {statistics.median(paired):.3f}, "
+        f"min {min(paired):.3f}, max {max(paired):.3f})"
+    )
     print(f"goal: cpu+device / cpu <= 1.05: {'met' if device_cost <= 1.05 else 'NOT met'}")
     return 0
 

@@ -41,7 +41,7 @@ source, target = sys.argv[1:]
 def without_gcc_pch(command):
     def copy(match):
         header = match.group(1)
-        plain = os.path.join(os.path.dirname(target), "pch_" + header.replace("/", "_"))
+        plain = os.path.join(os.path.abspath(os.path.dirname(target)), "pch_" + header.replace("/", "_"))
         shutil.copyfile(header, plain)
         return " -include " + plain
     return re.sub(r" -include (\S*cmake_pch\.hxx)", copy, command).replace(" -Winvalid-pch", "")
@@ -56,9 +56,12 @@ EOF
 echo "lint: clang-tidy (naming) on $(wc -l < "$db/compile_commands.json.files") translation units"
 report=$db/clang-tidy.txt
 xargs -P "$JOBS" -n 4 "$CLANG_TIDY" -p "$db" --quiet < "$db/compile_commands.json.files" > "$report" 2>&1 || true
-if grep -q "error:" "$report"; then
-  grep "error:" "$report" | sort -u
-  echo "lint: clang-tidy found $(grep "error:" "$report" | sort -u | wc -l) naming problems (full log: $report)"
+# clang-tidy 14 reports a nameless "template parameter 'expr-type'" inside
+# torch's headers, with no location in our code: not ours to rename.
+findings=$(grep "error:" "$report" | grep -v "^error: invalid case style for template parameter 'expr-type'" | sort -u || true)
+if [[ -n "$findings" ]]; then
+  echo "$findings"
+  echo "lint: clang-tidy found $(wc -l <<< "$findings") naming problems (full log: $report)"
   failed+=(clang-tidy)
 fi
 if ((${#failed[@]})); then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test: the C++ tests (ctest) of the release build, the C++ tests
+# Runs every test: the style gate (scripts/lint.sh), the C++ tests (ctest) of the release build, the C++ tests
 # again in one build per sanitizer (AddressSanitizer+UndefinedBehaviorSanitizer
 # with assertions on, and ThreadSanitizer), which include the backend, the
 # profiler plugin and its session, torch itself uninstrumented; then the
@@ -14,6 +14,12 @@ JOBS=${OPENREG_BUILD_JOBS:-$(nproc)}
 SUPPRESSIONS=$PWD/scripts/sanitizers
 
 scripts/bootstrap.sh
+
+# Style first: one C++ layout (clang-format), one naming (clang-tidy), one
+# Python style (ruff). It needs build/py's compile commands, which the
+# bootstrap just wrote.
+echo "== Style (scripts/lint.sh)"
+PYTHON="$PYTHON" scripts/lint.sh
 
 # Every gtest binary runs its tests in a random order (a test that passes only
 # after another shows); the seed is in the log to replay the order.

@@ -46,8 +46,14 @@ class DemoRun:
 
 
 def run_demo(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> DemoRun:
-    proc = subprocess.Popen([sys.executable, "-m", "torch_openreg", "demo", *args], cwd=cwd, env=env or _env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torch_openreg", "demo", *args],
+        cwd=cwd,
+        env=env or _env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -68,9 +74,26 @@ def demo(tmp_path_factory) -> DemoRun:
     # (it is not valid JSON, so checking it would fail the run).
     (cwd / "traces").mkdir()
     (cwd / "traces" / STALE_TRACE).write_text("{not a trace")
-    return run_demo(["--size", "tiny", "--seed", "3", "-o", "traces", "--check",
-                     "--wait", str(WAIT), "--warmup", str(WARMUP), "--active", str(ACTIVE),
-                     "--repeat", str(REPEAT)], cwd)
+    return run_demo(
+        [
+            "--size",
+            "tiny",
+            "--seed",
+            "3",
+            "-o",
+            "traces",
+            "--check",
+            "--wait",
+            str(WAIT),
+            "--warmup",
+            str(WARMUP),
+            "--active",
+            str(ACTIVE),
+            "--repeat",
+            str(REPEAT),
+        ],
+        cwd,
+    )
 
 
 def written_traces(run: DemoRun) -> list[Path]:
@@ -83,7 +106,7 @@ def section(text: str, title: str) -> list[str]:
     for i, line in enumerate(lines):
         if line.startswith(title):
             body = []
-            for following in lines[i + 1:]:
+            for following in lines[i + 1 :]:
                 if not following.strip():
                     break
                 body.append(following)
@@ -118,8 +141,13 @@ def test_one_trace_per_active_cycle_in_tensorboard_layout(demo):
     cycle = WAIT + WARMUP + ACTIVE
     for index, path in enumerate(traces):  # time-stamped names sort in writing order
         events = json.loads(path.read_text())["traceEvents"]
-        steps = sorted({int(e["name"].split("#")[1]) for e in events
-                        if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")})
+        steps = sorted(
+            {
+                int(e["name"].split("#")[1])
+                for e in events
+                if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")
+            }
+        )
         first_active = index * cycle + WAIT + WARMUP
         assert steps == list(range(first_active, first_active + ACTIVE)), (path.name, steps)
         assert any(e.get("cat") == "kernel" for e in events), f"{path.name} has no kernels"
@@ -158,8 +186,11 @@ def test_key_averages_has_openreg_device_time(demo):
     for name in ("Self OPENREG", "Self OPENREG %", "OPENREG total", "OPENREG time avg", "OPENREG Mem"):
         assert name in columns, columns
     self_device = columns.index("Self OPENREG")
-    rows = [re.split(r"\s{2,}", line.strip()) for line in lines
-            if not line.startswith("-") and line is not header and "time total" not in line]
+    rows = [
+        re.split(r"\s{2,}", line.strip())
+        for line in lines
+        if not line.startswith("-") and line is not header and "time total" not in line
+    ]
     op_rows = {r[0]: microseconds(r[self_device]) for r in rows if len(r) == len(columns) and r[0].startswith("aten::")}
     assert op_rows and max(op_rows.values()) > 0, op_rows
     total = re.search(r"Self OPENREG time total: (\S+)", demo.stdout)
@@ -245,9 +276,11 @@ def test_a_failed_check_exits_one(tmp_path):
     assert library.exists(), f"{library} is not built (scripts/bootstrap.sh builds it)"
     scenario = tmp_path / "scenario.txt"
     scenario.write_text("kernel device=0 stream=0 start_us=1000 dur_us=40 name=on_stream_zero\n")
-    run = run_demo(["--size", "tiny", "-o", "traces", "--check", "--wait", "0", "--warmup", "0", "--active", "1",
-                    "--repeat", "1"], tmp_path,
-                   env=_env(OPENREG_ACTIVITY_LIBRARY=str(library), OPENREG_REPLAY_SCENARIO=str(scenario)))
+    run = run_demo(
+        ["--size", "tiny", "-o", "traces", "--check", "--wait", "0", "--warmup", "0", "--active", "1", "--repeat", "1"],
+        tmp_path,
+        env=_env(OPENREG_ACTIVITY_LIBRARY=str(library), OPENREG_REPLAY_SCENARIO=str(scenario)),
+    )
     assert run.returncode == 1, run.describe()
     assert "Traceback" not in run.stderr, run.stderr[-3000:]
     traces = written_traces(run)
@@ -287,9 +320,29 @@ def test_installed_openreg_command_runs_the_demo(tmp_path):
     """The `openreg` console script pip installed beside this interpreter (pyproject's entry point)."""
     command = Path(sys.executable).parent / "openreg"
     assert command.exists(), f"{command} is not installed: pip install -e . installs it"
-    proc = subprocess.run([str(command), "demo", "--size", "tiny", "-o", "traces", "--wait", "0", "--warmup", "0",
-                           "--active", "1", "--repeat", "1"], cwd=tmp_path, env=_env(), capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            str(command),
+            "demo",
+            "--size",
+            "tiny",
+            "-o",
+            "traces",
+            "--wait",
+            "0",
+            "--warmup",
+            "0",
+            "--active",
+            "1",
+            "--repeat",
+            "1",
+        ],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert re.search(r"loss [\d.]+ -> [\d.]+ over 1 steps", proc.stdout), proc.stdout[-3000:]
     assert len(list((tmp_path / "traces").glob("*.pt.trace.json"))) == 1
@@ -297,13 +350,17 @@ def test_installed_openreg_command_runs_the_demo(tmp_path):
     assert help_text.returncode == 0 and "demo" in help_text.stdout and "check" in help_text.stdout
 
 
-@pytest.mark.parametrize("size, shape", [
-    ("small", "(2 blocks, width 64, 4 heads, context 32, batch 8,"),
-    ("medium", "(4 blocks, width 128, 4 heads, context 64, batch 16,"),
-])
+@pytest.mark.parametrize(
+    "size, shape",
+    [
+        ("small", "(2 blocks, width 64, 4 heads, context 32, batch 8,"),
+        ("medium", "(4 blocks, width 128, 4 heads, context 64, batch 16,"),
+    ],
+)
 def test_model_sizes(tmp_path, size, shape):
-    run = run_demo(["--size", size, "-o", "traces", "--wait", "0", "--warmup", "0", "--active", "1",
-                    "--repeat", "1"], tmp_path)
+    run = run_demo(
+        ["--size", size, "-o", "traces", "--wait", "0", "--warmup", "0", "--active", "1", "--repeat", "1"], tmp_path
+    )
     assert run.returncode == 0, run.describe()
     assert shape in run.stdout.splitlines()[0], run.stdout.splitlines()[0]
     assert len(list((tmp_path / "traces").glob("*.pt.trace.json"))) == 1
@@ -395,7 +452,8 @@ def test_readme_porting_section_matches_what_the_plugin_resolves():
     assert readme_required == required
     assert set(re.findall(name, optional_part)) == optional
 
-    headers = ((REPO / "runtime/include/openreg/activity.h").read_text()
-               + (REPO / "runtime/include/openreg/runtime.h").read_text())
+    headers = (REPO / "runtime/include/openreg/activity.h").read_text() + (
+        REPO / "runtime/include/openreg/runtime.h"
+    ).read_text()
     for function in required | optional:
         assert re.search(rf"OR_API [^;]*\b{function}\(", headers), function

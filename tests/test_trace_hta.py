@@ -29,23 +29,32 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from hta.trace_analysis import TraceAnalysis  # noqa: E402  (a test dependency: requirements-test.txt)
-
 from test_trace_verdicts import shared_trace  # noqa: E402
+
 from torch_openreg.trace import open_trace  # noqa: E402
 from torch_openreg.trace.synthetic import write_rank_traces  # noqa: E402
 
 HTA_CLASSES = {"COMPUTATION": "compute", "COMMUNICATION": "communication", "MEMORY": "memory"}
 # HTA's launch statistics pair only these runtime calls with their kernels.
-HTA_LAUNCH_APIS = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync",
-                   "runFunction - job_prep_and_submit_for_execution"}
+HTA_LAUNCH_APIS = {
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cudaMemcpyAsync",
+    "cudaMemsetAsync",
+    "runFunction - job_prep_and_submit_for_execution",
+}
 ALL = 10**9
 
 
 def is_gpu_row(e: dict) -> bool:
     """HTA's test for a device event: integer stream >= 0 and correlation >= 0."""
     a = e.get("args", {})
-    return (isinstance(a.get("stream"), int) and a["stream"] >= 0 and isinstance(a.get("correlation"), int)
-            and a["correlation"] >= 0)
+    return (
+        isinstance(a.get("stream"), int)
+        and a["stream"] >= 0
+        and isinstance(a.get("correlation"), int)
+        and a["correlation"] >= 0
+    )
 
 
 def hta_comparable(doc: dict) -> dict:
@@ -56,10 +65,15 @@ def hta_comparable(doc: dict) -> dict:
     #    starts before the last ProfilerStep (with two steps or more).
     steps = sorted(e["ts"] for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
     if len(steps) >= 2:
-        host = {e["args"]["correlation"] for e in events if e.get("ph") == "X" and not is_gpu_row(e)
-                and isinstance(e.get("args", {}).get("correlation"), int) and e["ts"] < steps[-1]}
-        events = [e for e in events if not (e.get("ph") == "X" and is_gpu_row(e))
-                  or e["args"]["correlation"] in host]
+        host = {
+            e["args"]["correlation"]
+            for e in events
+            if e.get("ph") == "X"
+            and not is_gpu_row(e)
+            and isinstance(e.get("args", {}).get("correlation"), int)
+            and e["ts"] < steps[-1]
+        }
+        events = [e for e in events if not (e.get("ph") == "X" and is_gpu_row(e)) or e["args"]["correlation"] in host]
     # 3. Host ops that carry a "stream" arg (Inductor's Triton launches) are
     #    kernels to HTA's breakdowns, which test stream >= 0 alone.
     for e in events:
@@ -103,8 +117,14 @@ def comparable_folder(tmp_path: Path, name: str, source: Path | None = None) -> 
 
 
 # cuda_cupti_counters holds no device events: HTA's analyses raise on it.
-REAL = ["cuda_alexnet", "cuda_event_sync_multi_stream", "cuda_sampled_rank0", "cuda_triton",
-        "rocm_mi250_train", "mtia_inference"]
+REAL = [
+    "cuda_alexnet",
+    "cuda_event_sync_multi_stream",
+    "cuda_sampled_rank0",
+    "cuda_triton",
+    "rocm_mi250_train",
+    "mtia_inference",
+]
 
 
 # Our own: a torch.profiler trace of a few steps on the openreg device.
@@ -124,8 +144,13 @@ with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
 
 def own_trace(folder: Path) -> Path:
     path = folder / "openreg_own.json.gz"
-    r = subprocess.run([sys.executable, "-c", OWN_PROFILE, str(folder / "raw.json")], cwd=REPO, capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", OWN_PROFILE, str(folder / "raw.json")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     path.write_bytes(gzip.compress((folder / "raw.json").read_bytes()))
     return path
@@ -139,12 +164,19 @@ def real(request, tmp_path_factory) -> Both:
 
 
 def kernel_rows(both: Both) -> tuple[dict, dict]:
-    _, per_kernel = both.hta.get_gpu_kernel_breakdown(visualize=False, duration_ratio=1.0, num_kernels=ALL,
-                                                      include_memory_kernels=True)
-    theirs = {(r["rank"], r["name"]): (HTA_CLASSES[r["kernel_type"]], round(r["sum (us)"] * 1000))
-              for r in per_kernel.to_dict("records")}
-    ours = {(rank, k["name"]): (k["class"], k["total_ns"]) for rank, s in both.ours.items() for k in s["top_kernels"]
-            if k["class"] != "other"}
+    _, per_kernel = both.hta.get_gpu_kernel_breakdown(
+        visualize=False, duration_ratio=1.0, num_kernels=ALL, include_memory_kernels=True
+    )
+    theirs = {
+        (r["rank"], r["name"]): (HTA_CLASSES[r["kernel_type"]], round(r["sum (us)"] * 1000))
+        for r in per_kernel.to_dict("records")
+    }
+    ours = {
+        (rank, k["name"]): (k["class"], k["total_ns"])
+        for rank, s in both.ours.items()
+        for k in s["top_kernels"]
+        if k["class"] != "other"
+    }
     return theirs, ours
 
 
@@ -182,9 +214,10 @@ def test_idle_time_breakdown(real):
         # MTIA: overlapping records on a row give HTA negative idle time; ours never is.
         assert all(min(b["host_wait_ns"], b["kernel_wait_ns"], b["other_ns"]) >= 0 for b in ours)
         return
-    assert {b["stream"]: {"host_wait": b["host_wait_ns"], "kernel_wait": b["kernel_wait_ns"], "other": b["other_ns"]}
-            for b in ours} == {s: {k: cats.get(k, 0) for k in ("host_wait", "kernel_wait", "other")}
-                               for s, cats in theirs.items()}
+    assert {
+        b["stream"]: {"host_wait": b["host_wait_ns"], "kernel_wait": b["kernel_wait_ns"], "other": b["other_ns"]}
+        for b in ours
+    } == {s: {k: cats.get(k, 0) for k in ("host_wait", "kernel_wait", "other")} for s, cats in theirs.items()}
 
 
 def test_launch_statistics(real):
@@ -207,8 +240,10 @@ def test_comm_comp_overlap_on_a_real_nccl_trace(tmp_path):
 def test_comm_comp_overlap_on_synthetic_ranks(tmp_path):
     write_rank_traces(tmp_path, world_size=2, steps=3)
     both = Both(tmp_path)
-    theirs = {r["rank"]: r["comp_comm_overlap_pctg"] for r in both.hta.get_comm_comp_overlap(visualize=False)
-              .to_dict("records")}
+    theirs = {
+        r["rank"]: r["comp_comm_overlap_pctg"]
+        for r in both.hta.get_comm_comp_overlap(visualize=False).to_dict("records")
+    }
     assert theirs == {0: 71.43, 1: 60.0}
     assert {rank: round(100 * s["communication"]["overlap_share"], 2) for rank, s in both.ours.items()} == theirs
 
@@ -235,7 +270,6 @@ def test_overlapping_records_give_hta_negative_idle_but_not_us(tmp_path):
 
 def test_diff_matches_hta_trace_diff(tmp_path):
     from hta.trace_diff import DeviceType, TraceDiff
-
     from test_trace_tools import run_cli
 
     folders = []
@@ -245,12 +279,19 @@ def test_diff_matches_hta_trace_diff(tmp_path):
         folders.append(path.parent)
     logging.disable(logging.WARNING)
     try:
-        theirs = TraceDiff.compare_traces(str(folders[0]), str(folders[1]), control_iteration=[1, 2, 3],
-                                          test_iteration=[1, 2, 3], device_type=DeviceType.GPU)
+        theirs = TraceDiff.compare_traces(
+            str(folders[0]),
+            str(folders[1]),
+            control_iteration=[1, 2, 3],
+            test_iteration=[1, 2, 3],
+            device_type=DeviceType.GPU,
+        )
     finally:
         logging.disable(logging.NOTSET)
-    expected = {r["name"]: (int(r["Control_counts"]), int(r["Test_counts"]), round(r["diff_duration"] * 1000))
-                for r in theirs.reset_index().to_dict("records")}
+    expected = {
+        r["name"]: (int(r["Control_counts"]), int(r["Test_counts"]), round(r["diff_duration"] * 1000))
+        for r in theirs.reset_index().to_dict("records")
+    }
     ours = json.loads(run_cli("diff", "--json", *folders).stdout)["kernels"]
     assert {k["name"]: (k["base_count"], k["new_count"], k["device_ns_delta"]) for k in ours} == expected
     assert len(expected) == 3

@@ -16,6 +16,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from test_trace_tools import device_trace, run_cli  # noqa: E402
+
 from torch_openreg.trace import open_trace  # noqa: E402
 from torch_openreg.trace.synthetic import write_rank_traces  # noqa: E402
 
@@ -40,8 +41,13 @@ def test_nccl_rank_communication(tmp_path):
     assert (c1["comm_ns"], c1["overlap_ns"], c1["exposed_ns"]) == (3 * 50_000, 3 * 30_000, 3 * 20_000)
     assert c0["overlap_share"] == pytest.approx(5 / 7) and c1["overlap_share"] == pytest.approx(0.6)
     (ar,) = c0["collectives"]
-    assert (ar["collective"], ar["calls"], ar["bytes"], ar["device_ns"], ar["group_size"]) == \
-        ("AllReduce", 3, 3 * MIB4, 210_000, 2)
+    assert (ar["collective"], ar["calls"], ar["bytes"], ar["device_ns"], ar["group_size"]) == (
+        "AllReduce",
+        3,
+        3 * MIB4,
+        210_000,
+        2,
+    )
     assert ar["algbw_gbps"] == pytest.approx(3 * MIB4 / 210_000)
     assert ar["busbw_gbps"] == pytest.approx(ar["algbw_gbps"] * 2 * (2 - 1) / 2)
     assert [i["seq"] for i in c0["instances"]] == [0, 1, 2]
@@ -74,10 +80,26 @@ def test_a_collective_name_arg_makes_any_kernel_communication(tmp_path):
     w = KinetoTraceWriter(host_pid=10, host_tid=10)
     w.host_rows().device_rows(0, [7]).span(0, 100_000)
     w.op("c10d::allgather_", 1_000, 5_000, 1).runtime("orLaunchKernel", 2_000, 1_000, 1, 1)
-    w.device_event("gloo_copy", 10_000, 20_000, 0, 7, 1, 1,
-                   args={"External id": 1, "device": 0, "stream": 7, "correlation": 1,
-                         "Collective name": "_allgather_base", "In msg nelems": 256, "Out msg nelems": 1024,
-                         "Group size": 4, "dtype": "BFloat16"})
+    w.device_event(
+        "gloo_copy",
+        10_000,
+        20_000,
+        0,
+        7,
+        1,
+        1,
+        args={
+            "External id": 1,
+            "device": 0,
+            "stream": 7,
+            "correlation": 1,
+            "Collective name": "_allgather_base",
+            "In msg nelems": 256,
+            "Out msg nelems": 1024,
+            "Group size": 4,
+            "dtype": "BFloat16",
+        },
+    )
     (ag,) = summary(w.write(tmp_path / "t.json"))["communication"]["collectives"]
     # nccl-tests' size for AllGather is the gathered output: 1024 x 2 bytes.
     assert (ag["collective"], ag["bytes"], ag["group_size"]) == ("AllGather", 2048, 4)
@@ -106,8 +128,11 @@ def test_ranks_without_seq_match_by_order(tmp_path):
     ranks = json.loads(run_cli("summary", "--json", tmp_path).stdout)["ranks"]
     assert ranks["matched_instances"] == 2
     # Rank 2 arrives 20 us after rank 0 and 10 us after rank 1, in both steps.
-    assert [(x["rank"], x["last_arrivals"], x["waited_ns"]) for x in ranks["ranks"]] == \
-        [(0, 0, 40_000), (1, 0, 20_000), (2, 2, 0)]
+    assert [(x["rank"], x["last_arrivals"], x["waited_ns"]) for x in ranks["ranks"]] == [
+        (0, 0, 40_000),
+        (1, 0, 20_000),
+        (2, 2, 0),
+    ]
 
 
 # ---------------------------------------------------------------- launches, idle
@@ -160,8 +185,11 @@ def test_diff_of_folders_reports_added_and_removed(tmp_path):
     write_rank_traces(b, style="openreg")
     d = json.loads(run_cli("diff", "--json", a, b).stdout)
     status = {k["name"]: k["status"] for k in d["kernels"]}
-    assert status == {"ncclDevKernel_AllReduce_Sum_f32_RING_LL": "removed", "openregComm_AllReduce_Sum_f32": "added",
-                      "gemm_kernel": "both"}
+    assert status == {
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL": "removed",
+        "openregComm_AllReduce_Sum_f32": "added",
+        "gemm_kernel": "both",
+    }
 
 
 def test_check_explain_names_each_consumer():
@@ -178,8 +206,13 @@ def test_check_explain_names_each_consumer():
 def test_trace_commands_do_not_import_torch(tmp_path, command):
     path = device_trace().write(tmp_path / "d.json")
     args = [str(path)] * (2 if command == "diff" else 1)
-    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "torch_openreg", command, *args], cwd=REPO,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "torch_openreg", command, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     imported = {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
     assert "torch_openreg.trace" in imported  # the measurement works

@@ -8,7 +8,6 @@ import contextlib
 import gzip
 import io
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,8 +34,9 @@ def native_library():
 
 def run_module(*args: str) -> subprocess.CompletedProcess:
     """`python -m torch_openreg ARGS` in a fresh interpreter."""
-    return subprocess.run([sys.executable, "-m", "torch_openreg", *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "torch_openreg", *map(str, args)], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -73,8 +73,9 @@ def device_trace() -> KinetoTraceWriter:
     w.op("aten::mm", 22_000, 10_000, 4).launch("gemm_kernel", 24_000, 50_000, 40_000, 0, 7, 103, 4)
     w.memory(23_000, 2 << 20, -(1 << 20))
     w.op("aten::item", 40_000, 200_000, 5)
-    w.launch("Memcpy DtoH (Device -> Host)", 41_000, 230_000, 2_000, 0, 7, 104, 5, cat="gpu_memcpy",
-             api="orMemcpyAsync")
+    w.launch(
+        "Memcpy DtoH (Device -> Host)", 41_000, 230_000, 2_000, 0, 7, 104, 5, cat="gpu_memcpy", api="orMemcpyAsync"
+    )
     w.runtime("orStreamSynchronize", 43_000, 195_000, 105, 5)
     w.window_end(300_000)
     return w
@@ -100,8 +101,9 @@ PLANTED_WARNINGS = {"device_events_in_window", "device_lanes_below_host", "flow_
 
 def planted_trace() -> KinetoTraceWriter:
     w = device_trace()
-    w.device_event("planted_no_stream", 100_000, 1_000, 0, 7, 140, 2,
-                   args={"External id": 2, "device": 0, "correlation": 140})
+    w.device_event(
+        "planted_no_stream", 100_000, 1_000, 0, 7, 140, 2, args={"External id": 2, "device": 0, "correlation": 140}
+    )
     w.device_event("planted_overlap", 45_000, 2_000, 0, 7, 141, 2)  # inside the first gemm
     w.complete("gpu_user_annotation", "planted_annotation", 85_000, 10_000, 0, 7)  # crosses gemm's end
     w.flow("s", 9001, 5_000, HOST, HOST)  # no finish
@@ -136,15 +138,19 @@ def traces(tmp_path_factory) -> dict[str, Path]:
 def cpu_trace(tmp_path_factory) -> Path:
     """A real torch.profiler trace (CPU only, with memory, shapes and stacks)."""
     import torch
-
     from torch.profiler import ProfilerActivity, profile, schedule
 
     path = tmp_path_factory.mktemp("cpu") / "cpu.pt.trace.json"
     model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True,
-                 schedule=schedule(wait=0, warmup=1, active=2),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        profile_memory=True,
+        record_shapes=True,
+        with_stack=True,
+        schedule=schedule(wait=0, warmup=1, active=2),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as prof:
         for _ in range(3):
             loss = model(torch.randn(32, 64)).pow(2).mean()
             loss.backward()
@@ -166,7 +172,10 @@ def test_summary_of_a_device_trace(traces):
     assert s["top_kernels"][0]["total_ns"] == 80_000 and s["top_kernels"][0]["count"] == 2
     assert s["device_total_ns"] == 87_000
     assert [(o["name"], o["device_ns"], o["op_instances"]) for o in s["ops"]] == [
-        ("aten::mm", 80_000, 2), ("aten::add", 5_000, 1), ("aten::item", 2_000, 1)]
+        ("aten::mm", 80_000, 2),
+        ("aten::add", 5_000, 1),
+        ("aten::item", 2_000, 1),
+    ]
     assert s["links"]["linked"] == s["links"]["device_events"] == 4
     streams = {st["stream"]: st for st in s["streams"]}
     assert streams[7]["busy_ns"] == 82_000 and streams[7]["span_ns"] == 222_000
@@ -185,10 +194,21 @@ def test_summary_command_prints_every_section(traces):
     r = run_module("summary", traces["device"])
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    for expected in ("Top kernels by device time", "gemm_kernel", "Device time per op", "aten::mm",
-                     "linked to an op: 4 of 4", "Device utilisation per stream", "stream 7",
-                     "Largest idle gaps", "140.000 us", "aten::item \u2192 orStreamSynchronize",
-                     "Peak of device memory", "3.0 MiB", "reached in aten::add"):
+    for expected in (
+        "Top kernels by device time",
+        "gemm_kernel",
+        "Device time per op",
+        "aten::mm",
+        "linked to an op: 4 of 4",
+        "Device utilisation per stream",
+        "stream 7",
+        "Largest idle gaps",
+        "140.000 us",
+        "aten::item \u2192 orStreamSynchronize",
+        "Peak of device memory",
+        "3.0 MiB",
+        "reached in aten::add",
+    ):
         assert expected in out, f"{expected!r} missing from:\n{out}"
 
 

@@ -22,9 +22,18 @@ from torch_openreg.trace import list_checks, open_trace  # noqa: E402
 
 # $OPENREG_SHARED_TRACES, else ../shared/traces beside the tree (/work/main) or
 # beside the worktrees' folder (/work/wt/<branch>).
-SHARED = next((p for p in (Path(os.environ.get("OPENREG_SHARED_TRACES", "/nonexistent")),
-                           REPO.parent / "shared" / "traces", REPO.parent.parent / "shared" / "traces")
-               if p.is_dir()), REPO.parent / "shared" / "traces")
+SHARED = next(
+    (
+        p
+        for p in (
+            Path(os.environ.get("OPENREG_SHARED_TRACES", "/nonexistent")),
+            REPO.parent / "shared" / "traces",
+            REPO.parent.parent / "shared" / "traces",
+        )
+        if p.is_dir()
+    ),
+    REPO.parent / "shared" / "traces",
+)
 
 # Per trace: (checks that fail, checks that only warn) in the default mode.
 VERDICTS = {
@@ -36,9 +45,18 @@ VERDICTS = {
     "cuda_sampled_rank0": (set(), set()),
     "cuda_triton": (set(), {"flow_pairs"}),
     # synchronize calls partly overlap on device rows, runtime calls cross ops on host rows.
-    "mtia_inference": ({"device_rows_nest", "host_rows_nest"},
-                       {"device_args", "flow_pairs", "device_events_in_window", "correlation_unique",
-                        "device_lanes_match_args", "device_events_linked", "device_events_launched"}),
+    "mtia_inference": (
+        {"device_rows_nest", "host_rows_nest"},
+        {
+            "device_args",
+            "flow_pairs",
+            "device_events_in_window",
+            "correlation_unique",
+            "device_lanes_match_args",
+            "device_events_linked",
+            "device_events_launched",
+        },
+    ),
     # HIP's default stream is 0.
     "rocm_mi250_train": (set(), {"device_args", "flow_pairs"}),
 }
@@ -109,8 +127,10 @@ def test_every_check_names_its_consumer():
 
 @pytest.fixture(scope="module")
 def real_traces() -> dict[str, dict]:
-    return {name: json.loads(gzip.open(shared_trace(name)).read())
-            for name in ("cuda_sampled_rank0", "cuda_event_sync_multi_stream")}
+    return {
+        name: json.loads(gzip.open(shared_trace(name)).read())
+        for name in ("cuda_sampled_rank0", "cuda_event_sync_multi_stream")
+    }
 
 
 def events(doc: dict, pred) -> list[dict]:
@@ -151,9 +171,14 @@ def paired_flow(doc) -> tuple[dict, dict]:
 def plant_backward_flow(doc):
     start, finish = paired_flow(doc)
     # Start it again inside a later slice of its thread, after its finish.
-    later = next(e for e in sorted(events(doc, lambda e: e.get("ph") == "X" and e.get("pid") == start["pid"] and
-                                          e.get("tid") == start["tid"]), key=lambda e: e["ts"])
-                 if e["ts"] > finish["ts"] and e["dur"] > 0)
+    later = next(
+        e
+        for e in sorted(
+            events(doc, lambda e: e.get("ph") == "X" and e.get("pid") == start["pid"] and e.get("tid") == start["tid"]),
+            key=lambda e: e["ts"],
+        )
+        if e["ts"] > finish["ts"] and e["dur"] > 0
+    )
     start["ts"] = later["ts"] + later["dur"] / 2
 
 
@@ -178,14 +203,33 @@ def plant_overlapping_kernels(doc):
 
 def plant_crossing_annotation(doc):
     k = events(doc, lambda e: is_kernel(e) and e["dur"] >= 10)[0]
-    doc["traceEvents"].append({"ph": "X", "cat": "gpu_user_annotation", "name": "planted", "pid": k["pid"],
-                               "tid": k["tid"], "ts": k["ts"] + k["dur"] / 2, "dur": k["dur"]})
+    doc["traceEvents"].append(
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "planted",
+            "pid": k["pid"],
+            "tid": k["tid"],
+            "ts": k["ts"] + k["dur"] / 2,
+            "dur": k["dur"],
+        }
+    )
 
 
 def plant_crossing_host_ops(doc):
     op = events(doc, lambda e: e.get("ph") == "X" and e.get("cat") == "cpu_op" and e["dur"] >= 10)[0]
-    doc["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": "planted", "pid": op["pid"], "tid": op["tid"],
-                               "ts": op["ts"] + op["dur"] / 2, "dur": op["dur"], "args": {"External id": 1}})
+    doc["traceEvents"].append(
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "planted",
+            "pid": op["pid"],
+            "tid": op["tid"],
+            "ts": op["ts"] + op["dur"] / 2,
+            "dur": op["dur"],
+            "args": {"External id": 1},
+        }
+    )
 
 
 def plant_shared_correlation(doc):

@@ -78,8 +78,12 @@ def _synchronize_at_exit() -> None:
     for index in range(openreg.device_count()):
         try:
             if not _C._synchronize_with_timeout(index, _EXIT_TIMEOUT_MS):
-                warnings.warn(f"openreg: device {index} still busy at exit after {_EXIT_TIMEOUT_MS} ms; "
-                              "not waiting for it any longer", RuntimeWarning, stacklevel=1)
+                warnings.warn(
+                    f"openreg: device {index} still busy at exit after {_EXIT_TIMEOUT_MS} ms; "
+                    "not waiting for it any longer",
+                    RuntimeWarning,
+                    stacklevel=1,
+                )
         except Exception as error:  # a failed kernel nobody synchronized on
             warnings.warn(f"openreg: device {index} at exit: {error}", RuntimeWarning, stacklevel=1)
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 ALL_ROWS = 1_000_000_000  # a summary `top` that keeps every kernel and op
@@ -48,20 +49,36 @@ def _add_classification(p: argparse.ArgumentParser) -> None:
         "event classification",
         "for traces of other backends; each option may repeat and replaces the default list",
     )
-    g.add_argument("--device-cat", action="append", metavar="CAT",
-                   help="category of device work (default: kernel, gpu_memcpy, gpu_memset)")
-    g.add_argument("--no-infer-device", action="store_true",
-                   help="do not treat other categories carrying stream+correlation args as device work")
-    g.add_argument("--runtime-cat", action="append", metavar="CAT",
-                   help="category of host launch calls (default: any *_runtime or *_driver)")
-    g.add_argument("--annotation-cat", action="append", metavar="CAT",
-                   help="device-row events that are not work (default: gpu_user_annotation, cuda_sync)")
+    g.add_argument(
+        "--device-cat",
+        action="append",
+        metavar="CAT",
+        help="category of device work (default: kernel, gpu_memcpy, gpu_memset)",
+    )
+    g.add_argument(
+        "--no-infer-device",
+        action="store_true",
+        help="do not treat other categories carrying stream+correlation args as device work",
+    )
+    g.add_argument(
+        "--runtime-cat",
+        action="append",
+        metavar="CAT",
+        help="category of host launch calls (default: any *_runtime or *_driver)",
+    )
+    g.add_argument(
+        "--annotation-cat",
+        action="append",
+        metavar="CAT",
+        help="device-row events that are not work (default: gpu_user_annotation, cuda_sync)",
+    )
     g.add_argument("--op-cat", action="append", metavar="CAT", help="host ops (default: cpu_op, user_annotation)")
     g.add_argument("--flow-cat", action="append", metavar="CAT", help="host-to-device arrows (default: ac2g)")
 
 
-def _for_each_trace(args: argparse.Namespace, analyse: Callable[[Any], dict[str, Any]],
-                    text: Callable[[dict[str, Any], str], str]) -> list[tuple[Path, dict[str, Any]]]:
+def _for_each_trace(
+    args: argparse.Namespace, analyse: Callable[[Any], dict[str, Any]], text: Callable[[dict[str, Any], str], str]
+) -> list[tuple[Path, dict[str, Any]]]:
     """Runs `analyse` on each trace named (a folder gives its traces); without
     --json prints each result as text. Returns (path, result) pairs."""
     from torch_openreg.trace import open_trace
@@ -115,8 +132,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
         return 0
     if not args.trace:
         raise SystemExit("error: check needs a TRACE (or --list, --explain)")
-    options: dict[str, Any] = {"examples": args.examples, "strict": args.strict,
-                               "window_slack_ns": int(round(args.window_slack_us * 1000))}
+    options: dict[str, Any] = {
+        "examples": args.examples,
+        "strict": args.strict,
+        "window_slack_ns": int(round(args.window_slack_us * 1000)),
+    }
     if args.skip:
         options["skip"] = args.skip
     if args.only:
@@ -172,10 +192,22 @@ def _count(minimum: int):
 def _cmd_demo(args: argparse.Namespace) -> int:
     from torch_openreg.demo import DemoOptions, run
 
-    options = DemoOptions(output=Path(args.output), steps=args.steps, size=args.size, model=args.model,
-                          seed=args.seed,
-                          wait=args.wait, warmup=args.warmup, active=args.active, repeat=args.repeat,
-                          gzip=args.gzip, check=args.check, top=args.top, gaps=args.gaps, ranks=args.ranks)
+    options = DemoOptions(
+        output=Path(args.output),
+        steps=args.steps,
+        size=args.size,
+        model=args.model,
+        seed=args.seed,
+        wait=args.wait,
+        warmup=args.warmup,
+        active=args.active,
+        repeat=args.repeat,
+        gzip=args.gzip,
+        check=args.check,
+        top=args.top,
+        gaps=args.gaps,
+        ranks=args.ranks,
+    )
     return run(options)
 
 
@@ -187,42 +219,65 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser(
-        "demo", help="train a small GPT on openreg under torch.profiler and summarise the traces",
+        "demo",
+        help="train a small GPT on openreg under torch.profiler and summarise the traces",
         description="Trains a small GPT-style model on the openreg device for a few steps under torch.profiler "
-                    "(CPU + PrivateUse1 activities, a schedule, record_shapes, profile_memory, with_stack), writes "
-                    "one trace per active cycle in the layout of tensorboard_trace_handler, then prints "
-                    "key_averages() and the summary of the last trace.",
+        "(CPU + PrivateUse1 activities, a schedule, record_shapes, profile_memory, with_stack), writes "
+        "one trace per active cycle in the layout of tensorboard_trace_handler, then prints "
+        "key_averages() and the summary of the last trace.",
         epilog="exit status: 0 done; 1 a check failed or no trace was written; 2 usage or I/O error; "
-               "3 the backend, the profiler plugin or the trace library could not be loaded",
+        "3 the backend, the profiler plugin or the trace library could not be loaded",
     )
-    demo.add_argument("-o", "--output", default="openreg_demo_traces",
-                      help="folder for the traces (default ./openreg_demo_traces); older traces there are kept")
-    demo.add_argument("--steps", type=_count(1), default=None,
-                      help="training steps (default: the schedule's (wait+warmup+active)*repeat)")
-    demo.add_argument("--size", choices=["tiny", "small", "medium"], default="small",
-                      help="model size (default small: a GPT of 2 blocks, width 64, context 32; a ResNet of widths "
-                           "16-128 on 32x32 images)")
-    demo.add_argument("--model", choices=["gpt", "resnet"], default="gpt",
-                      help="workload (default gpt: a GPT-style language model; resnet: a ResNet-18-shaped CNN "
-                           "on synthetic images)")
+    demo.add_argument(
+        "-o",
+        "--output",
+        default="openreg_demo_traces",
+        help="folder for the traces (default ./openreg_demo_traces); older traces there are kept",
+    )
+    demo.add_argument(
+        "--steps",
+        type=_count(1),
+        default=None,
+        help="training steps (default: the schedule's (wait+warmup+active)*repeat)",
+    )
+    demo.add_argument(
+        "--size",
+        choices=["tiny", "small", "medium"],
+        default="small",
+        help="model size (default small: a GPT of 2 blocks, width 64, context 32; a ResNet of widths "
+        "16-128 on 32x32 images)",
+    )
+    demo.add_argument(
+        "--model",
+        choices=["gpt", "resnet"],
+        default="gpt",
+        help="workload (default gpt: a GPT-style language model; resnet: a ResNet-18-shaped CNN on synthetic images)",
+    )
     demo.add_argument("--seed", type=int, default=0, help="seed of the weights, dropout and batches (default 0)")
     sched = demo.add_argument_group("profiler schedule", "torch.profiler.schedule(wait, warmup, active, repeat)")
     sched.add_argument("--wait", type=_count(0), default=1, help="default 1")
     sched.add_argument("--warmup", type=_count(0), default=1, help="default 1")
     sched.add_argument("--active", type=_count(1), default=2, help="steps recorded per cycle (default 2)")
     sched.add_argument("--repeat", type=_count(1), default=2, help="cycles, one trace each (default 2)")
-    demo.add_argument("--ranks", type=_count(1), default=None, metavar="N",
-                      help="train with DistributedDataParallel on N local processes (one per device when N is "
-                           "the device count), every rank's traces in the output folder")
+    demo.add_argument(
+        "--ranks",
+        type=_count(1),
+        default=None,
+        metavar="N",
+        help="train with DistributedDataParallel on N local processes (one per device when N is "
+        "the device count), every rank's traces in the output folder",
+    )
     demo.add_argument("--gzip", action="store_true", help="write .json.gz traces")
     demo.add_argument("--check", action="store_true", help="also run the invariant checks on every trace written")
-    demo.add_argument("--top", type=_count(1), default=10,
-                      help="rows in key_averages and the summary tables (default 10)")
+    demo.add_argument(
+        "--top", type=_count(1), default=10, help="rows in key_averages and the summary tables (default 10)"
+    )
     demo.add_argument("--gaps", type=_count(0), default=5, help="idle gaps shown in the summary (default 5)")
     demo.set_defaults(func=_cmd_demo)
 
-    summary = sub.add_parser("summary", help="what the device did: kernels, ops, streams, idle time, launches, "
-                                             "communication, memory")
+    summary = sub.add_parser(
+        "summary", help="what the device did: kernels, ops, streams, idle time, launches, communication, memory"
+    )
     summary.add_argument("trace", nargs="+", help="trace file (.json or .json.gz) or a folder of traces")
     summary.add_argument("--top", type=int, default=10, help="rows per table (default 10)")
     summary.add_argument("--gaps", type=int, default=5, help="idle gaps to show (default 5)")
@@ -236,13 +291,19 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--skip", action="append", metavar="CHECK", help="do not run CHECK (repeatable)")
     check.add_argument("--only", action="append", metavar="CHECK", help="run only CHECK (repeatable)")
     check.add_argument("--examples", type=int, default=5, help="example violations shown per check (default 5)")
-    check.add_argument("--window-slack-us", type=float, default=0.0,
-                       help="tolerance of the profiling-window check, in microseconds")
-    check.add_argument("--explain", action="store_true",
-                       help="print, for every check, the consumer it protects and what breaks there, and exit")
-    check.add_argument("--strict", action="store_true",
-                       help="every finding fails: warning-level checks and known Kineto artifacts too "
-                            "(for openreg's own traces)")
+    check.add_argument(
+        "--window-slack-us", type=float, default=0.0, help="tolerance of the profiling-window check, in microseconds"
+    )
+    check.add_argument(
+        "--explain",
+        action="store_true",
+        help="print, for every check, the consumer it protects and what breaks there, and exit",
+    )
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        help="every finding fails: warning-level checks and known Kineto artifacts too (for openreg's own traces)",
+    )
     check.add_argument("--json", action="store_true", help="print the result as JSON")
     _add_classification(check)
     check.set_defaults(func=_cmd_check)

@@ -38,8 +38,10 @@ def load_extension() -> ModuleType:
         if path.exists():
             break
     else:
-        raise ImportError(f"torch_openreg: the distributed module _distributed is missing from {LIB_DIR}; "
-                          "build it with `pip install --no-build-isolation -e .`")
+        raise ImportError(
+            f"torch_openreg: the distributed module _distributed is missing from {LIB_DIR}; "
+            "build it with `pip install --no-build-isolation -e .`"
+        )
     spec = importlib.util.spec_from_file_location("torch_openreg._distributed", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules["torch_openreg._distributed"] = module
@@ -56,10 +58,12 @@ def _create_backend(options, backend_options):
     import torch.distributed as dist
 
     extension = load_extension()
-    host = dist.ProcessGroupGloo(dist.PrefixStore(_HOST_PREFIX, options.store), options.group_rank,
-                                 options.group_size, options.timeout)
-    return extension.ProcessGroupOpenReg(host, options.group_rank, options.group_size,
-                                         list(options.global_ranks_in_group), options.timeout)
+    host = dist.ProcessGroupGloo(
+        dist.PrefixStore(_HOST_PREFIX, options.store), options.group_rank, options.group_size, options.timeout
+    )
+    return extension.ProcessGroupOpenReg(
+        host, options.group_rank, options.group_size, list(options.global_ranks_in_group), options.timeout
+    )
 
 
 def _repair_default_backend(pg) -> None:

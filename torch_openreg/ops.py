@@ -121,8 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_openreg.ops", description=__doc__.splitlines()[0])
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
     parser.add_argument("--all", action="store_true", help="also list the operators that use the CPU fallback")
-    parser.add_argument("--update-readme", action="store_true",
-                        help=f"rewrite the generated table in {README.relative_to(README.parents[2])}")
+    parser.add_argument(
+        "--update-readme",
+        action="store_true",
+        help=f"rewrite the generated table in {README.relative_to(README.parents[2])}",
+    )
     args = parser.parse_args(argv)
     table = classify()
     if args.update_readme:

@@ -47,17 +47,40 @@ TEST(JsonWriter, KeysAreEscapedToo) {
 
 TEST(JsonWriter, CommasBetweenMembersAndElements) {
   JsonWriter w;
-  w.beginObject().field("x", 1).field("y", 2).key("list").beginArray().value(1).value(2).value(3)
-      .endArray().field("z", "s").endObject();
+  w.beginObject()
+      .field("x", 1)
+      .field("y", 2)
+      .key("list")
+      .beginArray()
+      .value(1)
+      .value(2)
+      .value(3)
+      .endArray()
+      .field("z", "s")
+      .endObject();
   EXPECT_EQ(w.str(), R"({"x":1,"y":2,"list":[1,2,3],"z":"s"})");
   EXPECT_TRUE(w.complete());
 }
 
 TEST(JsonWriter, NestingAndEmptyContainers) {
   JsonWriter w;
-  w.beginArray().beginObject().endObject().beginArray().endArray()
-      .beginObject().key("inner").beginObject().key("deep").beginArray().beginArray().value(true)
-      .endArray().endArray().endObject().endObject().endArray();
+  w.beginArray()
+      .beginObject()
+      .endObject()
+      .beginArray()
+      .endArray()
+      .beginObject()
+      .key("inner")
+      .beginObject()
+      .key("deep")
+      .beginArray()
+      .beginArray()
+      .value(true)
+      .endArray()
+      .endArray()
+      .endObject()
+      .endObject()
+      .endArray();
   EXPECT_EQ(w.str(), R"([{},[],{"inner":{"deep":[[true]]}}])");
   EXPECT_EQ(w.depth(), 0u);
   EXPECT_TRUE(w.complete());
@@ -78,27 +101,43 @@ TEST(JsonWriter, DepthAndCompleteTrackOpenContainers) {
 TEST(JsonWriter, Scalars) {
   JsonWriter w;
   w.beginArray()
-      .value(true).value(false).null()
+      .value(true)
+      .value(false)
+      .null()
       .value(int64_t{-9223372036854775807LL - 1})
       .value(uint64_t{18446744073709551615ULL})
-      .value(0).value(-7)
-      .value("text").value(std::string("str"))
+      .value(0)
+      .value(-7)
+      .value("text")
+      .value(std::string("str"))
       .endArray();
-  EXPECT_EQ(w.str(),
-            R"([true,false,null,-9223372036854775808,18446744073709551615,0,-7,"text","str"])");
+  EXPECT_EQ(w.str(), R"([true,false,null,-9223372036854775808,18446744073709551615,0,-7,"text","str"])");
 }
 
 TEST(JsonWriter, DoublesRoundTripAndNonFiniteIsNull) {
   JsonWriter w;
-  w.beginArray().value(0.1).value(1.5).value(-2.0).value(1e-9).value(123456789.125)
-      .value(std::nan("")).value(std::numeric_limits<double>::infinity()).endArray();
+  w.beginArray()
+      .value(0.1)
+      .value(1.5)
+      .value(-2.0)
+      .value(1e-9)
+      .value(123456789.125)
+      .value(std::nan(""))
+      .value(std::numeric_limits<double>::infinity())
+      .endArray();
   EXPECT_EQ(w.str(), "[0.1,1.5,-2,1e-09,123456789.125,null,null]");
 }
 
 TEST(JsonWriter, FixedDecimalsAsKinetoTimestamps) {
   JsonWriter w;
-  w.beginObject().key("ts").valueFixed(1700000000123.4567, 3).key("dur").valueFixed(2.0, 3)
-      .key("n").valueFixed(-std::numeric_limits<double>::infinity(), 3).endObject();
+  w.beginObject()
+      .key("ts")
+      .valueFixed(1700000000123.4567, 3)
+      .key("dur")
+      .valueFixed(2.0, 3)
+      .key("n")
+      .valueFixed(-std::numeric_limits<double>::infinity(), 3)
+      .endObject();
   EXPECT_EQ(w.str(), R"({"ts":1700000000123.457,"dur":2.000,"n":null})");
 }
 

@@ -26,10 +26,10 @@ using c10::CachingAllocator::StatType;
 using c10::CachingAllocator::StatTypes;
 using c10::CachingDeviceAllocator::DeviceStats;
 
-constexpr size_t kMinBlockSize = 512;            // every size is rounded to this
-constexpr size_t kSmallRequestLimit = 1 << 20;   // <= 1 MiB: small pool
-constexpr size_t kSmallSegmentSize = 2 << 20;    // small pool segments
-constexpr size_t kLargeSegmentRound = 2 << 20;   // large segments round to 2 MiB
+constexpr size_t kMinBlockSize = 512;           // every size is rounded to this
+constexpr size_t kSmallRequestLimit = 1 << 20;  // <= 1 MiB: small pool
+constexpr size_t kSmallSegmentSize = 2 << 20;   // small pool segments
+constexpr size_t kLargeSegmentRound = 2 << 20;  // large segments round to 2 MiB
 
 struct Block {
   c10::DeviceIndex device;
@@ -87,10 +87,14 @@ std::string formatBytes(size_t bytes) {
   std::ostringstream out;
   out.precision(2);
   out << std::fixed;
-  if (bytes >= (1ull << 30)) out << static_cast<double>(bytes) / (1ull << 30) << " GiB";
-  else if (bytes >= (1ull << 20)) out << static_cast<double>(bytes) / (1ull << 20) << " MiB";
-  else if (bytes >= (1ull << 10)) out << static_cast<double>(bytes) / (1ull << 10) << " KiB";
-  else out << bytes << " bytes";
+  if (bytes >= (1ull << 30))
+    out << static_cast<double>(bytes) / (1ull << 30) << " GiB";
+  else if (bytes >= (1ull << 20))
+    out << static_cast<double>(bytes) / (1ull << 20) << " MiB";
+  else if (bytes >= (1ull << 10))
+    out << static_cast<double>(bytes) / (1ull << 10) << " KiB";
+  else
+    out << bytes << " bytes";
   return out.str();
 }
 
@@ -262,11 +266,10 @@ class DeviceCache {
     c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(requested), stats_.allocated_bytes[agg].current,
                                      stats_.reserved_bytes[agg].current, makeDevice(device_));
     TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg out of memory on device openreg:", static_cast<int>(device_),
-                     ": tried to allocate ", formatBytes(requested), " (", requested, " bytes; segment of ",
-                     segment, " bytes); ", freeBytes, " bytes free of ", totalBytes, " bytes total (",
-                     formatBytes(freeBytes), " free); ", stats_.allocated_bytes[agg].current,
-                     " bytes allocated and ", stats_.reserved_bytes[agg].current,
-                     " bytes reserved by PyTorch. Runtime: ", lastMallocError_);
+                     ": tried to allocate ", formatBytes(requested), " (", requested, " bytes; segment of ", segment,
+                     " bytes); ", freeBytes, " bytes free of ", totalBytes, " bytes total (", formatBytes(freeBytes),
+                     " free); ", stats_.allocated_bytes[agg].current, " bytes allocated and ",
+                     stats_.reserved_bytes[agg].current, " bytes reserved by PyTorch. Runtime: ", lastMallocError_);
   }
 
   // Splits off the tail of an oversized block and returns the head.
@@ -525,9 +528,7 @@ class CachingAllocator final : public c10::DeviceAllocator {
       std::mutex mutex;
       std::unordered_map<void*, Block*> blocks;
     };
-    Shard& shardOf(void* ptr) {
-      return shards_[(reinterpret_cast<uintptr_t>(ptr) / kMinBlockSize) % shards_.size()];
-    }
+    Shard& shardOf(void* ptr) { return shards_[(reinterpret_cast<uintptr_t>(ptr) / kMinBlockSize) % shards_.size()]; }
     std::array<Shard, 16> shards_;
   };
 
@@ -549,9 +550,7 @@ void CachingAllocator::rawDelete(void* ptr) {
 
 }  // namespace
 
-c10::DeviceAllocator* deviceAllocator() {
-  return gAllocator;
-}
+c10::DeviceAllocator* deviceAllocator() { return gAllocator; }
 
 CacheSnapshot cacheSnapshot(c10::DeviceIndex device) {
   checkDeviceIndex(device);

@@ -15,10 +15,10 @@ namespace openreg::backend {
 
 // Checks a runtime call. Must be used right after the call, on the same
 // thread, so that the runtime's last-error message still describes it.
-#define OPENREG_CHECK(EXPR)                                                           \
-  do {                                                                                \
-    const orError_t openreg_check_err_ = (EXPR);                                      \
-    if (C10_UNLIKELY(openreg_check_err_ != orSuccess)) {                              \
+#define OPENREG_CHECK(EXPR)                                                                 \
+  do {                                                                                      \
+    const orError_t openreg_check_err_ = (EXPR);                                            \
+    if (C10_UNLIKELY(openreg_check_err_ != orSuccess)) {                                    \
       ::openreg::backend::throwRuntimeError(openreg_check_err_, #EXPR, __FILE__, __LINE__); \
-    }                                                                                 \
+    }                                                                                       \
   } while (0)

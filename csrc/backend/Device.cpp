@@ -61,20 +61,16 @@ void checkNotForkedChild() {
 void initRuntime() {
   checkNotForkedChild();
   const RuntimeStatus& status = runtimeStatus();
-  TORCH_CHECK(status.error == orSuccess,
-              "openreg: the device runtime failed to start: ", status.message);
+  TORCH_CHECK(status.error == orSuccess, "openreg: the device runtime failed to start: ", status.message);
   gInitialized.store(true, std::memory_order_release);
 }
 
-bool runtimeInitialized() noexcept {
-  return gInitialized.load(std::memory_order_acquire);
-}
+bool runtimeInitialized() noexcept { return gInitialized.load(std::memory_order_acquire); }
 
 void checkDeviceIndex(c10::DeviceIndex index) {
   const auto count = deviceCount();
-  TORCH_CHECK(index >= 0 && index < count, "openreg: invalid device index ", static_cast<int>(index),
-              " (there ", count == 1 ? "is " : "are ", static_cast<int>(count), " openreg device",
-              count == 1 ? "" : "s", ")");
+  TORCH_CHECK(index >= 0 && index < count, "openreg: invalid device index ", static_cast<int>(index), " (there ",
+              count == 1 ? "is " : "are ", static_cast<int>(count), " openreg device", count == 1 ? "" : "s", ")");
 }
 
 c10::DeviceIndex currentDevice() {

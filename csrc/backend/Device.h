@@ -31,9 +31,7 @@ void setCurrentDevice(c10::DeviceIndex index);
 // Sets the device and returns the previous one; no runtime call if unchanged.
 c10::DeviceIndex exchangeDevice(c10::DeviceIndex index);
 
-inline c10::Device makeDevice(c10::DeviceIndex index) {
-  return c10::Device(c10::DeviceType::PrivateUse1, index);
-}
+inline c10::Device makeDevice(c10::DeviceIndex index) { return c10::Device(c10::DeviceType::PrivateUse1, index); }
 
 // Scoped device switch for code outside ATen's DeviceGuard machinery.
 class DeviceScope {

@@ -32,9 +32,7 @@ void OpenRegGeneratorImpl::set_current_seed(uint64_t seed) {
   offset_ = 0;
 }
 
-uint64_t OpenRegGeneratorImpl::current_seed() const {
-  return seed_;
-}
+uint64_t OpenRegGeneratorImpl::current_seed() const { return seed_; }
 
 uint64_t OpenRegGeneratorImpl::seed() {
   const uint64_t fresh = c10::detail::getNonDeterministicRandom();
@@ -42,18 +40,14 @@ uint64_t OpenRegGeneratorImpl::seed() {
   return fresh;
 }
 
-void OpenRegGeneratorImpl::set_offset(uint64_t offset) {
-  offset_ = offset;
-}
+void OpenRegGeneratorImpl::set_offset(uint64_t offset) { offset_ = offset; }
 
-uint64_t OpenRegGeneratorImpl::get_offset() const {
-  return offset_;
-}
+uint64_t OpenRegGeneratorImpl::get_offset() const { return offset_; }
 
 void OpenRegGeneratorImpl::set_state(const c10::TensorImpl& newState) {
-  TORCH_CHECK(newState.dtype() == caffe2::TypeMeta::Make<uint8_t>() &&
-                  static_cast<size_t>(newState.numel()) == kStateBytes,
-              "openreg: RNG state must be a torch.uint8 tensor of ", kStateBytes, " bytes");
+  TORCH_CHECK(
+      newState.dtype() == caffe2::TypeMeta::Make<uint8_t>() && static_cast<size_t>(newState.numel()) == kStateBytes,
+      "openreg: RNG state must be a torch.uint8 tensor of ", kStateBytes, " bytes");
   std::array<uint64_t, 2> words{};
   std::memcpy(words.data(), newState.data(), kStateBytes);
   seed_ = words[0];

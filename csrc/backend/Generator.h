@@ -25,7 +25,8 @@ class OpenRegGeneratorImpl final : public c10::GeneratorImpl {
   void set_state(const c10::TensorImpl& newState) override;
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
 
-  static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }  // NOLINT(readability-identifier-naming) torch check_generator contract
+  // NOLINTNEXTLINE(readability-identifier-naming): torch's check_generator contract
+  static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
 
   // A seed for one kernel's private CPU generator; advances the offset.
   // The caller must hold mutex_.

@@ -9,9 +9,7 @@
 namespace openreg::backend {
 namespace {
 
-orEvent_t asEvent(void* event) {
-  return static_cast<orEvent_t>(event);
-}
+orEvent_t asEvent(void* event) { return static_cast<orEvent_t>(event); }
 
 struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
@@ -30,17 +28,11 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     setCurrentDevice(device.index());
   }
 
-  void uncheckedSetDevice(c10::Device device) const noexcept override {
-    orSetDevice(device.index());
-  }
+  void uncheckedSetDevice(c10::Device device) const noexcept override { orSetDevice(device.index()); }
 
-  c10::Stream getStream(c10::Device device) const override {
-    return currentStream(device.index());
-  }
+  c10::Stream getStream(c10::Device device) const override { return currentStream(device.index()); }
 
-  c10::Stream getDefaultStream(c10::Device device) const override {
-    return defaultStream(device.index());
-  }
+  c10::Stream getDefaultStream(c10::Device device) const override { return defaultStream(device.index()); }
 
   c10::Stream getStreamFromGlobalPool(c10::Device device, bool isHighPriority) const override {
     return streamFromPool(device.index(), isHighPriority ? streamPriorityRange().second : 0);
@@ -50,9 +42,7 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return streamFromPool(device.index(), priority);
   }
 
-  c10::Stream exchangeStream(c10::Stream stream) const override {
-    return exchangeCurrentStream(stream);
-  }
+  c10::Stream exchangeStream(c10::Stream stream) const override { return exchangeCurrentStream(stream); }
 
   c10::DeviceIndex deviceCount() const noexcept override { return backend::deviceCount(); }
 
@@ -66,8 +56,7 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex deviceIndex,
               const c10::EventFlag flag) const override {
     TORCH_CHECK(deviceIndex == -1 || deviceIndex == stream.device_index(), "openreg: event device ",
-                static_cast<int>(deviceIndex), " does not match the recording stream's device ",
-                stream.device());
+                static_cast<int>(deviceIndex), " does not match the recording stream's device ", stream.device());
     if (*event == nullptr) {
       DeviceScope scope(stream.device_index());
       orEvent_t created = nullptr;

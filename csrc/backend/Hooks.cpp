@@ -22,9 +22,7 @@ struct OpenRegHooks final : public at::PrivateUse1HooksInterface {
     return defaultGenerator(deviceIndex);
   }
 
-  at::Generator getNewGenerator(c10::DeviceIndex deviceIndex) const override {
-    return newGenerator(deviceIndex);
-  }
+  at::Generator getNewGenerator(c10::DeviceIndex deviceIndex) const override { return newGenerator(deviceIndex); }
 
   at::Device getDeviceFromPtr(void* data) const override {
     orPointerAttributes attributes{};
@@ -50,9 +48,7 @@ struct OpenRegHooks final : public at::PrivateUse1HooksInterface {
 
   c10::DeviceIndex getCurrentDevice() const override { return currentDevice(); }
 
-  c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
-    return backend::exchangeDevice(device);
-  }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override { return backend::exchangeDevice(device); }
 
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
     return backend::exchangeDevice(device);

@@ -39,7 +39,7 @@ using PinnedBlock = at::HostBlock<c10::Stream>;
 
 struct PinnedAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stream, PinnedUseEvent, PinnedBlock> {
  private:
-  void allocate_host_memory(size_t size, void** ptr) override {  // NOLINT(readability-identifier-naming) overrides torch virtual
+  void allocate_host_memory(size_t size, void** ptr) override {
     const orError_t err = orMallocHost(ptr, size);
     if (err == orErrorHostMemoryAllocation || err == orErrorMemoryAllocation) {
       TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg: out of pinned host memory allocating ", size,
@@ -48,7 +48,7 @@ struct PinnedAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stre
     OPENREG_CHECK(err);
   }
 
-  void free_block(PinnedBlock* block) override { orFreeHost(block->ptr_); }  // NOLINT(readability-identifier-naming) overrides torch virtual
+  void free_block(PinnedBlock* block) override { orFreeHost(block->ptr_); }
 
   void record_stream(std::optional<std::vector<PinnedUseEvent>>& events, c10::Stream stream) override {
     DeviceScope scope(stream.device_index());
@@ -59,22 +59,18 @@ struct PinnedAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stre
     events->push_back(std::move(owned));
   }
 
-  bool query_event(PinnedUseEvent& event) override {  // NOLINT(readability-identifier-naming) overrides torch virtual
-    return orEventQuery(event.get()) != orErrorNotReady;
-  }
+  bool query_event(PinnedUseEvent& event) override { return orEventQuery(event.get()) != orErrorNotReady; }
 
-  c10::Stream get_current_stream() const override { return currentStream(-1); }  // NOLINT(readability-identifier-naming) overrides torch virtual
+  c10::Stream get_current_stream() const override { return currentStream(-1); }
 
-  bool stream_is_capturing(c10::Stream /*stream*/) const override { return false; }  // NOLINT(readability-identifier-naming) overrides torch virtual
+  bool stream_is_capturing(c10::Stream /*stream*/) const override { return false; }
 };
 
 }  // namespace
 
 DECLARE_HOST_ALLOCATOR(OpenRegPinnedAllocator, PinnedAllocatorImpl, freePinned, g_pinned_allocator)
 
-at::HostAllocator* pinnedAllocator() {
-  return &g_pinned_allocator;
-}
+at::HostAllocator* pinnedAllocator() { return &g_pinned_allocator; }
 
 bool isPinnedPointer(const void* ptr) noexcept {
   if (ptr == nullptr) return false;

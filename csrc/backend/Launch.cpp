@@ -37,25 +37,44 @@ TensorDesc describeTensor(const at::Tensor& tensor) {
 
 const char* dtypeSuffix(c10::ScalarType dtype) {
   switch (dtype) {
-    case c10::ScalarType::Float: return "f32";
-    case c10::ScalarType::Double: return "f64";
-    case c10::ScalarType::Half: return "f16";
-    case c10::ScalarType::BFloat16: return "bf16";
-    case c10::ScalarType::Long: return "i64";
-    case c10::ScalarType::Int: return "i32";
-    case c10::ScalarType::Short: return "i16";
-    case c10::ScalarType::Char: return "i8";
-    case c10::ScalarType::Byte: return "u8";
-    case c10::ScalarType::UInt16: return "u16";
-    case c10::ScalarType::UInt32: return "u32";
-    case c10::ScalarType::UInt64: return "u64";
-    case c10::ScalarType::Bool: return "b8";
-    case c10::ScalarType::ComplexFloat: return "c64";
-    case c10::ScalarType::ComplexDouble: return "c128";
-    case c10::ScalarType::ComplexHalf: return "c32";
-    case c10::ScalarType::Float8_e4m3fn: return "f8e4m3";
-    case c10::ScalarType::Float8_e5m2: return "f8e5m2";
-    default: return "any";
+    case c10::ScalarType::Float:
+      return "f32";
+    case c10::ScalarType::Double:
+      return "f64";
+    case c10::ScalarType::Half:
+      return "f16";
+    case c10::ScalarType::BFloat16:
+      return "bf16";
+    case c10::ScalarType::Long:
+      return "i64";
+    case c10::ScalarType::Int:
+      return "i32";
+    case c10::ScalarType::Short:
+      return "i16";
+    case c10::ScalarType::Char:
+      return "i8";
+    case c10::ScalarType::Byte:
+      return "u8";
+    case c10::ScalarType::UInt16:
+      return "u16";
+    case c10::ScalarType::UInt32:
+      return "u32";
+    case c10::ScalarType::UInt64:
+      return "u64";
+    case c10::ScalarType::Bool:
+      return "b8";
+    case c10::ScalarType::ComplexFloat:
+      return "c64";
+    case c10::ScalarType::ComplexDouble:
+      return "c128";
+    case c10::ScalarType::ComplexHalf:
+      return "c32";
+    case c10::ScalarType::Float8_e4m3fn:
+      return "f8e4m3";
+    case c10::ScalarType::Float8_e5m2:
+      return "f8e5m2";
+    default:
+      return "any";
   }
 }
 
@@ -134,8 +153,8 @@ int runKernelBody(void (*run)(void*), void* body, char* message, size_t capacity
   return 1;
 }
 
-void launchOwnedBody(orStream_t stream, const char* name, const LaunchShape& shape, orKernelFunc invoke,
-                     void* body, void (*destroy)(void*)) {
+void launchOwnedBody(orStream_t stream, const char* name, const LaunchShape& shape, orKernelFunc invoke, void* body,
+                     void (*destroy)(void*)) {
   orLaunchConfig config{};
   config.structSize = sizeof(config);
   config.name = name;
@@ -156,8 +175,6 @@ void launchOwnedBody(orStream_t stream, const char* name, const LaunchShape& sha
 
 }  // namespace detail
 
-orStream_t streamFor(const at::Tensor& tensor) {
-  return currentNativeStream(tensor.device().index());
-}
+orStream_t streamFor(const at::Tensor& tensor) { return currentNativeStream(tensor.device().index()); }
 
 }  // namespace openreg::backend

@@ -71,8 +71,8 @@ void destroyKernelBody(void* body) {
 
 // Queues the kernel; the runtime owns `body` from here on (destroyed here if
 // the launch fails, before the error is thrown).
-void launchOwnedBody(orStream_t stream, const char* name, const LaunchShape& shape, orKernelFunc invoke,
-                     void* body, void (*destroy)(void*));
+void launchOwnedBody(orStream_t stream, const char* name, const LaunchShape& shape, orKernelFunc invoke, void* body,
+                     void (*destroy)(void*));
 }  // namespace detail
 
 // Queues `body` (a callable taking no arguments, built on the heap by the

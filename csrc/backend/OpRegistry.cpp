@@ -22,11 +22,16 @@ Registry& registry() {
 
 const char* opPathName(OpPath path) {
   switch (path) {
-    case OpPath::kDevice: return "device";
-    case OpPath::kCopy: return "copy";
-    case OpPath::kSync: return "sync";
-    case OpPath::kView: return "view";
-    case OpPath::kFactory: return "factory";
+    case OpPath::Device:
+      return "device";
+    case OpPath::Copy:
+      return "copy";
+    case OpPath::Sync:
+      return "sync";
+    case OpPath::View:
+      return "view";
+    case OpPath::Factory:
+      return "factory";
   }
   return "?";
 }

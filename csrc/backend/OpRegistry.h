@@ -13,17 +13,17 @@
 namespace openreg::backend {
 
 enum class OpPath {
-  kDevice,   // computed by device kernels launched on the current stream
-  kCopy,     // runtime memcpy / memset, or a device copy kernel
-  kSync,     // needs a host-visible value: synchronizes the stream
-  kView,     // metadata only: no launch, no synchronization
-  kFactory,  // allocation only
+  Device,   // computed by device kernels launched on the current stream
+  Copy,     // runtime memcpy / memset, or a device copy kernel
+  Sync,     // needs a host-visible value: synchronizes the stream
+  View,     // metadata only: no launch, no synchronization
+  Factory,  // allocation only
 };
 
 const char* opPathName(OpPath path);
 
 struct OpPathEntry {
-  std::string op;      // "aten::add.out"
+  std::string op;  // "aten::add.out"
   OpPath path;
   std::string kernel;  // kernel name stem, e.g. "elementwise_add"; may be empty
 };

@@ -61,9 +61,7 @@ DeviceStreams& initializedDevice(c10::DeviceIndex device) {
   return d;
 }
 
-c10::DeviceIndex resolve(c10::DeviceIndex device) {
-  return device < 0 ? currentDevice() : device;
-}
+c10::DeviceIndex resolve(c10::DeviceIndex device) { return device < 0 ? currentDevice() : device; }
 
 // Per thread and device; id 0 means "not set", i.e. the default stream.
 struct CurrentStream {
@@ -90,8 +88,7 @@ orStream_t nativeStream(const c10::Stream& stream) {
   if (stream.id() == 0 || stream.id() == d.defaultId) return d.defaultHandle;
   std::shared_lock lock(d.mutex);
   auto it = d.byId.find(stream.id());
-  TORCH_CHECK(it != d.byId.end(), "openreg: unknown stream id ", stream.id(), " on device ",
-              stream.device());
+  TORCH_CHECK(it != d.byId.end(), "openreg: unknown stream id ", stream.id(), " on device ", stream.device());
   return it->second;
 }
 
@@ -156,8 +153,6 @@ c10::Stream exchangeCurrentStream(const c10::Stream& stream) {
   return previous;
 }
 
-void synchronizeStream(const c10::Stream& stream) {
-  OPENREG_CHECK(orStreamSynchronize(nativeStream(stream)));
-}
+void synchronizeStream(const c10::Stream& stream) { OPENREG_CHECK(orStreamSynchronize(nativeStream(stream))); }
 
 }  // namespace openreg::backend

@@ -31,11 +31,16 @@ std::exception_ptr distError(const std::string& message) {
 // "Sum" as in NCCL's kernel names; throws for what we do not support.
 const char* reduceOpName(const c10d::ReduceOp& op, const char* collective) {
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return "Sum";
-    case c10d::ReduceOp::AVG: return "Avg";
-    case c10d::ReduceOp::PRODUCT: return "Prod";
-    case c10d::ReduceOp::MIN: return "Min";
-    case c10d::ReduceOp::MAX: return "Max";
+    case c10d::ReduceOp::SUM:
+      return "Sum";
+    case c10d::ReduceOp::AVG:
+      return "Avg";
+    case c10d::ReduceOp::PRODUCT:
+      return "Prod";
+    case c10d::ReduceOp::MIN:
+      return "Min";
+    case c10d::ReduceOp::MAX:
+      return "Max";
     default:
       TORCH_CHECK_VALUE(false, "orccl: ", collective, " does not support reduce op ", static_cast<int>(op.op_),
                         " (supported: SUM, AVG, MIN, MAX, PRODUCT)");
@@ -58,8 +63,15 @@ void divideInPlace(at::Tensor& view, int divisor) {
 
 bool supportedDtype(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
-    case at::kChar: case at::kByte: case at::kInt: case at::kLong: case at::kBool:
+    case at::kFloat:
+    case at::kDouble:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kChar:
+    case at::kByte:
+    case at::kInt:
+    case at::kLong:
+    case at::kBool:
       return true;
     default:
       return false;
@@ -128,8 +140,8 @@ struct TransferBody {
         throw std::runtime_error(
             "ranks disagree: this rank's " + parts[i].collective + " has " + std::to_string(a.count) + " x " +
             c10::toString(static_cast<at::ScalarType>(a.dtype)) + ", rank " + std::to_string(other) + "'s " +
-            (got[0] == a.collective ? parts[i].collective : std::string("call is another collective and")) +
-            " has " + std::to_string(got[2]) + " x " + c10::toString(static_cast<at::ScalarType>(got[1])));
+            (got[0] == a.collective ? parts[i].collective : std::string("call is another collective and")) + " has " +
+            std::to_string(got[2]) + " x " + c10::toString(static_cast<at::ScalarType>(got[1])));
       }
     }
   }
@@ -182,8 +194,8 @@ void copyAsync(void* dst, const void* src, size_t bytes, orMemcpyKind kind, orSt
 }
 
 void checkSameShape(const at::Tensor& expected, const at::Tensor& actual, const char* collective, const char* what) {
-  TORCH_CHECK_VALUE(actual.numel() == expected.numel() && actual.scalar_type() == expected.scalar_type(), "orccl: ",
-                    collective, ": ", what, " has ", actual.numel(), " elements of ", actual.scalar_type(),
+  TORCH_CHECK_VALUE(actual.numel() == expected.numel() && actual.scalar_type() == expected.scalar_type(),
+                    "orccl: ", collective, ": ", what, " has ", actual.numel(), " elements of ", actual.scalar_type(),
                     ", expected ", expected.numel(), " of ", expected.scalar_type());
 }
 
@@ -228,8 +240,8 @@ std::string ProcessGroupOpenReg::Health::failure() const {
 
 void ProcessGroupOpenReg::throwIfFailedBefore() {
   const std::string failure = health_->failure();
-  TORCH_CHECK_WITH(DistBackendError, failure.empty(), "orccl: the group is unusable after an earlier failure: ",
-                   failure);
+  TORCH_CHECK_WITH(DistBackendError, failure.empty(),
+                   "orccl: the group is unusable after an earlier failure: ", failure);
 }
 
 c10::DeviceIndex ProcessGroupOpenReg::checkTensors(const Request& request) const {
@@ -241,25 +253,23 @@ c10::DeviceIndex ProcessGroupOpenReg::checkTensors(const Request& request) const
     TORCH_CHECK_VALUE(t.defined(), "orccl: ", name, ": tensor ", i, " is undefined");
     TORCH_CHECK_VALUE(t.device().type() == kDeviceType, "orccl: ", name, " takes openreg tensors, but tensor ", i,
                       " is on ", t.device());
-    TORCH_CHECK_VALUE(!device || *device == t.device().index(), "orccl: ", name, ": tensor ", i, " is on ",
-                      t.device(), ", but this call uses openreg:", static_cast<int>(*device),
+    TORCH_CHECK_VALUE(!device || *device == t.device().index(), "orccl: ", name, ": tensor ", i, " is on ", t.device(),
+                      ", but this call uses openreg:", static_cast<int>(*device),
                       getBoundDeviceId() ? " (the group's bound device)" : "");
     device = t.device().index();
     TORCH_CHECK_VALUE(t.is_contiguous() && !t.is_sparse(), "orccl: ", name, ": tensor ", i,
                       " must be dense and contiguous");
-    TORCH_CHECK_VALUE(supportedDtype(t.scalar_type()), "orccl: ", name, " does not support dtype ",
-                      t.scalar_type());
-    TORCH_CHECK_VALUE(t.scalar_type() == request.dtype, "orccl: ", name, ": tensor ", i, " is ",
-                      t.scalar_type(), " but the collective's dtype is ", request.dtype);
+    TORCH_CHECK_VALUE(supportedDtype(t.scalar_type()), "orccl: ", name, " does not support dtype ", t.scalar_type());
+    TORCH_CHECK_VALUE(t.scalar_type() == request.dtype, "orccl: ", name, ": tensor ", i, " is ", t.scalar_type(),
+                      " but the collective's dtype is ", request.dtype);
   }
   if (!device) device = backend::currentStream().device_index();
   return *device;
 }
 
 std::string ProcessGroupOpenReg::describe(const Request& request, uint64_t sequence) const {
-  std::string text = "orccl " + request.collective + " (group '" + getGroupUid() + "' " + getGroupDesc() +
-                     ", seq " + std::to_string(sequence) + ", rank " + std::to_string(rank_) + " of " +
-                     std::to_string(size_);
+  std::string text = "orccl " + request.collective + " (group '" + getGroupUid() + "' " + getGroupDesc() + ", seq " +
+                     std::to_string(sequence) + ", rank " + std::to_string(rank_) + " of " + std::to_string(size_);
   if (request.peer >= 0) return text + ", peer rank " + std::to_string(globalRanks_.at(request.peer)) + ")";
   std::vector<int64_t> peers;
   for (size_t r = 0; r < globalRanks_.size(); ++r) {
@@ -280,8 +290,8 @@ Work ProcessGroupOpenReg::launch(Request& request) {
   agreement.peer = request.peer;
   agreement.sends = request.opType == c10d::OpType::SEND;
   agreement.tag = request.tag;
-  request.parts = {Part{std::move(request.start), std::move(request.after), 0, request.slots.size(), agreement,
-                        request.collective}};
+  request.parts = {
+      Part{std::move(request.start), std::move(request.after), 0, request.slots.size(), agreement, request.collective}};
   if (coalescing_) return hold(request, device);
   return record(request, device, request.peer >= 0);
 }
@@ -300,8 +310,7 @@ Work ProcessGroupOpenReg::record(Request& request, c10::DeviceIndex device, bool
   const auto seqInfo = std::make_tuple(sequence, p2p);
   const auto groupName = std::make_tuple(getGroupUid(), getGroupDesc());
   const int rankStart = static_cast<int>(globalRanks_.front());
-  const int rankStride =
-      globalRanks_.size() < 2 ? 1 : static_cast<int>(globalRanks_[1] - globalRanks_[0]);
+  const int rankStride = globalRanks_.size() < 2 ? 1 : static_cast<int>(globalRanks_[1] - globalRanks_[0]);
   // For point-to-point, NCCL reports the peer as "Rank" (shown as Src/Dst Rank).
   const int reportedRank = p2p && request.peer >= 0 ? request.peer : rank_;
   RECORD_PARAM_COMMS_DATA_WITH_ASYNC_OP(seqInfo, groupName, inputs, request.outputs, reportedRank,
@@ -312,8 +321,9 @@ Work ProcessGroupOpenReg::record(Request& request, c10::DeviceIndex device, bool
 }
 
 Work ProcessGroupOpenReg::hold(Request& request, c10::DeviceIndex device) {
-  TORCH_CHECK_VALUE(!heldDevice_ || *heldDevice_ == device, "orccl: coalesced calls must use one device, got openreg:",
-                    static_cast<int>(*heldDevice_), " and openreg:", static_cast<int>(device));
+  TORCH_CHECK_VALUE(!heldDevice_ || *heldDevice_ == device,
+                    "orccl: coalesced calls must use one device, got openreg:", static_cast<int>(*heldDevice_),
+                    " and openreg:", static_cast<int>(device));
   heldDevice_ = device;
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
                                                          std::vector<c10::Device>{c10::Device(kDeviceType, device)});
@@ -397,8 +407,8 @@ void stageOut(const std::vector<ProcessGroupOpenReg::Slot>& slots, const std::ve
   const orStream_t stream = backend::nativeStream(comm);
   for (size_t i = 0; i < slots.size(); ++i) {
     if (slots[i].write) {
-      copyAsync(slots[i].tensor.data_ptr(), pinned[i].const_data_ptr(), slots[i].tensor.nbytes(),
-                orMemcpyHostToDevice, stream);
+      copyAsync(slots[i].tensor.data_ptr(), pinned[i].const_data_ptr(), slots[i].tensor.nbytes(), orMemcpyHostToDevice,
+                stream);
     }
   }
   c10::impl::VirtualGuardImpl guard(kDeviceType);
@@ -435,8 +445,8 @@ Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uin
   auto outcome = std::make_shared<CollectiveOutcome>();
   const std::string description = describe(request, sequence);
   launchTransfer(request, sequence,
-                 std::make_unique<TransferBody>(TransferBody{host_, std::move(request.parts),
-                                                             std::move(staging.views), outcome, health_, description}),
+                 std::make_unique<TransferBody>(TransferBody{host_, std::move(request.parts), std::move(staging.views),
+                                                             outcome, health_, description}),
                  backend::nativeStream(comm));
   stageOut(request.slots, staging.pinned, comm);
   c10::Event end(kDeviceType);
@@ -447,8 +457,8 @@ Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uin
 }
 
 // One orLaunchCollective: what profilers see of the collective, and its transfer.
-void ProcessGroupOpenReg::launchTransfer(const Request& request, uint64_t sequence,
-                                         std::unique_ptr<TransferBody> body, orStream_t stream) {
+void ProcessGroupOpenReg::launchTransfer(const Request& request, uint64_t sequence, std::unique_ptr<TransferBody> body,
+                                         orStream_t stream) {
   const char* dataType = request.slots.empty() ? "" : backend::dtypeSuffix(request.dtype);
   const std::string eventName = "openregComm_" + request.eventStem + (request.slots.empty() ? "" : "_") + dataType;
   const std::string groupName = getGroupUid();
@@ -491,9 +501,7 @@ Work ProcessGroupOpenReg::allreduce(std::vector<at::Tensor>& tensors, const c10d
   c10d::AllreduceOptions hostOpts = opts;
   hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
   const int size = size_;
-  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
-    return host.allreduce(views, hostOpts);
-  };
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) { return host.allreduce(views, hostOpts); };
   r.after = [average, size](std::vector<at::Tensor>& views) {
     if (average) divideInPlace(views[0], size);
   };
@@ -539,9 +547,7 @@ Work ProcessGroupOpenReg::broadcast(std::vector<at::Tensor>& tensors, const c10d
   r.matchCount = t.numel();
   c10d::BroadcastOptions hostOpts = opts;
   hostOpts.rootTensor = 0;
-  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
-    return host.broadcast(views, hostOpts);
-  };
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) { return host.broadcast(views, hostOpts); };
   return launch(r);
 }
 
@@ -562,9 +568,7 @@ Work ProcessGroupOpenReg::reduce(std::vector<at::Tensor>& tensors, const c10d::R
   hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
   hostOpts.rootTensor = 0;
   const int size = size_;
-  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
-    return host.reduce(views, hostOpts);
-  };
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) { return host.reduce(views, hostOpts); };
   r.after = [average, root, size](std::vector<at::Tensor>& views) {
     if (average && root) divideInPlace(views[0], size);
   };
@@ -619,8 +623,9 @@ Work ProcessGroupOpenReg::allgather_into_tensor_coalesced(std::vector<at::Tensor
                     "orccl: allgather_into_tensor_coalesced needs as many outputs as inputs");
   Request r{c10d::OpType::COALESCED, "allgather_into_tensor_coalesced", "AllGather"};
   for (size_t i = 0; i < inputs.size(); ++i) {
-    TORCH_CHECK_VALUE(outputs[i].numel() == inputs[i].numel() * size_, "orccl: allgather_into_tensor_coalesced: output ",
-                      i, " has ", outputs[i].numel(), " elements, expected ", inputs[i].numel() * size_);
+    TORCH_CHECK_VALUE(outputs[i].numel() == inputs[i].numel() * size_,
+                      "orccl: allgather_into_tensor_coalesced: output ", i, " has ", outputs[i].numel(),
+                      " elements, expected ", inputs[i].numel() * size_);
     r.slots.push_back({inputs[i], true, false});
   }
   for (auto& out : outputs) r.slots.push_back({out, false, true});
@@ -681,8 +686,8 @@ Work ProcessGroupOpenReg::scatter(std::vector<at::Tensor>& outputs, std::vector<
   Request r{c10d::OpType::SCATTER, "scatter", "Scatter"};
   r.slots = {{output, false, true}};
   if (root) {
-    TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, "orccl: scatter needs ",
-                      size_, " input tensors on the root");
+    TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, "orccl: scatter needs ", size_,
+                      " input tensors on the root");
     for (auto& in : inputs[0]) {
       checkSameShape(output, in, "scatter", "an input tensor");
       r.slots.push_back({in, true, false});
@@ -704,10 +709,10 @@ Work ProcessGroupOpenReg::scatter(std::vector<at::Tensor>& outputs, std::vector<
   return launch(r);
 }
 
-Work ProcessGroupOpenReg::reduce_scatter(std::vector<at::Tensor>& outputs,
-                                         std::vector<std::vector<at::Tensor>>& inputs,
+Work ProcessGroupOpenReg::reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ReduceScatterOptions& opts) {
-  TORCH_CHECK_VALUE(outputs.size() == 1 && inputs.size() == 1, "orccl: reduce_scatter takes one output and one input list");
+  TORCH_CHECK_VALUE(outputs.size() == 1 && inputs.size() == 1,
+                    "orccl: reduce_scatter takes one output and one input list");
   TORCH_CHECK_VALUE(static_cast<int>(inputs[0].size()) == size_, "orccl: reduce_scatter needs ", size_,
                     " input tensors (one per rank), got ", inputs[0].size());
   const at::Tensor& output = outputs[0];
@@ -844,8 +849,8 @@ Work ProcessGroupOpenReg::alltoall(std::vector<at::Tensor>& outputs, std::vector
 
 Work ProcessGroupOpenReg::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
   TORCH_CHECK_VALUE(tensors.size() == 1, "orccl: send takes one tensor");
-  TORCH_CHECK_VALUE(dstRank >= 0 && dstRank < size_ && dstRank != rank_, "orccl: send to rank ", dstRank,
-                    " from rank ", rank_, " of ", size_);
+  TORCH_CHECK_VALUE(dstRank >= 0 && dstRank < size_ && dstRank != rank_, "orccl: send to rank ", dstRank, " from rank ",
+                    rank_, " of ", size_);
   Request r{c10d::OpType::SEND, "send", "SendRecv"};
   r.slots = {{tensors[0], true, false}};
   r.outputs = tensors;
@@ -862,8 +867,8 @@ Work ProcessGroupOpenReg::send(std::vector<at::Tensor>& tensors, int dstRank, in
 
 Work ProcessGroupOpenReg::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
   TORCH_CHECK_VALUE(tensors.size() == 1, "orccl: recv takes one tensor");
-  TORCH_CHECK_VALUE(srcRank >= 0 && srcRank < size_ && srcRank != rank_, "orccl: recv from rank ", srcRank,
-                    " on rank ", rank_, " of ", size_);
+  TORCH_CHECK_VALUE(srcRank >= 0 && srcRank < size_ && srcRank != rank_, "orccl: recv from rank ", srcRank, " on rank ",
+                    rank_, " of ", size_);
   Request r{c10d::OpType::RECV, "recv", "SendRecv"};
   r.slots = {{tensors[0], false, true}};
   r.outputs = tensors;
@@ -884,9 +889,7 @@ Work ProcessGroupOpenReg::barrier(const c10d::BarrierOptions& opts) {
   r.blocking = true;
   c10d::BarrierOptions hostOpts;
   hostOpts.timeout = opts.timeout;
-  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
-    return host.barrier(hostOpts);
-  };
+  r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) { return host.barrier(hostOpts); };
   return launch(r);
 }
 

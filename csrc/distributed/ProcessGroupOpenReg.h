@@ -35,8 +35,8 @@ class ProcessGroupOpenReg : public c10d::Backend {
 
   // host: a Gloo backend over the same ranks; globalRanks: this group's
   // ranks in the default group (empty means 0..size-1).
-  ProcessGroupOpenReg(c10::intrusive_ptr<c10d::Backend> host, int rank, int size,
-                      std::vector<int64_t> globalRanks, std::chrono::milliseconds timeout);
+  ProcessGroupOpenReg(c10::intrusive_ptr<c10d::Backend> host, int rank, int size, std::vector<int64_t> globalRanks,
+                      std::chrono::milliseconds timeout);
 
   const std::string getBackendName() const override { return kName; }
   // Between start and end, calls are held and then queued as one transfer
@@ -61,10 +61,9 @@ class ProcessGroupOpenReg : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::AllgatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
-                                         std::vector<std::vector<at::Tensor>>& inputs,
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
                                                 std::vector<std::vector<at::Tensor>>& inputs,
@@ -75,8 +74,7 @@ class ProcessGroupOpenReg : public c10d::Backend {
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
-                                               std::vector<int64_t>& outputSplits,
-                                               std::vector<int64_t>& inputSplits,
+                                               std::vector<int64_t>& outputSplits, std::vector<int64_t>& inputSplits,
                                                const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
@@ -109,8 +107,8 @@ class ProcessGroupOpenReg : public c10d::Backend {
     int64_t collective = 0;  // a code for the collective's name
     int64_t dtype = 0;
     int64_t count = 0;
-    int peer = -1;           // point-to-point: exchange with this rank only
-    bool sends = false;      // point-to-point: this side sends
+    int peer = -1;       // point-to-point: exchange with this rank only
+    bool sends = false;  // point-to-point: this side sends
     int tag = 0;
   };
   // One Gloo operation over slots [first, first + count) of a request.
@@ -161,8 +159,7 @@ class ProcessGroupOpenReg : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> hold(Request& request, c10::DeviceIndex device);
   c10::intrusive_ptr<c10d::Work> record(Request& request, c10::DeviceIndex device, bool p2p);
   c10::intrusive_ptr<c10d::Work> enqueue(Request& request, c10::DeviceIndex device, uint64_t sequence);
-  void launchTransfer(const Request& request, uint64_t sequence, std::unique_ptr<TransferBody> body,
-                      orStream_t stream);
+  void launchTransfer(const Request& request, uint64_t sequence, std::unique_ptr<TransferBody> body, orStream_t stream);
   c10::DeviceIndex checkTensors(const Request& request) const;
   void throwIfFailedBefore();
   std::string describe(const Request& request, uint64_t sequence) const;

@@ -47,11 +47,16 @@ class OpenRegTimer final : public c10d::Timer {
 
   Slot& slotOf(Event event) {
     switch (event) {
-      case Event::kForwardStart: return forwardStart_;
-      case Event::kBackwardComputeStart: return backwardComputeStart_;
-      case Event::kBackwardComputeEnd: return backwardComputeEnd_;
-      case Event::kBackwardCommStart: return backwardCommStart_;
-      case Event::kBackwardCommEnd: return backwardCommEnd_;
+      case Event::kForwardStart:
+        return forwardStart_;
+      case Event::kBackwardComputeStart:
+        return backwardComputeStart_;
+      case Event::kBackwardComputeEnd:
+        return backwardComputeEnd_;
+      case Event::kBackwardCommStart:
+        return backwardCommStart_;
+      case Event::kBackwardCommEnd:
+        return backwardCommEnd_;
     }
     TORCH_INTERNAL_ASSERT(false, "unknown DDP timer event");
   }

@@ -44,8 +44,8 @@ class WorkOpenReg : public c10d::Work {
  public:
   WorkOpenReg(int rank, c10d::OpType opType, uint64_t sequence, std::vector<at::Tensor> outputs,
               std::shared_ptr<CollectiveOutcome> outcome, c10::Event end,
-              c10::intrusive_ptr<c10::ivalue::Future> future, bool blockingWait,
-              std::chrono::milliseconds timeout, std::string description);
+              c10::intrusive_ptr<c10::ivalue::Future> future, bool blockingWait, std::chrono::milliseconds timeout,
+              std::string description);
 
   bool isCompleted() override;
   bool isSuccess() const override;

@@ -22,7 +22,7 @@ void resolve(void* handle, const char* symbol, Fn& slot, std::vector<std::string
   }
 }
 
-} // namespace
+}  // namespace
 
 const ActivityApi& ActivityApi::instance() {
   // Leaked on purpose: the runtime's delivery thread may still call into the
@@ -60,8 +60,7 @@ ActivityApi::ActivityApi(const std::string& libraryPath) {
   if (handle_ == nullptr) {
     const char* why = dlerror();
     error_ = "cannot load the activity library '" + library_ + "'" +
-        (why != nullptr ? std::string(": ") + why : std::string()) +
-        " (set OPENREG_ACTIVITY_LIBRARY to its path)";
+             (why != nullptr ? std::string(": ") + why : std::string()) + " (set OPENREG_ACTIVITY_LIBRARY to its path)";
     return;
   }
 
@@ -99,8 +98,8 @@ ActivityApi::ActivityApi(const std::string& libraryPath) {
     return;
   }
   if (fn_.getVersion(&version_) != orSuccess || version_ < 1) {
-    error_ = "the activity library '" + library_ + "' reports API version " +
-        std::to_string(version_) + "; the plugin needs version 1 or later";
+    error_ = "the activity library '" + library_ + "' reports API version " + std::to_string(version_) +
+             "; the plugin needs version 1 or later";
     return;
   }
   available_ = true;
@@ -115,4 +114,4 @@ std::string ActivityApi::describe(orError_t status) const {
   return name + " (" + std::to_string(static_cast<int>(status)) + ")";
 }
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

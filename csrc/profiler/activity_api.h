@@ -79,4 +79,4 @@ class ActivityApi {
   std::vector<std::string> missing_;
 };
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

@@ -17,13 +17,19 @@ constexpr uint32_t kNoShape = UINT32_MAX;
 
 ActivityType kinetoType(TraceEventType type) {
   switch (type) {
-    case TraceEventType::Kernel: return ActivityType::CONCURRENT_KERNEL;
-    case TraceEventType::Memcpy: return ActivityType::GPU_MEMCPY;
-    case TraceEventType::Memset: return ActivityType::GPU_MEMSET;
+    case TraceEventType::Kernel:
+      return ActivityType::CONCURRENT_KERNEL;
+    case TraceEventType::Memcpy:
+      return ActivityType::GPU_MEMCPY;
+    case TraceEventType::Memset:
+      return ActivityType::GPU_MEMSET;
     // Kineto's only synchronisation type; torch files it under the device.
-    case TraceEventType::StreamWait: return ActivityType::CUDA_SYNC;
-    case TraceEventType::UserAnnotation: return ActivityType::GPU_USER_ANNOTATION;
-    case TraceEventType::Runtime: return ActivityType::PRIVATEUSE1_RUNTIME;
+    case TraceEventType::StreamWait:
+      return ActivityType::CUDA_SYNC;
+    case TraceEventType::UserAnnotation:
+      return ActivityType::GPU_USER_ANNOTATION;
+    case TraceEventType::Runtime:
+      return ActivityType::PRIVATEUSE1_RUNTIME;
   }
   return ActivityType::CONCURRENT_KERNEL;
 }
@@ -71,21 +77,31 @@ class OneArg final : public ArgWriter {
  public:
   explicit OneArg(const std::string& key) : key_(key) {}
   std::optional<std::string> value;
-  void integer(const char* key, int64_t v) override { if (wanted(key)) value = std::to_string(v); }
-  void unsignedInteger(const char* key, uint64_t v) override { if (wanted(key)) value = std::to_string(v); }
-  void text(const char* key, const char* v) override { if (wanted(key)) value = v; }
-  void boolean(const char* key, bool v) override { if (wanted(key)) value = v ? "true" : "false"; }
+  void integer(const char* key, int64_t v) override {
+    if (wanted(key)) value = std::to_string(v);
+  }
+  void unsignedInteger(const char* key, uint64_t v) override {
+    if (wanted(key)) value = std::to_string(v);
+  }
+  void text(const char* key, const char* v) override {
+    if (wanted(key)) value = v;
+  }
+  void boolean(const char* key, bool v) override {
+    if (wanted(key)) value = v ? "true" : "false";
+  }
   void decimal(const char* key, double v, int decimals) override {
     if (wanted(key)) value = decimalText(v, decimals);
   }
-  void dims(const char* key, const uint32_t (&v)[3]) override { if (wanted(key)) value = dimsText(v); }
+  void dims(const char* key, const uint32_t (&v)[3]) override {
+    if (wanted(key)) value = dimsText(v);
+  }
 
  private:
   bool wanted(const char* key) const { return !value && key_ == key; }
   const std::string& key_;
 };
 
-} // namespace
+}  // namespace
 
 std::string kinetoSafe(std::string_view name) {
   std::string out(name);
@@ -204,4 +220,4 @@ void ActivityStore::doneBuilding() {
   shapeCache_ = {};
 }
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

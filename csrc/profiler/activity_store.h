@@ -40,11 +40,11 @@ std::string kinetoSafe(std::string_view name);
 // What an activity is apart from its times, id and link.
 struct ActivityShape {
   libkineto::ActivityType type = libkineto::ActivityType::CONCURRENT_KERNEL;
-  uint32_t name = 0;      // index into the store's names
-  int32_t device = 0;     // pid: device index, or host process
-  int32_t resource = 0;   // tid: stream, or host thread
-  bool onHost = false;    // the thread id is the resource
-  bool hasFlow = false;   // flow id = the activity's id
+  uint32_t name = 0;     // index into the store's names
+  int32_t device = 0;    // pid: device index, or host process
+  int32_t resource = 0;  // tid: stream, or host thread
+  bool onHost = false;   // the thread id is the resource
+  bool hasFlow = false;  // flow id = the activity's id
   bool flowStart = false;
   EventArgs args;  // without correlation and duration: each activity's own
 
@@ -129,4 +129,4 @@ class ActivityStore final : public libkineto::GenericTraceActivity {
   std::vector<uint32_t> shapeCache_;
 };
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

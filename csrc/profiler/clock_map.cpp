@@ -43,8 +43,9 @@ int64_t interpolate(const ClockPoint& a, const ClockPoint& b, uint64_t deviceTs)
   if (dd <= -kLimit || dd >= kLimit || hostSpan >= kLimit) {
     // Only nonsense clocks get here (spans of centuries): the product would
     // not fit even 128 bits.
-    const long double mapped = static_cast<long double>(a.host) +
-        static_cast<long double>(dd) * static_cast<long double>(hostSpan) / static_cast<long double>(deviceSpan);
+    const long double mapped = static_cast<long double>(a.host) + static_cast<long double>(dd) *
+                                                                      static_cast<long double>(hostSpan) /
+                                                                      static_cast<long double>(deviceSpan);
     if (mapped >= 9.2e18L) return INT64_MAX;
     if (mapped <= -9.2e18L) return INT64_MIN;
     return static_cast<int64_t>(mapped);
@@ -55,7 +56,7 @@ int64_t interpolate(const ClockPoint& a, const ClockPoint& b, uint64_t deviceTs)
   return saturate(static_cast<__int128>(a.host) + q);
 }
 
-} // namespace
+}  // namespace
 
 ClockMap::ClockMap(std::vector<ClockPoint> samples) {
   if (samples.empty()) {
@@ -67,8 +68,7 @@ ClockMap::ClockMap(std::vector<ClockPoint> samples) {
     widths.push_back(s.uncertainty);
   }
   std::nth_element(widths.begin(), widths.begin() + widths.size() / 2, widths.end());
-  const uint64_t limit =
-      std::max(widths[widths.size() / 2], kUncertaintyFloorNs) * kUncertaintyOutlierFactor;
+  const uint64_t limit = std::max(widths[widths.size() / 2], kUncertaintyFloorNs) * kUncertaintyOutlierFactor;
 
   std::sort(samples.begin(), samples.end(), [](const ClockPoint& a, const ClockPoint& b) {
     return a.device != b.device ? a.device < b.device : a.uncertainty < b.uncertainty;
@@ -114,4 +114,4 @@ std::optional<int64_t> ClockMap::toHost(uint64_t deviceTs) const {
   return interpolate(points_[i], points_[i + 1], deviceTs);
 }
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

@@ -35,4 +35,4 @@ class ClockMap {
   size_t rejected_ = 0;
 };
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

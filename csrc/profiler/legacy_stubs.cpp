@@ -26,7 +26,7 @@ constexpr auto kDeviceType = c10::DeviceType::PrivateUse1;
 class OpenregProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
  public:
   // torch calls this without a try/catch around it: failures must not escape.
-  void record(c10::DeviceIndex* device, ProfilerVoidEventStub* event, int64_t* cpu_ns) const override {
+  void record(c10::DeviceIndex* device, ProfilerVoidEventStub* event, int64_t* cpuNs) const override {
     try {
       c10::impl::VirtualGuardImpl guard(kDeviceType);
       const c10::Device current = guard.getDevice();
@@ -36,8 +36,8 @@ class OpenregProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
       // BACKEND_DEFAULT: an event with timing, which elapsed() needs.
       auto* recorded = new c10::Event(kDeviceType, c10::EventFlag::BACKEND_DEFAULT);
       *event = ProfilerVoidEventStub(recorded, [](void* p) { delete static_cast<c10::Event*>(p); });
-      if (cpu_ns != nullptr) {
-        *cpu_ns = c10::getTime();
+      if (cpuNs != nullptr) {
+        *cpuNs = c10::getTime();
       }
       recorded->record(guard.getStream(current));
     } catch (const std::exception& e) {
@@ -124,5 +124,5 @@ struct RegisterStubs {
 };
 RegisterStubs registerStubs;
 
-} // namespace
-} // namespace openreg::profiler
+}  // namespace
+}  // namespace openreg::profiler

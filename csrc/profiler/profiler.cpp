@@ -16,7 +16,7 @@ namespace libkineto {
 // ship: the map from c10::getApproximateTime() to epoch ns that torch
 // installs for the trace it is ending (finalizeTrace), before Kineto stops
 // the plugin's session. Kineto converts CUPTI's TSC timestamps with it.
-std::function<int64_t(uint64_t)>& get_time_converter();
+std::function<int64_t(uint64_t)>& get_time_converter();  // NOLINT(readability-identifier-naming): Kineto's name
 }  // namespace libkineto
 
 namespace openreg::profiler {
@@ -73,15 +73,15 @@ class OpenregActivityProfiler final : public libkineto::IActivityProfiler {
     return kTypes;
   }
 
-  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
-      const std::set<libkineto::ActivityType>& activityTypes, const libkineto::Config& config) override {
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<libkineto::ActivityType>& activityTypes,
+                                                                 const libkineto::Config& config) override {
     return configure(0, 0, activityTypes, config);
   }
 
   // Never throws: an exception here would abort the whole trace.
-  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
-      int64_t tsMs, int64_t durationMs, const std::set<libkineto::ActivityType>& activityTypes,
-      const libkineto::Config& config) override {
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(int64_t tsMs, int64_t durationMs,
+                                                                 const std::set<libkineto::ActivityType>& activityTypes,
+                                                                 const libkineto::Config& config) override {
     try {
       SessionRequest request = SessionRequest::fromActivityTypes(activityTypes);
       // CPU-only traces also reach here (CPU adds PRIVATEUSE1_RUNTIME): no
@@ -100,8 +100,7 @@ class OpenregActivityProfiler final : public libkineto::IActivityProfiler {
     } catch (const std::exception& e) {
       try {
         TORCH_WARN("openreg profiler: configuring the device trace failed: ", e.what());
-      } catch (...) {
-      }
+      } catch (...) {}
       return nullptr;
     } catch (...) {
       return nullptr;
@@ -113,9 +112,9 @@ REGISTER_PRIVATEUSE1_PROFILER(OpenregActivityProfiler);
 
 // Set when the plugin library loads, before Kineto can start a session.
 const bool kHostClockSet = [] {
-  static const TorchHostClock clock;
-  if (std::getenv("OPENREG_PROFILER_REALTIME_HOST_CLOCK") == nullptr) setHostClock(&clock);
+  static const TorchHostClock kClock;
+  if (std::getenv("OPENREG_PROFILER_REALTIME_HOST_CLOCK") == nullptr) setHostClock(&kClock);
   return true;
 }();
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

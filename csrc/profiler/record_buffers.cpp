@@ -25,7 +25,7 @@ size_t envSize(const char* name, size_t fallback, size_t unit) {
   return static_cast<size_t>(value) * unit;
 }
 
-} // namespace
+}  // namespace
 
 RecordBufferPool::RecordBufferPool(size_t bufferBytes, size_t limitBytes)
     : bufferBytes_((std::max(bufferBytes, kMinBufferBytes) + kAlignment - 1) / kAlignment * kAlignment),
@@ -33,13 +33,9 @@ RecordBufferPool::RecordBufferPool(size_t bufferBytes, size_t limitBytes)
 
 RecordBufferPool::~RecordBufferPool() { trim(); }
 
-size_t RecordBufferPool::bufferBytesFromEnv() {
-  return envSize("OPENREG_PROFILER_BUFFER_KB", 1024, 1024);
-}
+size_t RecordBufferPool::bufferBytesFromEnv() { return envSize("OPENREG_PROFILER_BUFFER_KB", 1024, 1024); }
 
-size_t RecordBufferPool::limitBytesFromEnv() {
-  return envSize("OPENREG_PROFILER_BUFFER_LIMIT_MB", 256, 1024 * 1024);
-}
+size_t RecordBufferPool::limitBytesFromEnv() { return envSize("OPENREG_PROFILER_BUFFER_LIMIT_MB", 256, 1024 * 1024); }
 
 uint8_t* RecordBufferPool::acquire() {
   std::lock_guard<std::mutex> guard(poolMutex_);
@@ -119,4 +115,4 @@ void RecordBufferPool::trim() {
   free_.clear();
 }
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

@@ -21,10 +21,10 @@ namespace openreg::profiler {
 
 struct BufferStats {
   uint64_t requested = 0;
-  uint64_t refused = 0;     // answered with NULL: the byte limit was reached
+  uint64_t refused = 0;  // answered with NULL: the byte limit was reached
   uint64_t completed = 0;
-  uint64_t discarded = 0;   // completed while no session was collecting
-  uint64_t recordBytes = 0; // bytes of records handed back (validSize)
+  uint64_t discarded = 0;    // completed while no session was collecting
+  uint64_t recordBytes = 0;  // bytes of records handed back (validSize)
   size_t peakBytes = 0;
 };
 
@@ -72,4 +72,4 @@ class RecordBufferPool {
   NextRecordFn next_ = nullptr;
 };
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

@@ -21,7 +21,7 @@ void copyDim(const orDim3& dim, uint32_t (&out)[3]) {
   out[2] = dim.z;
 }
 
-} // namespace
+}  // namespace
 
 void RecordSet::append(RecordSet&& other) {
   const uint64_t communicationBase = communications.size();
@@ -237,4 +237,4 @@ void parseBuffer(NextRecordFn next, const uint8_t* buffer, size_t validSize, Rec
   }
 }
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

@@ -20,4 +20,4 @@ void parseBuffer(NextRecordFn next, const uint8_t* buffer, size_t validSize, Rec
 // Parses one record; exposed for tests.
 void parseRecord(const orActivityRecord& record, RecordSet& out);
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

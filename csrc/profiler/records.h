@@ -109,7 +109,7 @@ struct DeviceOp {
       uint32_t sharedMemBytes;
       int32_t streamPriority;
     };
-    struct {  // the other kinds
+    struct {              // the other kinds
       uint64_t bytes;     // copies and memsets
       int32_t srcDevice;  // copies
       int32_t dstDevice;
@@ -179,8 +179,8 @@ struct RecordSet {
   ChunkedVector<DeviceOp> deviceOps;
   ChunkedVector<RuntimeCall> runtimeCalls;
   ChunkedVector<HostSync> hostSyncs;
-  ChunkedVector<ExternalRecord> external;  // later records win
-  ChunkedVector<CommunicationInfo> communications;  // see DeviceOp::eventId
+  ChunkedVector<ExternalRecord> external;                      // later records win
+  ChunkedVector<CommunicationInfo> communications;             // see DeviceOp::eventId
   std::unordered_map<int32_t, std::vector<ClockPoint>> clock;  // by device
   uint64_t recordsParsed = 0;
   uint64_t unknownKinds = 0;      // skipped by size, as the header allows
@@ -196,8 +196,8 @@ struct RecordSet {
   // The payload of a Communication op; nullptr for other kinds.
   const CommunicationInfo* communicationOf(const DeviceOp& op) const {
     return op.kind == DeviceOpKind::Communication && op.eventId < communications.size() ? &communications[op.eventId]
-                                                                                       : nullptr;
+                                                                                        : nullptr;
   }
 };
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

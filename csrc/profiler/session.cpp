@@ -58,8 +58,7 @@ void giveBackFreedMemory() {
 }
 
 int64_t nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -70,7 +69,7 @@ std::string jsonString(std::string_view text) {
   return out;
 }
 
-} // namespace
+}  // namespace
 
 WindowLease WindowLease::tryAcquire() {
   WindowLease lease;
@@ -273,8 +272,7 @@ void OpenregSession::start() {
     pool.setSink(nullptr, nullptr);
     window_.release();
     state_ = State::Inert;
-    addError("orActivityRegisterCallbacks failed: " + api_.describe(rc) + "; this trace gets no device activity",
-             true);
+    addError("orActivityRegisterCallbacks failed: " + api_.describe(rc) + "; this trace gets no device activity", true);
     return;
   }
   enableKinds(true);
@@ -305,9 +303,9 @@ void OpenregSession::stop() {
   timings_.flushNs = nowNs() - stoppedNs_;
   if (orError_t rc = flushed; rc != orSuccess) {
     ++flushTimeouts_;
-    addError("orActivityFlushAll failed: " + api_.describe(rc) +
-                 "; device work still running was left out of the trace",
-             true);
+    addError(
+        "orActivityFlushAll failed: " + api_.describe(rc) + "; device work still running was left out of the trace",
+        true);
   }
   takeClockSamples();
   if (hostClockTrace_) {
@@ -335,8 +333,8 @@ void OpenregSession::stop() {
   timings_.stopNs = nowNs() - stoppedNs_;
 
   if (droppedByRuntime_ > 0) {
-    addError(std::to_string(droppedByRuntime_) +
-                 " activity records were dropped by the runtime (" + std::to_string(buffersRefused_) +
+    addError(std::to_string(droppedByRuntime_) + " activity records were dropped by the runtime (" +
+                 std::to_string(buffersRefused_) +
                  " buffer requests refused at the OPENREG_PROFILER_BUFFER_LIMIT_MB limit); the device "
                  "lanes of this trace are incomplete",
              true);
@@ -410,8 +408,10 @@ void OpenregSession::writeDebugLine(int64_t windowStart, int64_t windowEnd, int6
       .field("annotations_without_range", st.annotationsWithoutRange)
       .field("records", t.records)
       .field("record_bytes", t.recordBytes);
-  const std::pair<const char*, int64_t> millis[] = {{"stop_ms", t.stopNs},       {"flush_ms", t.flushNs},
-                                                    {"prepare_ms", t.prepareNs}, {"emit_ms", t.emitNs},
+  const std::pair<const char*, int64_t> millis[] = {{"stop_ms", t.stopNs},
+                                                    {"flush_ms", t.flushNs},
+                                                    {"prepare_ms", t.prepareNs},
+                                                    {"emit_ms", t.emitNs},
                                                     {"process_ms", processNs}};
   for (const auto& [key, ns] : millis) w.key(key).valueFixed(static_cast<double>(ns) / 1e6, 3);
   w.endObject();
@@ -419,8 +419,8 @@ void OpenregSession::writeDebugLine(int64_t windowStart, int64_t windowEnd, int6
 }
 
 void OpenregSession::processTrace(libkineto::ActivityLogger& logger) {
-  processTrace(logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, startedNs_,
-               stoppedNs_);
+  processTrace(
+      logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, startedNs_, stoppedNs_);
 }
 
 void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
@@ -527,22 +527,20 @@ bool OpenregSession::deferredStart() const {
 }
 
 libkineto::DeviceInfo OpenregSession::deviceInfo(const DeviceDescription& device) const {
-  return libkineto::DeviceInfo{
-      .id = device.index,
-      .sortIndex = libkineto::kExceedMaxPid + device.index,
-      .name = kinetoSafe("openreg:" + std::to_string(device.index) + " (" + device.name + ")"),
-      .label = "openreg " + std::to_string(device.index)};
+  return libkineto::DeviceInfo{.id = device.index,
+                               .sortIndex = libkineto::kExceedMaxPid + device.index,
+                               .name = kinetoSafe("openreg:" + std::to_string(device.index) + " (" + device.name + ")"),
+                               .label = "openreg " + std::to_string(device.index)};
 }
 
 std::unique_ptr<libkineto::DeviceInfo> OpenregSession::getDeviceInfo() {
   if (devices_.empty()) {
     // No library (or no device): still name the lane, so Kineto does not
     // invent "GPU 0..15" rows, and say why it is empty.
-    return std::make_unique<libkineto::DeviceInfo>(libkineto::DeviceInfo{
-        .id = 0,
-        .sortIndex = libkineto::kExceedMaxPid,
-        .name = "openreg (device tracing unavailable)",
-        .label = "openreg"});
+    return std::make_unique<libkineto::DeviceInfo>(libkineto::DeviceInfo{.id = 0,
+                                                                         .sortIndex = libkineto::kExceedMaxPid,
+                                                                         .name = "openreg (device tracing unavailable)",
+                                                                         .label = "openreg"});
   }
   return std::make_unique<libkineto::DeviceInfo>(deviceInfo(devices_.front()));
 }
@@ -666,4 +664,4 @@ std::unordered_map<std::string, std::string> OpenregSession::getMetadata() {
   return out;
 }
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

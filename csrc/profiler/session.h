@@ -50,13 +50,13 @@ struct SessionRequest {
 
 // Where a session's stop and processTrace time went (debug line, benchmarks).
 struct SessionTimings {
-  int64_t stopNs = 0;       // stop(): close the window, flush, drain, unregister
-  int64_t flushNs = 0;      // of which orActivityFlushAll(FORCED)
-  int64_t prepareNs = 0;    // joins by correlation id, clock mapping
-  int64_t emitNs = 0;       // filters, flows, rows, and the Kineto activities built from them
-  uint64_t records = 0;     // records parsed
-  uint64_t recordBytes = 0; // bytes of those records in the activity buffers
-  uint64_t activities = 0;  // activities handed to the logger
+  int64_t stopNs = 0;        // stop(): close the window, flush, drain, unregister
+  int64_t flushNs = 0;       // of which orActivityFlushAll(FORCED)
+  int64_t prepareNs = 0;     // joins by correlation id, clock mapping
+  int64_t emitNs = 0;        // filters, flows, rows, and the Kineto activities built from them
+  uint64_t records = 0;      // records parsed
+  uint64_t recordBytes = 0;  // bytes of those records in the activity buffers
+  uint64_t activities = 0;   // activities handed to the logger
 };
 
 // A host clock other than CLOCK_REALTIME for the runtime's host records.
@@ -169,10 +169,10 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   int64_t startedNs_ = 0;
   int64_t stoppedNs_ = 0;
 
-  std::unique_ptr<HostClock::Trace> hostClockTrace_;     // while the window is open
-  std::function<int64_t(uint64_t)> hostClockToEpoch_;    // set at stop when the runtime used a HostClock
-  std::string hostClockSource_ = "CLOCK_REALTIME";       // in the trace's metadata
-  RecordSet records_;  // filled by the buffer pool's completed callback
+  std::unique_ptr<HostClock::Trace> hostClockTrace_;   // while the window is open
+  std::function<int64_t(uint64_t)> hostClockToEpoch_;  // set at stop when the runtime used a HostClock
+  std::string hostClockSource_ = "CLOCK_REALTIME";     // in the trace's metadata
+  RecordSet records_;                                  // filled by the buffer pool's completed callback
   std::vector<std::pair<int32_t, ClockPoint>> directClockSamples_;
   uint64_t droppedAtStart_ = 0;
   uint64_t droppedByRuntime_ = 0;
@@ -197,4 +197,4 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   std::vector<std::string> errors_;
 };
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

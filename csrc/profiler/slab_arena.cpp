@@ -39,7 +39,7 @@ void* mapAlignedSlab() {
   return reinterpret_cast<void*>(aligned);
 }
 
-} // namespace
+}  // namespace
 
 SlabArena::~SlabArena() { seal(); }
 
@@ -83,4 +83,4 @@ void SlabArena::release(void* object) noexcept {
 
 size_t SlabArena::slabsInUse() noexcept { return gSlabsInUse.load(std::memory_order_relaxed); }
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

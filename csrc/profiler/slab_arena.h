@@ -43,4 +43,4 @@ class SlabArena {
   size_t used_ = 0;
 };
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

@@ -27,54 +27,78 @@ int64_t elapsed(int64_t from, int64_t to) {
 
 const char* memoryKindName(uint8_t kind) {
   switch (kind) {
-    case OR_ACTIVITY_MEMORY_KIND_PAGEABLE: return "Pageable";
-    case OR_ACTIVITY_MEMORY_KIND_PINNED: return "Pinned";
-    case OR_ACTIVITY_MEMORY_KIND_DEVICE: return "Device";
-    default: return "Unknown";
+    case OR_ACTIVITY_MEMORY_KIND_PAGEABLE:
+      return "Pageable";
+    case OR_ACTIVITY_MEMORY_KIND_PINNED:
+      return "Pinned";
+    case OR_ACTIVITY_MEMORY_KIND_DEVICE:
+      return "Device";
+    default:
+      return "Unknown";
   }
 }
 
 const char* syncTypeName(uint32_t type) {
   switch (type) {
-    case OR_ACTIVITY_SYNC_STREAM: return "stream";
-    case OR_ACTIVITY_SYNC_EVENT: return "event";
-    case OR_ACTIVITY_SYNC_DEVICE: return "device";
-    case OR_ACTIVITY_SYNC_STREAM_WAIT_EVENT: return "stream wait event";
-    default: return "unknown";
+    case OR_ACTIVITY_SYNC_STREAM:
+      return "stream";
+    case OR_ACTIVITY_SYNC_EVENT:
+      return "event";
+    case OR_ACTIVITY_SYNC_DEVICE:
+      return "device";
+    case OR_ACTIVITY_SYNC_STREAM_WAIT_EVENT:
+      return "stream wait event";
+    default:
+      return "unknown";
   }
 }
 
 bool requested(const EmitOptions& o, DeviceOpKind kind) {
   switch (kind) {
-    case DeviceOpKind::Kernel: return o.kernels;
-    case DeviceOpKind::Memcpy: return o.memcpy;
-    case DeviceOpKind::Memset: return o.memset;
-    case DeviceOpKind::StreamWait: return o.syncs;
-    case DeviceOpKind::Communication: return o.kernels;
+    case DeviceOpKind::Kernel:
+      return o.kernels;
+    case DeviceOpKind::Memcpy:
+      return o.memcpy;
+    case DeviceOpKind::Memset:
+      return o.memset;
+    case DeviceOpKind::StreamWait:
+      return o.syncs;
+    case DeviceOpKind::Communication:
+      return o.kernels;
   }
   return false;
 }
 
 TraceEventType eventType(DeviceOpKind kind) {
   switch (kind) {
-    case DeviceOpKind::Kernel: return TraceEventType::Kernel;
-    case DeviceOpKind::Memcpy: return TraceEventType::Memcpy;
-    case DeviceOpKind::Memset: return TraceEventType::Memset;
-    case DeviceOpKind::StreamWait: return TraceEventType::StreamWait;
+    case DeviceOpKind::Kernel:
+      return TraceEventType::Kernel;
+    case DeviceOpKind::Memcpy:
+      return TraceEventType::Memcpy;
+    case DeviceOpKind::Memset:
+      return TraceEventType::Memset;
+    case DeviceOpKind::StreamWait:
+      return TraceEventType::StreamWait;
     // A kernel to Kineto: it copies record_param_comms' args onto kernels
     // only, and HolisticTraceAnalysis reads communication from kernels.
-    case DeviceOpKind::Communication: return TraceEventType::Kernel;
+    case DeviceOpKind::Communication:
+      return TraceEventType::Kernel;
   }
   return TraceEventType::Kernel;
 }
 
 std::string_view deviceOpName(const DeviceOp& op) {
   switch (op.kind) {
-    case DeviceOpKind::Kernel: return op.name != nullptr && op.name[0] != '\0' ? op.name : "unnamed kernel";
-    case DeviceOpKind::Memcpy: return memcpyName(op.copyKind);
-    case DeviceOpKind::Memset: return "Memset (Device)";
-    case DeviceOpKind::StreamWait: return "Stream Wait Event";
-    case DeviceOpKind::Communication: return op.name != nullptr && op.name[0] != '\0' ? op.name : "openregComm";
+    case DeviceOpKind::Kernel:
+      return op.name != nullptr && op.name[0] != '\0' ? op.name : "unnamed kernel";
+    case DeviceOpKind::Memcpy:
+      return memcpyName(op.copyKind);
+    case DeviceOpKind::Memset:
+      return "Memset (Device)";
+    case DeviceOpKind::StreamWait:
+      return "Stream Wait Event";
+    case DeviceOpKind::Communication:
+      return op.name != nullptr && op.name[0] != '\0' ? op.name : "openregComm";
   }
   return "device op";
 }
@@ -116,7 +140,7 @@ class StringArgs final : public ArgWriter {
   void dims(const char* key, const uint32_t (&value)[3]) override { args.push_back({key, dimsText(value)}); }
 };
 
-} // namespace
+}  // namespace
 
 std::string dimsText(const uint32_t (&value)[3]) {
   char text[48];
@@ -133,23 +157,35 @@ std::string decimalText(double value, int decimals) {
 
 const char* memcpyKindName(uint8_t copyKind) {
   switch (copyKind) {
-    case OR_ACTIVITY_MEMCPY_HTOD: return "HtoD";
-    case OR_ACTIVITY_MEMCPY_DTOH: return "DtoH";
-    case OR_ACTIVITY_MEMCPY_DTOD: return "DtoD";
-    case OR_ACTIVITY_MEMCPY_HTOH: return "HtoH";
-    case OR_ACTIVITY_MEMCPY_PTOP: return "PtoP";
-    default: return "Unknown";
+    case OR_ACTIVITY_MEMCPY_HTOD:
+      return "HtoD";
+    case OR_ACTIVITY_MEMCPY_DTOH:
+      return "DtoH";
+    case OR_ACTIVITY_MEMCPY_DTOD:
+      return "DtoD";
+    case OR_ACTIVITY_MEMCPY_HTOH:
+      return "HtoH";
+    case OR_ACTIVITY_MEMCPY_PTOP:
+      return "PtoP";
+    default:
+      return "Unknown";
   }
 }
 
 const char* memcpyName(uint8_t copyKind) {
   switch (copyKind) {
-    case OR_ACTIVITY_MEMCPY_HTOD: return "Memcpy HtoD (Host -> Device)";
-    case OR_ACTIVITY_MEMCPY_DTOH: return "Memcpy DtoH (Device -> Host)";
-    case OR_ACTIVITY_MEMCPY_DTOD: return "Memcpy DtoD (Device -> Device)";
-    case OR_ACTIVITY_MEMCPY_HTOH: return "Memcpy HtoH (Host -> Host)";
-    case OR_ACTIVITY_MEMCPY_PTOP: return "Memcpy PtoP (Device -> Device)";
-    default: return "Memcpy (Unknown)";
+    case OR_ACTIVITY_MEMCPY_HTOD:
+      return "Memcpy HtoD (Host -> Device)";
+    case OR_ACTIVITY_MEMCPY_DTOH:
+      return "Memcpy DtoH (Device -> Host)";
+    case OR_ACTIVITY_MEMCPY_DTOD:
+      return "Memcpy DtoD (Device -> Device)";
+    case OR_ACTIVITY_MEMCPY_HTOH:
+      return "Memcpy HtoH (Host -> Host)";
+    case OR_ACTIVITY_MEMCPY_PTOP:
+      return "Memcpy PtoP (Device -> Device)";
+    default:
+      return "Memcpy (Unknown)";
   }
 }
 
@@ -597,7 +633,7 @@ std::vector<Span> userRangeExtents(const RowMap& rows, const PreparedTrace& prep
   return ordered;
 }
 
-} // namespace
+}  // namespace
 
 std::vector<TraceEvent> buildSpans(const RowMap& rows, const PreparedTrace& prepared, const UserRangeLookup& userRange,
                                    EmitResult& result) {
@@ -667,9 +703,8 @@ EmitRuns orderRuns(RowMap& rows, const PreparedTrace& prepared, const RuntimeSel
     std::stable_sort(out.launches.begin(), out.launches.end(), launchBefore);
   }
   out.spans = std::move(spans);
-  std::stable_sort(out.spans.begin(), out.spans.end(), [](const TraceEvent& a, const TraceEvent& b) {
-    return emitBefore(a.start, a.end, b.start, b.end);
-  });
+  std::stable_sort(out.spans.begin(), out.spans.end(),
+                   [](const TraceEvent& a, const TraceEvent& b) { return emitBefore(a.start, a.end, b.start, b.end); });
   return out;
 }
 
@@ -714,7 +749,7 @@ TraceEvent deviceEvent(const PreparedTrace& prepared, const RowWork& work, bool 
   return e;
 }
 
-} // namespace steps
+}  // namespace steps
 
 PreparedTrace prepareTrace(const RecordSet& records) {
   PreparedTrace out;
@@ -768,11 +803,10 @@ void emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const 
   });
 }
 
-EmitResult emitTrace(const PreparedTrace& prepared, const EmitOptions& options,
-                     const UserRangeLookup& userRange) {
+EmitResult emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const UserRangeLookup& userRange) {
   EmitResult result;
   emitTrace(prepared, options, userRange, result, [&](const TraceEvent& e) { result.events.push_back(e); });
   return result;
 }
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

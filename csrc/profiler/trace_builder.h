@@ -36,7 +36,7 @@ constexpr int32_t kFirstTraceId = 1 << 30;
 // Both kept small: a trace has one of each per kernel.
 struct PreparedDeviceOp {
   const DeviceOp* op = nullptr;  // in the RecordSet prepareTrace read
-  int64_t start = 0;  // host epoch ns
+  int64_t start = 0;             // host epoch ns
   int64_t end = 0;
   int32_t traceId = 0;
   int32_t runtimeIndex = -1;  // into PreparedTrace::runtime, if the launch is known
@@ -46,7 +46,7 @@ struct PreparedDeviceOp {
 struct PreparedRuntime {
   const RuntimeCall* call = nullptr;  // in the RecordSet prepareTrace read
   int32_t traceId = 0;
-  int32_t syncIndex = -1;  // into PreparedTrace::hostSyncs, for sync calls
+  int32_t syncIndex = -1;   // into PreparedTrace::hostSyncs, for sync calls
   uint64_t externalOp = 0;  // the op that made the call (user ranges mark device work only)
 };
 
@@ -80,7 +80,7 @@ struct EmitOptions {
   bool runtime = true;          // host launch rows
   int64_t windowStart = 0;      // host epoch ns, inclusive
   int64_t windowEnd = 0;
-  int64_t notBefore = 0;        // deferred start (ts_ms); 0 if none
+  int64_t notBefore = 0;  // deferred start (ts_ms); 0 if none
 };
 
 enum class TraceEventType { Kernel, Memcpy, Memset, StreamWait, UserAnnotation, Runtime };
@@ -90,16 +90,16 @@ enum class TraceEventType { Kernel, Memcpy, Memset, StreamWait, UserAnnotation, 
 struct TraceEvent {
   TraceEventType type = TraceEventType::Kernel;
   std::string_view name;  // a literal, a runtime-owned name, or EmitResult::rangeNames
-  int64_t start = 0;  // host epoch ns
+  int64_t start = 0;      // host epoch ns
   int64_t end = 0;
-  int64_t pid = 0;    // device index, or the host process id
-  int64_t tid = 0;    // stream id, or the host thread id
+  int64_t pid = 0;  // device index, or the host process id
+  int64_t tid = 0;  // stream id, or the host thread id
   int32_t threadId = 0;
-  int32_t id = 0;     // per-trace correlation id
+  int32_t id = 0;       // per-trace correlation id
   uint32_t flowId = 0;  // 0 (no arrow) or the id
   bool flowStart = false;
-  uint64_t linkedOp = 0;  // external op id to link through Kineto, 0 = none
-  uint64_t userRange = 0; // user annotations: the record_function's id
+  uint64_t linkedOp = 0;   // external op id to link through Kineto, 0 = none
+  uint64_t userRange = 0;  // user annotations: the record_function's id
   // Where the args come from: device work, or a host runtime call (with the
   // host sync it made, if any). Both null for user-range spans.
   const PreparedDeviceOp* device = nullptr;
@@ -132,7 +132,7 @@ struct EventArgs {
   uint32_t memsetValue = 0;
   uint32_t memsetElementSize = 0;
   uint32_t syncType = 0;
-  uint64_t stream = 0;   // where the work ran, or the stream a call synchronised
+  uint64_t stream = 0;  // where the work ran, or the stream a call synchronised
   uint64_t bytes = 0;
   uint64_t eventId = 0;  // the event a stream waited for, or a call synchronised
   int64_t durationNs = 0;
@@ -185,7 +185,7 @@ struct EmitStats {
   uint64_t beforeRequestedStart = 0;
   uint64_t causalityFixes = 0;  // device starts moved up to their launch
   int64_t maxCausalityFixNs = 0;
-  uint64_t rowOverlapFixes = 0;  // starts moved past the previous op on a row
+  uint64_t rowOverlapFixes = 0;          // starts moved past the previous op on a row
   uint64_t annotationsWithoutRange = 0;  // user range unknown to Kineto
   uint64_t annotationOverlapsDropped = 0;
   uint64_t flows = 0;
@@ -202,8 +202,7 @@ struct EmitResult {
   std::deque<std::string> rangeNames;  // what user-range spans' names point at
 };
 
-EmitResult emitTrace(const PreparedTrace& prepared, const EmitOptions& options,
-                     const UserRangeLookup& userRange);
+EmitResult emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const UserRangeLookup& userRange);
 
 // The same, handing each event to `sink` in order instead of keeping it: a
 // trace of millions of events is never held twice. Fills result's stats,
@@ -220,4 +219,4 @@ EmitResult emitTrace(PreparedTrace&& prepared, const EmitOptions& options, const
 const char* memcpyName(uint8_t copyKind);
 const char* memcpyKindName(uint8_t copyKind);
 
-} // namespace openreg::profiler
+}  // namespace openreg::profiler

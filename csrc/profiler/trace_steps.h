@@ -228,4 +228,4 @@ EmitRuns orderRuns(RowMap& rows, const PreparedTrace& prepared, const RuntimeSel
 TraceEvent runtimeEvent(const PreparedTrace& prepared, size_t index, bool flowStart);
 TraceEvent deviceEvent(const PreparedTrace& prepared, const RowWork& work, bool flowEnd);
 
-} // namespace openreg::profiler::steps
+}  // namespace openreg::profiler::steps

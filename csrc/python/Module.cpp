@@ -71,9 +71,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_count", []() { return static_cast<int>(deviceCount()); });
   m.def("_get_device", []() { return static_cast<int>(currentDevice()); });
   m.def("_set_device", [](int device) { setCurrentDevice(static_cast<c10::DeviceIndex>(device)); });
-  m.def("_exchange_device", [](int device) {
-    return static_cast<int>(exchangeDevice(static_cast<c10::DeviceIndex>(device)));
-  });
+  m.def("_exchange_device",
+        [](int device) { return static_cast<int>(exchangeDevice(static_cast<c10::DeviceIndex>(device))); });
   m.def("_synchronize", &synchronizeDevice, py::arg("device"));
   m.def("_synchronize_with_timeout", &synchronizeDeviceWithTimeout, py::arg("device"), py::arg("timeout_ms"));
   m.def("_get_device_properties", &deviceProperties, py::arg("device"));

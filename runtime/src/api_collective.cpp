@@ -83,8 +83,7 @@ void dropCollective(Task& task) {
   if (call->userDataDestroy == nullptr) return;
   try {
     call->userDataDestroy(call->userData);
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 void runCollective(Stream& stream, Task& task, int device, const DeviceClockModel& clock) {
@@ -98,8 +97,7 @@ void runCollective(Stream& stream, Task& task, int device, const DeviceClockMode
   if (call->userDataDestroy != nullptr) {
     try {
       call->userDataDestroy(call->userData);
-    } catch (...) {
-    }
+    } catch (...) {}
   }
   if (result != 0) {
     message[sizeof(message) - 1] = '\0';
@@ -121,8 +119,7 @@ orError_t orLaunchCollective(const orCollectiveConfig* config, orStream_t stream
     orCollectiveConfig copy{};
     const size_t known = config->structSize < sizeof(copy) ? config->structSize : sizeof(copy);
     if (known < sizeof(copy)) {
-      return openreg::fail(orErrorInvalidValue, "orLaunchCollective: structSize %u is too small",
-                           config->structSize);
+      return openreg::fail(orErrorInvalidValue, "orLaunchCollective: structSize %u is too small", config->structSize);
     }
     std::memcpy(&copy, config, known);
     return openreg::launchCollective(copy, stream);

@@ -35,26 +35,34 @@ bool fits(const Endpoint& endpoint, const void* ptr, size_t count) {
 
 uint8_t memoryKind(const Endpoint& endpoint) {
   switch (endpoint.type) {
-    case orMemoryTypeDevice: return OR_ACTIVITY_MEMORY_KIND_DEVICE;
-    case orMemoryTypeHost: return OR_ACTIVITY_MEMORY_KIND_PINNED;
-    default: return OR_ACTIVITY_MEMORY_KIND_PAGEABLE;
+    case orMemoryTypeDevice:
+      return OR_ACTIVITY_MEMORY_KIND_DEVICE;
+    case orMemoryTypeHost:
+      return OR_ACTIVITY_MEMORY_KIND_PINNED;
+    default:
+      return OR_ACTIVITY_MEMORY_KIND_PAGEABLE;
   }
 }
 
 const char* kindName(orMemcpyKind kind) {
   switch (kind) {
-    case orMemcpyHostToHost: return "host-to-host";
-    case orMemcpyHostToDevice: return "host-to-device";
-    case orMemcpyDeviceToHost: return "device-to-host";
-    case orMemcpyDeviceToDevice: return "device-to-device";
-    default: return "default";
+    case orMemcpyHostToHost:
+      return "host-to-host";
+    case orMemcpyHostToDevice:
+      return "host-to-device";
+    case orMemcpyDeviceToHost:
+      return "device-to-host";
+    case orMemcpyDeviceToDevice:
+      return "device-to-device";
+    default:
+      return "default";
   }
 }
 
 // A copy's direction, checked against the pointers' kinds; orSuccess or the
 // failure (message set).
-orError_t checkDirection(orMemcpyKind kind, const Endpoint& from, const Endpoint& to, const void* dst,
-                         const void* src, size_t count, const char* caller) {
+orError_t checkDirection(orMemcpyKind kind, const Endpoint& from, const Endpoint& to, const void* dst, const void* src,
+                         size_t count, const char* caller) {
   const bool fromDevice = from.type == orMemoryTypeDevice;
   const bool toDevice = to.type == orMemoryTypeDevice;
   const bool expectFromDevice = kind == orMemcpyDeviceToHost || kind == orMemcpyDeviceToDevice;
@@ -75,10 +83,14 @@ orError_t checkDirection(orMemcpyKind kind, const Endpoint& from, const Endpoint
 
 uint8_t activityCopyKind(orMemcpyKind kind, const Endpoint& from, const Endpoint& to) {
   switch (kind) {
-    case orMemcpyHostToDevice: return OR_ACTIVITY_MEMCPY_HTOD;
-    case orMemcpyDeviceToHost: return OR_ACTIVITY_MEMCPY_DTOH;
-    case orMemcpyDeviceToDevice: return from.device == to.device ? OR_ACTIVITY_MEMCPY_DTOD : OR_ACTIVITY_MEMCPY_PTOP;
-    default: return OR_ACTIVITY_MEMCPY_HTOH;
+    case orMemcpyHostToDevice:
+      return OR_ACTIVITY_MEMCPY_HTOD;
+    case orMemcpyDeviceToHost:
+      return OR_ACTIVITY_MEMCPY_DTOH;
+    case orMemcpyDeviceToDevice:
+      return from.device == to.device ? OR_ACTIVITY_MEMCPY_DTOD : OR_ACTIVITY_MEMCPY_PTOP;
+    default:
+      return OR_ACTIVITY_MEMCPY_HTOH;
   }
 }
 
@@ -88,7 +100,8 @@ orError_t copy(void* dst, const void* src, size_t count, orMemcpyKind kind, orSt
     return fail(orErrorInvalidValue, "%s: unknown copy kind %d", caller, static_cast<int>(kind));
   }
   if (count == 0) return orSuccess;
-  if (dst == nullptr || src == nullptr) return fail(orErrorInvalidValue, "%s: %s pointer is NULL", caller, dst ? "source" : "destination");
+  if (dst == nullptr || src == nullptr)
+    return fail(orErrorInvalidValue, "%s: %s pointer is NULL", caller, dst ? "source" : "destination");
   orError_t error;
   Runtime* runtime = acquireRuntime(&error);
   if (runtime == nullptr) return error;
@@ -127,7 +140,7 @@ orError_t copy(void* dst, const void* src, size_t count, orMemcpyKind kind, orSt
   Task task;
   task.kind = TaskKind::Memcpy;
   task.isAsync = async;
-  task.copy = {dst, src, count, from.device, to.device, activityCopyKind(kind, from, to), memoryKind(from),
+  task.copy = {dst,           src, count, from.device, to.device, activityCopyKind(kind, from, to), memoryKind(from),
                memoryKind(to)};
   // A pageable source may change once we return: copy it now.
   if (async && from.type == orMemoryTypeUnregistered) {
@@ -195,15 +208,11 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
 }
 
 orError_t orMemset(void* devPtr, int value, size_t count) {
-  return guarded([&] {
-    return memset(devPtr, static_cast<uint8_t>(value), 1, count, nullptr, false, "orMemset");
-  });
+  return guarded([&] { return memset(devPtr, static_cast<uint8_t>(value), 1, count, nullptr, false, "orMemset"); });
 }
 
 orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t stream) {
-  return guarded([&] {
-    return memset(devPtr, static_cast<uint8_t>(value), 1, count, stream, true, "orMemsetAsync");
-  });
+  return guarded([&] { return memset(devPtr, static_cast<uint8_t>(value), 1, count, stream, true, "orMemsetAsync"); });
 }
 
 orError_t orMemsetD16Async(void* devPtr, uint16_t value, size_t count, orStream_t stream) {

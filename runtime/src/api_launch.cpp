@@ -23,8 +23,13 @@ orError_t launch(const orLaunchConfig& config, orStream_t streamHandle) {
   if (orError_t e = resolveStream(*runtime, streamHandle, "orLaunchKernel", &stream)) return call.result(e);
   Task task;
   task.kind = TaskKind::Kernel;
-  task.kernel = {activity::internName(config.name), config.func, config.userData, config.userDataDestroy,
-                 config.grid, config.block, config.sharedMemBytes};
+  task.kernel = {activity::internName(config.name),
+                 config.func,
+                 config.userData,
+                 config.userDataDestroy,
+                 config.grid,
+                 config.block,
+                 config.sharedMemBytes};
   task.correlationId = call.correlationId();
   task.recordDevice = call.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_KERNEL);
   stream->enqueue(std::move(task));

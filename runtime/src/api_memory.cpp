@@ -60,8 +60,8 @@ orError_t orMalloc(void** ptr, size_t size) {
       const size_t used = device.usedBytes.load();
       const size_t total = device.properties.totalGlobalMem;
       result = fail(orErrorMemoryAllocation,
-                    "orMalloc: out of memory on openreg device %d: requested %zu bytes, %zu bytes free of %zu",
-                    index, size, total - std::min(used, total), total);
+                    "orMalloc: out of memory on openreg device %d: requested %zu bytes, %zu bytes free of %zu", index,
+                    size, total - std::min(used, total), total);
     } else {
       void* memory = std::aligned_alloc(kDeviceAlignment, rounded);
       if (memory == nullptr) {
@@ -88,8 +88,7 @@ orError_t orFree(void* ptr) {
     if (orError_t e = refuseOnExecutor("orFree")) return call.result(e);
     void* base = nullptr;
     Allocation allocation;
-    if (!runtime->memory.find(ptr, &base, &allocation) || base != ptr ||
-        allocation.type != orMemoryTypeDevice) {
+    if (!runtime->memory.find(ptr, &base, &allocation) || base != ptr || allocation.type != orMemoryTypeDevice) {
       return call.result(fail(orErrorInvalidDevicePointer,
                               "orFree: %p is not the start of a live device allocation (already freed, never "
                               "allocated, or an interior pointer)",
@@ -106,7 +105,7 @@ orError_t orFree(void* ptr) {
                               ptr));
     }
     activity::recordMemory(call, OR_ACTIVITY_MEMORY_RELEASE, OR_ACTIVITY_MEMORY_KIND_DEVICE, removed.device, ptr,
-                 removed.size);
+                           removed.size);
     std::free(ptr);
     runtime->devices[removed.device]->usedBytes.fetch_sub(removed.reserved);
     return call.result(removed.device, orSuccess);

@@ -65,10 +65,12 @@ orError_t orStreamDestroy(orStream_t stream) {
     orError_t error;
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
-    if (stream == nullptr) return fail(orErrorInvalidResourceHandle, "orStreamDestroy: the default stream cannot be destroyed");
+    if (stream == nullptr)
+      return fail(orErrorInvalidResourceHandle, "orStreamDestroy: the default stream cannot be destroyed");
     auto found = runtime->streams.find(reinterpret_cast<uint64_t>(stream));
     if (!found) {
-      return fail(orErrorInvalidResourceHandle, "orStreamDestroy: stream handle %p is not a live stream (destroyed or never created)",
+      return fail(orErrorInvalidResourceHandle,
+                  "orStreamDestroy: stream handle %p is not a live stream (destroyed or never created)",
                   static_cast<void*>(stream));
     }
     if (found->isDefault()) {
@@ -135,9 +137,9 @@ orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int fla
     if (orError_t e = resolveStream(*runtime, stream, "orStreamWaitEvent", &s)) return call.result(e);
     auto e = runtime->events.find(reinterpret_cast<uint64_t>(event));
     if (!e) {
-      return call.result(s->device(), fail(orErrorInvalidResourceHandle,
-                                           "orStreamWaitEvent: event handle %p is not a live event",
-                                           static_cast<void*>(event)));
+      return call.result(s->device(),
+                         fail(orErrorInvalidResourceHandle, "orStreamWaitEvent: event handle %p is not a live event",
+                              static_cast<void*>(event)));
     }
     const uint64_t target = e->currentTarget();
     if (target == 0) return call.result(s->device(), orSuccess);  // never recorded: nothing to wait for (as CUDA)

@@ -30,10 +30,10 @@ struct DeviceClockModel {
   // (readConfigFromEnvironment rejects one that would within this time).
   static constexpr double kDriftSeconds = 1000;
 
-  uint64_t offsetNs = 0;       // device reading at `originSteadyNs`
-  uint64_t originSteadyNs = 0; // steady-clock time the device clock started
-  double skewPpm = 0;          // constant rate error
-  double driftPpmPerS = 0;     // rate error added per second, for kDriftSeconds
+  uint64_t offsetNs = 0;        // device reading at `originSteadyNs`
+  uint64_t originSteadyNs = 0;  // steady-clock time the device clock started
+  double skewPpm = 0;           // constant rate error
+  double driftPpmPerS = 0;      // rate error added per second, for kDriftSeconds
 
   // The device reading at a given steady-clock time.
   uint64_t at(uint64_t steadyNs) const {
@@ -42,8 +42,9 @@ struct DeviceClockModel {
     // rate(t) = 1 + skew + drift * min(t, kDriftSeconds), integrated from the origin.
     const long double t = static_cast<long double>(elapsed);
     const long double drifting = t < kDriftSeconds * 1e9L ? t : kDriftSeconds * 1e9L;
-    const long double advanced = t + t * (skewPpm * 1e-6L) +
-                                 (driftPpmPerS * 1e-6L) * (drifting * drifting / 2.0L + drifting * (t - drifting)) / 1e9L;
+    const long double advanced =
+        t + t * (skewPpm * 1e-6L) +
+        (driftPpmPerS * 1e-6L) * (drifting * drifting / 2.0L + drifting * (t - drifting)) / 1e9L;
     return offsetNs + static_cast<uint64_t>(static_cast<int64_t>(advanced));
   }
 

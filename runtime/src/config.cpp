@@ -34,11 +34,24 @@ bool parseBytes(const char* text, size_t* out) {
   double scale = 1;
   if (*end != '\0') {
     switch (*end) {
-      case 'k': case 'K': scale = 1024.0; break;
-      case 'm': case 'M': scale = 1024.0 * 1024; break;
-      case 'g': case 'G': scale = 1024.0 * 1024 * 1024; break;
-      case 't': case 'T': scale = 1024.0 * 1024 * 1024 * 1024; break;
-      default: return false;
+      case 'k':
+      case 'K':
+        scale = 1024.0;
+        break;
+      case 'm':
+      case 'M':
+        scale = 1024.0 * 1024;
+        break;
+      case 'g':
+      case 'G':
+        scale = 1024.0 * 1024 * 1024;
+        break;
+      case 't':
+      case 'T':
+        scale = 1024.0 * 1024 * 1024 * 1024;
+        break;
+      default:
+        return false;
     }
     ++end;
     if (*end == 'i' || *end == 'I') ++end;

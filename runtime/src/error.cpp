@@ -28,53 +28,88 @@ orError_t failShuttingDown(const char* caller) {
 
 }  // namespace openreg
 
-
 extern "C" {
 
 const char* orGetErrorName(orError_t error) {
   switch (error) {
-    case orSuccess: return "orSuccess";
-    case orErrorInvalidValue: return "orErrorInvalidValue";
-    case orErrorMemoryAllocation: return "orErrorMemoryAllocation";
-    case orErrorInitializationError: return "orErrorInitializationError";
-    case orErrorInvalidDevice: return "orErrorInvalidDevice";
-    case orErrorInvalidDevicePointer: return "orErrorInvalidDevicePointer";
-    case orErrorInvalidHostPointer: return "orErrorInvalidHostPointer";
-    case orErrorInvalidResourceHandle: return "orErrorInvalidResourceHandle";
-    case orErrorNotReady: return "orErrorNotReady";
-    case orErrorLaunchFailure: return "orErrorLaunchFailure";
-    case orErrorNotSupported: return "orErrorNotSupported";
-    case orErrorTimeout: return "orErrorTimeout";
-    case orErrorMaxLimitReached: return "orErrorMaxLimitReached";
-    case orErrorHostMemoryAllocation: return "orErrorHostMemoryAllocation";
-    case orErrorNotInitialized: return "orErrorNotInitialized";
-    case orErrorShuttingDown: return "orErrorShuttingDown";
-    case orErrorUnknown: return "orErrorUnknown";
-    default: break;
+    case orSuccess:
+      return "orSuccess";
+    case orErrorInvalidValue:
+      return "orErrorInvalidValue";
+    case orErrorMemoryAllocation:
+      return "orErrorMemoryAllocation";
+    case orErrorInitializationError:
+      return "orErrorInitializationError";
+    case orErrorInvalidDevice:
+      return "orErrorInvalidDevice";
+    case orErrorInvalidDevicePointer:
+      return "orErrorInvalidDevicePointer";
+    case orErrorInvalidHostPointer:
+      return "orErrorInvalidHostPointer";
+    case orErrorInvalidResourceHandle:
+      return "orErrorInvalidResourceHandle";
+    case orErrorNotReady:
+      return "orErrorNotReady";
+    case orErrorLaunchFailure:
+      return "orErrorLaunchFailure";
+    case orErrorNotSupported:
+      return "orErrorNotSupported";
+    case orErrorTimeout:
+      return "orErrorTimeout";
+    case orErrorMaxLimitReached:
+      return "orErrorMaxLimitReached";
+    case orErrorHostMemoryAllocation:
+      return "orErrorHostMemoryAllocation";
+    case orErrorNotInitialized:
+      return "orErrorNotInitialized";
+    case orErrorShuttingDown:
+      return "orErrorShuttingDown";
+    case orErrorUnknown:
+      return "orErrorUnknown";
+    default:
+      break;
   }
   return "orErrorUnrecognized";
 }
 
 const char* orGetErrorString(orError_t error) {
   switch (error) {
-    case orSuccess: return "no error";
-    case orErrorInvalidValue: return "invalid argument";
-    case orErrorMemoryAllocation: return "out of device memory";
-    case orErrorInitializationError: return "runtime initialization failed (check OPENREG_* environment variables)";
-    case orErrorInvalidDevice: return "invalid device index";
-    case orErrorInvalidDevicePointer: return "not a live device allocation";
-    case orErrorInvalidHostPointer: return "not a live pinned host allocation";
-    case orErrorInvalidResourceHandle: return "invalid stream or event handle";
-    case orErrorNotReady: return "work not completed yet";
-    case orErrorLaunchFailure: return "a kernel failed";
-    case orErrorNotSupported: return "operation not supported";
-    case orErrorTimeout: return "timed out";
-    case orErrorMaxLimitReached: return "no more records";
-    case orErrorHostMemoryAllocation: return "out of host memory";
-    case orErrorNotInitialized: return "required initialization missing";
-    case orErrorShuttingDown: return "the runtime is shutting down (process exit) and dropped the work waited for";
-    case orErrorUnknown: return "unknown error";
-    default: break;
+    case orSuccess:
+      return "no error";
+    case orErrorInvalidValue:
+      return "invalid argument";
+    case orErrorMemoryAllocation:
+      return "out of device memory";
+    case orErrorInitializationError:
+      return "runtime initialization failed (check OPENREG_* environment variables)";
+    case orErrorInvalidDevice:
+      return "invalid device index";
+    case orErrorInvalidDevicePointer:
+      return "not a live device allocation";
+    case orErrorInvalidHostPointer:
+      return "not a live pinned host allocation";
+    case orErrorInvalidResourceHandle:
+      return "invalid stream or event handle";
+    case orErrorNotReady:
+      return "work not completed yet";
+    case orErrorLaunchFailure:
+      return "a kernel failed";
+    case orErrorNotSupported:
+      return "operation not supported";
+    case orErrorTimeout:
+      return "timed out";
+    case orErrorMaxLimitReached:
+      return "no more records";
+    case orErrorHostMemoryAllocation:
+      return "out of host memory";
+    case orErrorNotInitialized:
+      return "required initialization missing";
+    case orErrorShuttingDown:
+      return "the runtime is shutting down (process exit) and dropped the work waited for";
+    case orErrorUnknown:
+      return "unknown error";
+    default:
+      break;
   }
   return "unrecognized error code";
 }

@@ -67,12 +67,12 @@ class Event {
   // stream), so a wait tracks its own capture, not the highest completed one.
   bool doneLocked(uint64_t target) const;
 
-  uint64_t recorded_ = 0;           // sequence of the latest capture
-  uint64_t completed_ = 0;          // highest completed sequence
-  std::vector<uint64_t> pending_;   // captures begun and not completed (few)
-  uint64_t timestampNs_ = 0;        // of capture `completed_`
+  uint64_t recorded_ = 0;          // sequence of the latest capture
+  uint64_t completed_ = 0;         // highest completed sequence
+  std::vector<uint64_t> pending_;  // captures begun and not completed (few)
+  uint64_t timestampNs_ = 0;       // of capture `completed_`
   std::vector<Parked> parked_;
-  bool abandoned_ = false;          // at exit: pending captures never complete
+  bool abandoned_ = false;  // at exit: pending captures never complete
 };
 
 }  // namespace openreg

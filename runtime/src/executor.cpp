@@ -36,8 +36,7 @@ inline void destroyUserData(Task& task) {
   if (task.kernel.userDataDestroy == nullptr) return;
   try {
     task.kernel.userDataDestroy(task.kernel.userData);
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 // Out of line: the failure path's buffers stay off the per-task frame.
@@ -62,10 +61,17 @@ bool onExecutorThread() { return threadContext().onExecutor; }
 
 void dropTask(Task& task) {
   switch (task.kind) {
-    case TaskKind::Kernel: destroyUserData(task); break;
-    case TaskKind::EventRecord: task.event->abandon(); break;
-    case TaskKind::Collective: dropCollective(task); break;
-    default: break;
+    case TaskKind::Kernel:
+      destroyUserData(task);
+      break;
+    case TaskKind::EventRecord:
+      task.event->abandon();
+      break;
+    case TaskKind::Collective:
+      dropCollective(task);
+      break;
+    default:
+      break;
   }
 }
 
@@ -162,13 +168,26 @@ bool Executor::run(const std::shared_ptr<Stream>& stream, Task& task) {
     return true;
   }
   switch (task.kind) {
-    case TaskKind::Kernel: runKernel(*stream, task); return true;
-    case TaskKind::Memcpy: runMemcpy(*stream, task); return true;
-    case TaskKind::Memset: runMemset(*stream, task); return true;
-    case TaskKind::EventRecord: runEventRecord(task); return true;
-    case TaskKind::WaitEvent: return runWait(stream, task);
-    case TaskKind::HostFunc: runHostFunc(*stream, task); return true;
-    case TaskKind::Collective: runCollective(*stream, task, device_, *clock_); return true;
+    case TaskKind::Kernel:
+      runKernel(*stream, task);
+      return true;
+    case TaskKind::Memcpy:
+      runMemcpy(*stream, task);
+      return true;
+    case TaskKind::Memset:
+      runMemset(*stream, task);
+      return true;
+    case TaskKind::EventRecord:
+      runEventRecord(task);
+      return true;
+    case TaskKind::WaitEvent:
+      return runWait(stream, task);
+    case TaskKind::HostFunc:
+      runHostFunc(*stream, task);
+      return true;
+    case TaskKind::Collective:
+      runCollective(*stream, task, device_, *clock_);
+      return true;
   }
   return true;
 }
@@ -205,9 +224,15 @@ void Executor::runMemset(Stream& stream, Task& task) {
   const uint64_t start = task.recordDevice ? clock_->now() : 0;
   const size_t count = task.memset.bytes / task.memset.elementSize;
   switch (task.memset.elementSize) {
-    case 1: std::memset(task.memset.dst, static_cast<int>(task.memset.pattern & 0xff), task.memset.bytes); break;
-    case 2: fill<uint16_t>(task.memset.dst, static_cast<uint16_t>(task.memset.pattern), count); break;
-    default: fill<uint32_t>(task.memset.dst, task.memset.pattern, count); break;
+    case 1:
+      std::memset(task.memset.dst, static_cast<int>(task.memset.pattern & 0xff), task.memset.bytes);
+      break;
+    case 2:
+      fill<uint16_t>(task.memset.dst, static_cast<uint16_t>(task.memset.pattern), count);
+      break;
+    default:
+      fill<uint32_t>(task.memset.dst, task.memset.pattern, count);
+      break;
   }
   if (task.recordDevice) activity::recordMemset(task, stream, start, clock_->now());
 }

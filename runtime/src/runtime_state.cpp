@@ -60,8 +60,7 @@ Runtime* createRuntime() {
     device->streamInfo.resize(2);
     device->streamInfo[1] = {0, true};
     device->streams.push_back(device->defaultStream);
-    device->defaultStreamHandle =
-        reinterpret_cast<orStream_t>(runtime->streams.insert(device->defaultStream));
+    device->defaultStreamHandle = reinterpret_cast<orStream_t>(runtime->streams.insert(device->defaultStream));
     runtime->devices.push_back(std::move(device));
   }
   std::atexit(drainAtExit);
@@ -73,8 +72,7 @@ Runtime* createRuntime() {
 Runtime* acquireRuntime(orError_t* error) {
   static Runtime* runtime = createRuntime();
   if (!runtime->config.error.empty()) {
-    *error = fail(orErrorInitializationError, "openreg runtime configuration: %s",
-                  runtime->config.error.c_str());
+    *error = fail(orErrorInitializationError, "openreg runtime configuration: %s", runtime->config.error.c_str());
     return nullptr;
   }
   *error = orSuccess;
@@ -87,14 +85,13 @@ void setCurrentDevice(int device) { threadContext().currentDevice = device; }
 orError_t checkDevice(const Runtime& runtime, int device, const char* caller) {
   const int count = static_cast<int>(runtime.devices.size());
   if (device < 0 || device >= count) {
-    return fail(orErrorInvalidDevice, "%s: device %d is out of range (openreg has %d device%s: 0..%d)", caller,
-                device, count, count == 1 ? "" : "s", count - 1);
+    return fail(orErrorInvalidDevice, "%s: device %d is out of range (openreg has %d device%s: 0..%d)", caller, device,
+                count, count == 1 ? "" : "s", count - 1);
   }
   return orSuccess;
 }
 
-orError_t resolveStream(Runtime& runtime, orStream_t handle, const char* caller,
-                        std::shared_ptr<Stream>* stream) {
+orError_t resolveStream(Runtime& runtime, orStream_t handle, const char* caller, std::shared_ptr<Stream>* stream) {
   if (handle == nullptr) {
     *stream = runtime.devices[currentDevice()]->defaultStream;
     return orSuccess;
@@ -118,7 +115,8 @@ orError_t resolveStream(Runtime& runtime, orStream_t handle, const char* caller,
 
 orError_t refuseOnExecutor(const char* caller) {
   if (!onExecutorThread()) return orSuccess;
-  return fail(orErrorNotSupported, "%s: blocking calls are not allowed inside a kernel or host function (it would wait on its own device)",
+  return fail(orErrorNotSupported,
+              "%s: blocking calls are not allowed inside a kernel or host function (it would wait on its own device)",
               caller);
 }
 

@@ -47,11 +47,11 @@ struct Device {
 };
 
 struct Allocation {
-  size_t size = 0;            // as requested: the bound copies are checked against
-  size_t reserved = 0;        // rounded up: what the device capacity is charged
-  int device = -1;            // -1 for pinned host memory
+  size_t size = 0;      // as requested: the bound copies are checked against
+  size_t reserved = 0;  // rounded up: what the device capacity is charged
+  int device = -1;      // -1 for pinned host memory
   orMemoryType type = orMemoryTypeUnregistered;
-  uint64_t generation = 0;    // set by MemoryRegistry::add, unique per allocation
+  uint64_t generation = 0;  // set by MemoryRegistry::add, unique per allocation
 };
 
 class MemoryRegistry {
@@ -93,8 +93,7 @@ void setCurrentDevice(int device);
 orError_t checkDevice(const Runtime& runtime, int device, const char* caller);
 
 // Resolves a stream handle; NULL means the current device's default stream.
-orError_t resolveStream(Runtime& runtime, orStream_t handle, const char* caller,
-                        std::shared_ptr<Stream>* stream);
+orError_t resolveStream(Runtime& runtime, orStream_t handle, const char* caller, std::shared_ptr<Stream>* stream);
 
 // Refuses calls that would block an executor thread (a kernel waiting on the
 // device it runs on would deadlock).

@@ -68,7 +68,6 @@ class Stream : public std::enable_shared_from_this<Stream> {
   Task unpark();
 
  private:
-
   const int device_;
   const uint64_t id_;
   const int priority_;
@@ -82,8 +81,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // it runs before anything in queue_ once the event reschedules the stream.
   Task parked_;
   bool hasParked_ = false;
-  bool scheduled_ = false;    // owned by the executor (ready, running or parked)
-  bool abandoned_ = false;    // at exit: nothing more runs
+  bool scheduled_ = false;  // owned by the executor (ready, running or parked)
+  bool abandoned_ = false;  // at exit: nothing more runs
   uint64_t enqueued_ = 0;
   int waiters_ = 0;
   std::atomic<uint64_t> completed_{0};

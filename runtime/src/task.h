@@ -49,8 +49,8 @@ struct MemsetWork {
 };
 
 struct EventWork {
-  uint64_t sequence;          // the capture recorded, or waited for
-  uint64_t waitStartDevice;   // device time the stream reached the wait
+  uint64_t sequence;         // the capture recorded, or waited for
+  uint64_t waitStartDevice;  // device time the stream reached the wait
 };
 
 struct HostFuncWork {

@@ -244,7 +244,8 @@ TEST(Activity, FullBuffersAreDeliveredWithoutAFlush) {
 
 TEST(Activity, MisuseIsReported) {
   EXPECT_EQ(orActivityFlushAll(0), orErrorNotInitialized);
-  EXPECT_EQ(orActivityRegisterCallbacks(nullptr, [](void*, uint8_t*, size_t, size_t) {}, nullptr),
+  EXPECT_EQ(orActivityRegisterCallbacks(
+                nullptr, [](void*, uint8_t*, size_t, size_t) {}, nullptr),
             orErrorInvalidValue);
   {
     ActivityCollector collector;
@@ -422,9 +423,8 @@ TEST(Activity, ChildClockMapping) {
     const int64_t allowed = kToleranceNs + int64_t(probe.uncertainty + lo.uncertainty + hi.uncertainty);
     EXPECT_LE(error, allowed);
     ++checked;
-    worstSingleOffset =
-        std::max<int64_t>(worstSingleOffset,
-                          std::llabs(int64_t(probe.deviceTimestamp) + firstOffset - int64_t(probe.hostTimestamp)));
+    worstSingleOffset = std::max<int64_t>(
+        worstSingleOffset, std::llabs(int64_t(probe.deviceTimestamp) + firstOffset - int64_t(probe.hostTimestamp)));
   }
   EXPECT_GE(checked, 30);
   EXPECT_GT(worstSingleOffset, 20 * kToleranceNs) << "skew and drift must make a single offset wrong";

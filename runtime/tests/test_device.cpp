@@ -59,9 +59,9 @@ TEST(Device, ErrorNamesAndStrings) {
 
 TEST(Device, CountAndMemoryComeFromTheEnvironment) {
   if (isChild()) GTEST_SKIP();
-  EXPECT_EQ(rerunWithEnvironment("Device.ChildSeesFourDevicesOf1G",
-                                 {"OPENREG_DEVICE_COUNT=4", "OPENREG_DEVICE_MEMORY=1G"}),
-            0);
+  EXPECT_EQ(
+      rerunWithEnvironment("Device.ChildSeesFourDevicesOf1G", {"OPENREG_DEVICE_COUNT=4", "OPENREG_DEVICE_MEMORY=1G"}),
+      0);
 }
 
 TEST(Device, ChildSeesFourDevicesOf1G) {

@@ -219,7 +219,8 @@ TEST(Event, WaitBetweenQueuedKernelsKeepsStreamOrder) {
   ASSERT_OR(orEventRecord(ready, producer));
   Gate consumerIdle;
   ASSERT_OR(openreg::launch(consumer, "hold", [&] { consumerIdle.waitOpen(); }));
-  for (const char* name : {"before_1", "before_2"}) ASSERT_OR(openreg::launch(consumer, name, [&, name] { note(name); }));
+  for (const char* name : {"before_1", "before_2"})
+    ASSERT_OR(openreg::launch(consumer, name, [&, name] { note(name); }));
   ASSERT_OR(orStreamWaitEvent(consumer, ready, 0));
   for (const char* name : {"after_1", "after_2"}) ASSERT_OR(openreg::launch(consumer, name, [&, name] { note(name); }));
   consumerIdle.open();  // the consumer's queue is now taken as a whole

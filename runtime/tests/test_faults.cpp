@@ -64,9 +64,10 @@ void stallMarkedFree(void*) {
 TEST(Faults, ADoubleFreeRacingAReuseOfTheAddressLeavesTheNewAllocationAlone) {
   if (!isChild()) {
     // AddressSanitizer would otherwise hold freed memory back from reuse.
-    EXPECT_EQ(rerunWithEnvironment("Faults.ADoubleFreeRacingAReuseOfTheAddressLeavesTheNewAllocationAlone",
-                                   {"ASAN_OPTIONS=\"$ASAN_OPTIONS:quarantine_size_mb=0:thread_local_quarantine_size_kb=0\""}),
-              0);
+    EXPECT_EQ(
+        rerunWithEnvironment("Faults.ADoubleFreeRacingAReuseOfTheAddressLeavesTheNewAllocationAlone",
+                             {"ASAN_OPTIONS=\"$ASAN_OPTIONS:quarantine_size_mb=0:thread_local_quarantine_size_kb=0\""}),
+        0);
     return;
   }
   // Past glibc's largest mmap threshold: freed with munmap, so the next

@@ -130,7 +130,8 @@ TEST(Launch, KernelsSeeTheirDeviceAsCurrent) {
 TEST(Launch, HostFunctionsRunInStreamOrder) {
   std::vector<int> order;
   ASSERT_OR(openreg::launch(nullptr, "first", [&] { order.push_back(1); }));
-  ASSERT_OR(orLaunchHostFunc(nullptr, [](void* p) { static_cast<std::vector<int>*>(p)->push_back(2); }, &order));
+  ASSERT_OR(orLaunchHostFunc(
+      nullptr, [](void* p) { static_cast<std::vector<int>*>(p)->push_back(2); }, &order));
   ASSERT_OR(openreg::launch(nullptr, "third", [&] { order.push_back(3); }));
   ASSERT_OR(orDeviceSynchronize());
   EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));

@@ -55,7 +55,8 @@ TEST(Recorder, EveryHandleFailureOfATracedCallIsRecorded) {
   ActivityCollector collector;
   ASSERT_OR(orActivityEnable(OR_ACTIVITY_KIND_RUNTIME));
   ASSERT_OR(orActivityEnableTracing());
-  EXPECT_EQ(orLaunchKernel(stale, "never_queued", [](void*, char*, size_t) { return 0; }, nullptr),
+  EXPECT_EQ(orLaunchKernel(
+                stale, "never_queued", [](void*, char*, size_t) { return 0; }, nullptr),
             orErrorInvalidResourceHandle);
   EXPECT_EQ(orStreamSynchronize(stale), orErrorInvalidResourceHandle);
   EXPECT_EQ(orStreamWaitEvent(nullptr, staleEvent, 0), orErrorInvalidResourceHandle);
@@ -68,10 +69,14 @@ TEST(Recorder, EveryHandleFailureOfATracedCallIsRecorded) {
   ASSERT_OR(orActivityDisableTracing());
   collector.flush();
   const std::vector<std::pair<std::string, orError_t>> expected = {
-      {"orLaunchKernel", orErrorInvalidResourceHandle},    {"orStreamSynchronize", orErrorInvalidResourceHandle},
-      {"orStreamWaitEvent", orErrorInvalidResourceHandle}, {"orEventRecord", orErrorInvalidResourceHandle},
-      {"orEventSynchronize", orErrorInvalidResourceHandle}, {"orFree", orErrorInvalidDevicePointer},
-      {"orFreeHost", orErrorInvalidHostPointer},            {"orMemsetAsync", orErrorInvalidValue},
+      {"orLaunchKernel", orErrorInvalidResourceHandle},
+      {"orStreamSynchronize", orErrorInvalidResourceHandle},
+      {"orStreamWaitEvent", orErrorInvalidResourceHandle},
+      {"orEventRecord", orErrorInvalidResourceHandle},
+      {"orEventSynchronize", orErrorInvalidResourceHandle},
+      {"orFree", orErrorInvalidDevicePointer},
+      {"orFreeHost", orErrorInvalidHostPointer},
+      {"orMemsetAsync", orErrorInvalidValue},
       {"orDeviceSynchronize", orErrorInvalidDevice}};
   const auto records = collector.records<orActivityRuntime>(OR_ACTIVITY_KIND_RUNTIME);
   ASSERT_EQ(records.size(), expected.size());

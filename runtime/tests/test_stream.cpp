@@ -134,7 +134,8 @@ TEST(Stream, BadHandlesAreErrorsNotCrashes) {
   auto forged = reinterpret_cast<orStream_t>(uintptr_t{0xdeadbeef});
   EXPECT_EQ(orStreamSynchronize(forged), orErrorInvalidResourceHandle);
   EXPECT_EQ(orStreamQuery(forged), orErrorInvalidResourceHandle);
-  EXPECT_EQ(orLaunchKernel(forged, "k", [](void*, char*, size_t) { return 0; }, nullptr),
+  EXPECT_EQ(orLaunchKernel(
+                forged, "k", [](void*, char*, size_t) { return 0; }, nullptr),
             orErrorInvalidResourceHandle);
   orEvent_t event;
   ASSERT_OR(orEventCreate(&event));

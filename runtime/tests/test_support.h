@@ -20,14 +20,14 @@
 #include "openreg/runtime.hpp"
 
 // Streamable like gtest's own macros: ASSERT_OR(call) << "context".
-#define ASSERT_OR(expr)                          \
-  if (orError_t _or_err = (expr); false) {       \
-  } else                                         \
+#define ASSERT_OR(expr)                    \
+  if (orError_t _or_err = (expr); false) { \
+  } else                                   \
     ASSERT_EQ(_or_err, orSuccess) << #expr << ": " << openreg::describe(_or_err) << " "
 
-#define EXPECT_OR(expr)                          \
-  if (orError_t _or_err = (expr); false) {       \
-  } else                                         \
+#define EXPECT_OR(expr)                    \
+  if (orError_t _or_err = (expr); false) { \
+  } else                                   \
     EXPECT_EQ(_or_err, orSuccess) << #expr << ": " << openreg::describe(_or_err) << " "
 
 namespace openreg::testing {

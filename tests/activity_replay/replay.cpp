@@ -46,9 +46,9 @@
 namespace {
 
 uint64_t hostNow() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
 }
 
 uint32_t currentThreadId() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
@@ -127,15 +127,14 @@ class Replay {
   bool scenarioPending = false;
   uint64_t nextCorrelation = kFirstCorrelationId;
   std::map<std::pair<int32_t, uint64_t>, uint64_t> streamBusyUntil;  // host ns
-  std::unordered_set<std::string> names;  // interned: records point into it
+  std::unordered_set<std::string> names;                             // interned: records point into it
   uint32_t version = OR_ACTIVITY_API_VERSION;
   uint64_t sampleUncertaintyNs = 0;
 
   uint64_t deviceTime(int device, uint64_t host) const {
     const Clock& c = devices.at(static_cast<size_t>(device)).clock;
     long double tau = static_cast<long double>(host) - static_cast<long double>(t0);
-    long double value = c.offsetNs + tau + c.skewPpm * 1e-6L * tau +
-        0.5L * c.driftPpmPerS * 1e-6L * tau * tau / 1e9L;
+    long double value = c.offsetNs + tau + c.skewPpm * 1e-6L * tau + 0.5L * c.driftPpmPerS * 1e-6L * tau * tau / 1e9L;
     return static_cast<uint64_t>(std::llround(value));
   }
 
@@ -222,8 +221,8 @@ class Replay {
     }
   }
 
-  void writeRuntime(uint32_t apiId, const char* name, int32_t device, uint64_t corr, uint64_t start,
-                    uint64_t end, uint32_t threadId) {
+  void writeRuntime(uint32_t apiId, const char* name, int32_t device, uint64_t corr, uint64_t start, uint64_t end,
+                    uint32_t threadId) {
     orActivityRuntime r{};
     r.apiId = apiId;
     r.processId = static_cast<uint32_t>(getpid());
@@ -262,8 +261,10 @@ class Replay {
       writeRuntime(OR_API_MEMCPY_ASYNC, "orMemcpyAsync", device, corr, launchHost, launchEnd, threadId);
       orActivityMemcpy m{};
       m.copyKind = static_cast<uint8_t>(copyKind);
-      m.srcKind = copyKind == OR_ACTIVITY_MEMCPY_HTOD ? OR_ACTIVITY_MEMORY_KIND_PAGEABLE : OR_ACTIVITY_MEMORY_KIND_DEVICE;
-      m.dstKind = copyKind == OR_ACTIVITY_MEMCPY_DTOH ? OR_ACTIVITY_MEMORY_KIND_PAGEABLE : OR_ACTIVITY_MEMORY_KIND_DEVICE;
+      m.srcKind =
+          copyKind == OR_ACTIVITY_MEMCPY_HTOD ? OR_ACTIVITY_MEMORY_KIND_PAGEABLE : OR_ACTIVITY_MEMORY_KIND_DEVICE;
+      m.dstKind =
+          copyKind == OR_ACTIVITY_MEMCPY_DTOH ? OR_ACTIVITY_MEMORY_KIND_PAGEABLE : OR_ACTIVITY_MEMORY_KIND_DEVICE;
       m.isAsync = 1;
       m.device = device;
       m.srcDevice = copyKind == OR_ACTIVITY_MEMCPY_HTOD ? -1 : device;
@@ -353,10 +354,9 @@ class Replay {
         const uint64_t period = static_cast<uint64_t>(item.num("period_us", 0) * 1000.0L);
         for (int i = 0; i < repeat; ++i) {
           const uint64_t shift = period * static_cast<uint64_t>(i);
-          writeWork(item.type, device, static_cast<uint64_t>(item.num("stream", 1)), launch + shift,
-                    launchEnd + shift, start + shift, end + shift, item.str("name"),
-                    static_cast<uint64_t>(item.num("bytes", 4096)), copyKind,
-                    static_cast<uint64_t>(item.num("op", 0)), static_cast<uint64_t>(item.num("user", 0)),
+          writeWork(item.type, device, static_cast<uint64_t>(item.num("stream", 1)), launch + shift, launchEnd + shift,
+                    start + shift, end + shift, item.str("name"), static_cast<uint64_t>(item.num("bytes", 4096)),
+                    copyKind, static_cast<uint64_t>(item.num("op", 0)), static_cast<uint64_t>(item.num("user", 0)),
                     static_cast<uint32_t>(item.num("tid", tid)), static_cast<size_t>(item.num("pad", 0)));
         }
       }
@@ -461,7 +461,7 @@ class Replay {
 
 orError_t invalid() { return orErrorInvalidValue; }
 
-} // namespace
+}  // namespace
 
 // ------------------------------------------------------------ activity.h
 
@@ -525,8 +525,7 @@ REPLAY_API orError_t orActivityFlushAll(uint32_t flags) {
 }
 #endif
 
-REPLAY_API orError_t orActivityGetNextRecord(const uint8_t* buffer, size_t validSize,
-                                             const orActivityRecord** record) {
+REPLAY_API orError_t orActivityGetNextRecord(const uint8_t* buffer, size_t validSize, const orActivityRecord** record) {
   if (buffer == nullptr || record == nullptr || (reinterpret_cast<uintptr_t>(buffer) % 8) != 0) return invalid();
   size_t offset = 0;
   if (*record != nullptr) {
@@ -655,13 +654,20 @@ REPLAY_API orError_t orActivityGetStreamInfo(int device, uint64_t streamId, orAc
 #ifndef OPENREG_REPLAY_MINIMAL
 REPLAY_API const char* orGetErrorName(orError_t error) {
   switch (error) {
-    case orSuccess: return "orSuccess";
-    case orErrorInvalidValue: return "orErrorInvalidValue";
-    case orErrorNotSupported: return "orErrorNotSupported";
-    case orErrorTimeout: return "orErrorTimeout";
-    case orErrorMaxLimitReached: return "orErrorMaxLimitReached";
-    case orErrorNotInitialized: return "orErrorNotInitialized";
-    default: return "orErrorUnknown";
+    case orSuccess:
+      return "orSuccess";
+    case orErrorInvalidValue:
+      return "orErrorInvalidValue";
+    case orErrorNotSupported:
+      return "orErrorNotSupported";
+    case orErrorTimeout:
+      return "orErrorTimeout";
+    case orErrorMaxLimitReached:
+      return "orErrorMaxLimitReached";
+    case orErrorNotInitialized:
+      return "orErrorNotInitialized";
+    default:
+      return "orErrorUnknown";
   }
 }
 #endif

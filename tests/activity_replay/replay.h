@@ -17,8 +17,8 @@ extern "C" {
  * work on (device, stream) and stamped in the device's simulated clock.
  * kind: 1 kernel, 2 memcpy (copyKind: orActivityMemcpyKind), 3 memset,
  * 4 stream wait. Recorded only while the window is open. Returns orError_t. */
-int orReplaySubmit(int kind, int device, uint64_t stream, const char* name, uint64_t bytes,
-                   uint64_t durationNs, int copyKind);
+int orReplaySubmit(int kind, int device, uint64_t stream, const char* name, uint64_t bytes, uint64_t durationNs,
+                   int copyKind);
 /* Waits until all submitted work has "run"; records an orDeviceSynchronize
  * runtime call and a host SYNCHRONIZATION record. */
 int orReplaySynchronize(void);

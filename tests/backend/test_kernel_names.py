@@ -15,9 +15,13 @@ def device_event_names(fn) -> list[str]:
 
 
 def test_fills_use_memsets_when_the_bit_pattern_allows():
-    names = device_event_names(lambda: (torch.zeros(1000, device="openreg"),
-                                        torch.full((1000,), 1.5, device="openreg"),
-                                        torch.ones(1000, dtype=torch.bfloat16, device="openreg")))
+    names = device_event_names(
+        lambda: (
+            torch.zeros(1000, device="openreg"),
+            torch.full((1000,), 1.5, device="openreg"),
+            torch.ones(1000, dtype=torch.bfloat16, device="openreg"),
+        )
+    )
     assert sum(name.startswith("Memset") for name in names) == 3, names
     assert not any(name.startswith("fill") for name in names), names
     names = device_event_names(lambda: torch.full((1000,), 1.5, dtype=torch.float64, device="openreg"))
@@ -42,7 +46,14 @@ def test_kernel_names_read_like_device_kernels():
         F.layer_norm(y, (16,)).softmax(-1).sum().backward()
 
     names = set(device_event_names(step))
-    for expected in ["gemm_f32_nt", "gelu_fwd_f32", "gelu_bwd_f32", "layer_norm_fwd_f32", "layer_norm_bwd_f32",
-                     "softmax_fwd_f32", "softmax_bwd_f32"]:
+    for expected in [
+        "gemm_f32_nt",
+        "gelu_fwd_f32",
+        "gelu_bwd_f32",
+        "layer_norm_fwd_f32",
+        "layer_norm_bwd_f32",
+        "softmax_fwd_f32",
+        "softmax_bwd_f32",
+    ]:
         assert expected in names, sorted(names)
     assert not any(name.startswith(("or", "openreg")) for name in names), sorted(names)

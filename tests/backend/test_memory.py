@@ -6,7 +6,6 @@ import gc
 
 import pytest
 import torch
-
 from conftest import run_python
 
 MiB = 1 << 20
@@ -57,9 +56,7 @@ def test_profiler_sees_device_memory():
         x = torch.empty(2 * MiB, dtype=torch.uint8, device="openreg")
         del x
     empties = [e for e in prof.events() if e.name == "aten::empty"]
-    assert any(e.device_memory_usage == 2 * MiB for e in empties), [
-        (e.name, e.device_memory_usage) for e in empties
-    ]
+    assert any(e.device_memory_usage == 2 * MiB for e in empties), [(e.name, e.device_memory_usage) for e in empties]
     memory_events = [e for e in prof.events() if e.name == "[memory]"]
     assert sorted(e.device_memory_usage for e in memory_events) == [-2 * MiB]
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import torch
@@ -65,7 +65,7 @@ class Spec:
     make: Callable[[], nn.Module]
     inputs: list[Inputs]
     grad: tuple[int, ...] | None = None  # inputs that get a gradient (default: every floating one)
-    eval: bool = False                   # forward draws random numbers in training mode
+    eval: bool = False  # forward draws random numbers in training mode
     tol: dict = field(default_factory=dict)
 
 
@@ -87,11 +87,13 @@ def decoder_layer():
 
 def _pooled(shape, fn, **kwargs):
     """Inputs of a MaxUnpool: pooled values and their indices."""
+
     def values(g):
         return fn(torch.randn(shape, generator=torch.Generator().manual_seed(5)), return_indices=True, **kwargs)[0]
 
     def indices(g):
         return fn(torch.randn(shape, generator=torch.Generator().manual_seed(5)), return_indices=True, **kwargs)[1]
+
     return [values, indices]
 
 
@@ -108,15 +110,19 @@ SPECS: dict[str, Spec] = {
     "AvgPool2d": Spec(lambda: nn.AvgPool2d(3, stride=2, padding=1), [r(2, 3, 7, 6)]),
     "AvgPool3d": Spec(lambda: nn.AvgPool3d(2), [r(1, 2, 4, 4, 4)]),
     "BCELoss": Spec(lambda: nn.BCELoss(), [pos(4, 5), pos(4, 5)], grad=(0,)),
-    "BCEWithLogitsLoss": Spec(lambda: nn.BCEWithLogitsLoss(pos_weight=torch.full((5,), 2.0)), [r(4, 5), pos(4, 5)],
-                              grad=(0,)),
+    "BCEWithLogitsLoss": Spec(
+        lambda: nn.BCEWithLogitsLoss(pos_weight=torch.full((5,), 2.0)), [r(4, 5), pos(4, 5)], grad=(0,)
+    ),
     "BatchNorm1d": Spec(lambda: nn.BatchNorm1d(4), [r(3, 4, 5)]),
     "BatchNorm2d": Spec(lambda: nn.BatchNorm2d(4), [r(3, 4, 5, 5)]),
     "BatchNorm3d": Spec(lambda: nn.BatchNorm3d(3), [r(2, 3, 3, 4, 4)]),
     "Bilinear": Spec(lambda: nn.Bilinear(3, 4, 5), [r(2, 3), r(2, 4)]),
     "CELU": Spec(lambda: nn.CELU(0.5), [r(3, 4)]),
-    "CTCLoss": Spec(lambda: nn.CTCLoss(), [log_probs(6, 2, 5), idx(5, 2, 3, low=1), const(torch.tensor([6, 5])),
-                                           const(torch.tensor([3, 2]))], grad=(0,)),
+    "CTCLoss": Spec(
+        lambda: nn.CTCLoss(),
+        [log_probs(6, 2, 5), idx(5, 2, 3, low=1), const(torch.tensor([6, 5])), const(torch.tensor([3, 2]))],
+        grad=(0,),
+    ),
     "ChannelShuffle": Spec(lambda: nn.ChannelShuffle(2), [r(2, 4, 3, 3)]),
     "CircularPad1d": Spec(lambda: nn.CircularPad1d(2), [r(2, 3, 5)]),
     "CircularPad2d": Spec(lambda: nn.CircularPad2d((1, 2, 1, 0)), [r(2, 3, 4, 4)]),
@@ -128,8 +134,9 @@ SPECS: dict[str, Spec] = {
     "Conv2d": Spec(lambda: nn.Conv2d(3, 4, 3, stride=2, padding=1), [r(2, 3, 7, 7)]),
     "Conv3d": Spec(lambda: nn.Conv3d(2, 3, 2), [r(1, 2, 4, 4, 4)]),
     "ConvTranspose1d": Spec(lambda: nn.ConvTranspose1d(3, 2, 3, stride=2), [r(2, 3, 5)]),
-    "ConvTranspose2d": Spec(lambda: nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1),
-                            [r(2, 3, 4, 4)]),
+    "ConvTranspose2d": Spec(
+        lambda: nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1), [r(2, 3, 4, 4)]
+    ),
     "ConvTranspose3d": Spec(lambda: nn.ConvTranspose3d(2, 2, 2, stride=2), [r(1, 2, 2, 3, 2)]),
     "CosineEmbeddingLoss": Spec(lambda: nn.CosineEmbeddingLoss(0.1), [r(4, 5), r(4, 5), sign(4)], grad=(0, 1)),
     "CosineSimilarity": Spec(lambda: nn.CosineSimilarity(dim=1), [r(3, 5), r(3, 5)]),
@@ -145,12 +152,13 @@ SPECS: dict[str, Spec] = {
     "FeatureAlphaDropout": Spec(lambda: nn.FeatureAlphaDropout(0.5), [r(2, 3, 4)], eval=True),
     "Flatten": Spec(lambda: nn.Flatten(), [r(2, 3, 4)]),
     "Fold": Spec(lambda: nn.Fold(output_size=(4, 5), kernel_size=2), [r(2, 12, 12)]),
-    "FractionalMaxPool2d": Spec(lambda: nn.FractionalMaxPool2d(2, output_size=3,
-                                                               _random_samples=fractional_samples(2, 3, 2)),
-                                [r(2, 3, 7, 7)]),
-    "FractionalMaxPool3d": Spec(lambda: nn.FractionalMaxPool3d(2, output_size=2,
-                                                               _random_samples=fractional_samples(1, 2, 3)),
-                                [r(1, 2, 5, 5, 5)]),
+    "FractionalMaxPool2d": Spec(
+        lambda: nn.FractionalMaxPool2d(2, output_size=3, _random_samples=fractional_samples(2, 3, 2)), [r(2, 3, 7, 7)]
+    ),
+    "FractionalMaxPool3d": Spec(
+        lambda: nn.FractionalMaxPool3d(2, output_size=2, _random_samples=fractional_samples(1, 2, 3)),
+        [r(1, 2, 5, 5, 5)],
+    ),
     "GELU": Spec(lambda: nn.GELU(approximate="tanh"), [r(3, 4)]),
     "GLU": Spec(lambda: nn.GLU(), [r(2, 6)]),
     "GRU": Spec(lambda: nn.GRU(4, 5, num_layers=2, bidirectional=True), [r(3, 2, 4)]),
@@ -203,12 +211,14 @@ SPECS: dict[str, Spec] = {
     "MaxUnpool2d": Spec(lambda: nn.MaxUnpool2d(2), _pooled((2, 3, 4, 4), F.max_pool2d, kernel_size=2), grad=(0,)),
     "MaxUnpool3d": Spec(lambda: nn.MaxUnpool3d(2), _pooled((1, 2, 4, 4, 4), F.max_pool3d, kernel_size=2), grad=(0,)),
     "Mish": Spec(lambda: nn.Mish(), [r(3, 4)]),
-    "MultiLabelMarginLoss": Spec(lambda: nn.MultiLabelMarginLoss(),
-                                 [r(3, 4), const(torch.tensor([[3, 0, -1, 1], [0, 1, 2, 3], [1, -1, 0, 0]]))]),
+    "MultiLabelMarginLoss": Spec(
+        lambda: nn.MultiLabelMarginLoss(), [r(3, 4), const(torch.tensor([[3, 0, -1, 1], [0, 1, 2, 3], [1, -1, 0, 0]]))]
+    ),
     "MultiLabelSoftMarginLoss": Spec(lambda: nn.MultiLabelSoftMarginLoss(), [r(3, 4), sign(3, 4)], grad=(0,)),
     "MultiMarginLoss": Spec(lambda: nn.MultiMarginLoss(), [r(3, 4), idx(4, 3)]),
-    "MultiheadAttention": Spec(lambda: nn.MultiheadAttention(8, 2, batch_first=True), [r(2, 3, 8), r(2, 4, 8),
-                                                                                      r(2, 4, 8)]),
+    "MultiheadAttention": Spec(
+        lambda: nn.MultiheadAttention(8, 2, batch_first=True), [r(2, 3, 8), r(2, 4, 8), r(2, 4, 8)]
+    ),
     "NLLLoss": Spec(lambda: nn.NLLLoss(weight=torch.tensor([1.0, 2.0, 0.5])), [log_probs(4, 3), idx(3, 4)]),
     "NLLLoss2d": Spec(lambda: nn.NLLLoss2d(), [log_probs(2, 3, 4, 4, dim=1), idx(3, 2, 4, 4)]),
     "PReLU": Spec(lambda: nn.PReLU(3), [r(2, 3, 4)]),
@@ -243,12 +253,17 @@ SPECS: dict[str, Spec] = {
     "Tanh": Spec(lambda: nn.Tanh(), [r(3, 4)]),
     "Tanhshrink": Spec(lambda: nn.Tanhshrink(), [r(3, 4)]),
     "Threshold": Spec(lambda: nn.Threshold(0.1, 20.0), [r(3, 4)]),
-    "Transformer": Spec(lambda: nn.Transformer(8, 2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=16,
-                                               dropout=0.0, batch_first=True), [r(2, 5, 8), r(2, 4, 8)]),
+    "Transformer": Spec(
+        lambda: nn.Transformer(
+            8, 2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=16, dropout=0.0, batch_first=True
+        ),
+        [r(2, 5, 8), r(2, 4, 8)],
+    ),
     "TransformerDecoder": Spec(lambda: nn.TransformerDecoder(decoder_layer(), 2), [r(2, 4, 8), r(2, 5, 8)]),
     "TransformerDecoderLayer": Spec(decoder_layer, [r(2, 4, 8), r(2, 5, 8)]),
-    "TransformerEncoder": Spec(lambda: nn.TransformerEncoder(encoder_layer(), 2, enable_nested_tensor=False),
-                               [r(2, 5, 8)]),
+    "TransformerEncoder": Spec(
+        lambda: nn.TransformerEncoder(encoder_layer(), 2, enable_nested_tensor=False), [r(2, 5, 8)]
+    ),
     "TransformerEncoderLayer": Spec(encoder_layer, [r(2, 5, 8)]),
     "TripletMarginLoss": Spec(lambda: nn.TripletMarginLoss(), [r(4, 5), r(4, 5), r(4, 5)]),
     "TripletMarginWithDistanceLoss": Spec(lambda: nn.TripletMarginWithDistanceLoss(), [r(4, 5), r(4, 5), r(4, 5)]),
@@ -293,8 +308,10 @@ def fallback_ops() -> dict[str, list[str]]:
     """The README's list: module -> the operators it runs through the CPU fallback."""
     text = README.read_text()
     section = text.split("### nn modules that reach the CPU fallback", 1)[1].split("\n#", 1)[0]
-    return {name: re.findall(r"`aten::([\w.]+)`", ops)
-            for name, ops in re.findall(r"^- `nn\.(\w+)`: (.+)$", section, flags=re.M)}
+    return {
+        name: re.findall(r"`aten::([\w.]+)`", ops)
+        for name, ops in re.findall(r"^- `nn\.(\w+)`: (.+)$", section, flags=re.M)
+    }
 
 
 def test_every_nn_module_has_a_configuration():
@@ -317,8 +334,13 @@ def build_inputs(spec: Spec) -> list[torch.Tensor]:
     return [make(g) for make in spec.inputs]
 
 
-def run(module: nn.Module, inputs: list[torch.Tensor], grad_indices: tuple[int, ...], device: str,
-        upstream: list[torch.Tensor] | None):
+def run(
+    module: nn.Module,
+    inputs: list[torch.Tensor],
+    grad_indices: tuple[int, ...],
+    device: str,
+    upstream: list[torch.Tensor] | None,
+):
     leaves = [t.to(device, copy=True) for t in inputs]
     for i in grad_indices:
         leaves[i].requires_grad_()
@@ -338,8 +360,9 @@ def check_module(name: str) -> list[str]:
     torch.manual_seed(0)
     cpu_module = spec.make()
     inputs = build_inputs(spec)
-    grad_indices = spec.grad if spec.grad is not None else tuple(
-        i for i, t in enumerate(inputs) if t.is_floating_point())
+    grad_indices = (
+        spec.grad if spec.grad is not None else tuple(i for i, t in enumerate(inputs) if t.is_floating_point())
+    )
     if name.startswith("Lazy"):
         with torch.no_grad():
             cpu_module(*inputs)  # materialize the parameters once, then copy them
@@ -377,22 +400,36 @@ def test_module_matches_cpu_forward_and_backward(name: str):
     reason = cannot_run().get(name)
     if reason is None:
         assert check_module(name) == sorted(fallback_ops().get(name, [])), (
-            "the README's list of modules that reach the CPU fallback is out of date")
+            "the README's list of modules that reach the CPU fallback is out of date"
+        )
         return
     # Listed as unable to run: it must still fail, or the README list is stale.
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 (any failure keeps it on the list)
         check_module(name)
 
 
-@pytest.mark.parametrize("name", ["BatchNorm2d", "MaxPool2d", "ReLU6", "Hardswish", "PReLU", "ReplicationPad2d",
-                                  "Upsample", "AdaptiveMaxPool2d", "SmoothL1Loss"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "BatchNorm2d",
+        "MaxPool2d",
+        "ReLU6",
+        "Hardswish",
+        "PReLU",
+        "ReplicationPad2d",
+        "Upsample",
+        "AdaptiveMaxPool2d",
+        "SmoothL1Loss",
+    ],
+)
 def test_modules_on_device_kernels_stay_on_the_device_when_profiled(name):
     """No host round trip (a fallback's copies) in a forward and backward; every kernel linked to one op."""
     spec = SPECS[name]
     module = spec.make().to("openreg")
     inputs = [t.to("openreg") for t in build_inputs(spec)]
-    grad_indices = spec.grad if spec.grad is not None else tuple(
-        i for i, t in enumerate(inputs) if t.is_floating_point())
+    grad_indices = (
+        spec.grad if spec.grad is not None else tuple(i for i, t in enumerate(inputs) if t.is_floating_point())
+    )
     for i in grad_indices:
         inputs[i].requires_grad_()
 
@@ -401,8 +438,9 @@ def test_modules_on_device_kernels_stay_on_the_device_when_profiled(name):
 
     step()
     torch.openreg.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                            torch.profiler.ProfilerActivity.PrivateUse1]) as prof:
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.PrivateUse1]
+    ) as prof:
         step()
         torch.openreg.synchronize()
     events = prof.events()
@@ -485,8 +523,10 @@ def test_margin_losses_match_cpu(reduction, batched, fallback_counts):
     multilabel = torch.tensor([[3, 0, -1, 1], [0, 1, 2, 3], [1, -1, 0, 0]])
     if not batched:
         x, labels, multilabel = x[0], labels[:1], multilabel[0]
-    for loss, target in ((nn.MultiMarginLoss(reduction=reduction), labels),
-                         (nn.MultiLabelMarginLoss(reduction=reduction), multilabel)):
+    for loss, target in (
+        (nn.MultiMarginLoss(reduction=reduction), labels),
+        (nn.MultiLabelMarginLoss(reduction=reduction), multilabel),
+    ):
         expected_x, actual_x = x.clone().requires_grad_(), x.to("openreg").requires_grad_()
         expected, actual = loss(expected_x, target), loss(actual_x, target.to("openreg"))
         assert actual.shape == expected.shape

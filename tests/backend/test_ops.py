@@ -9,8 +9,8 @@ few that go through it on purpose say so (`fallback=True`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import pytest
 import torch
@@ -71,8 +71,13 @@ CASES = [
     Case("sub", lambda a, b: a - b, [rand(4, 5), rand(4, 5)], NUMERIC),
     Case("mul", lambda a, b: a * b, [rand(4, 5), rand(1, 5)], NUMERIC),
     Case("div", lambda a, b: a / b, [rand(4, 5), rand(4, 5, positive=True)]),
-    Case("div_floor", lambda a, b: torch.div(a, b, rounding_mode="floor"), [rand(4, 5), rand(4, 5, positive=True)],
-         NUMERIC, grad=False),
+    Case(
+        "div_floor",
+        lambda a, b: torch.div(a, b, rounding_mode="floor"),
+        [rand(4, 5), rand(4, 5, positive=True)],
+        NUMERIC,
+        grad=False,
+    ),
     Case("neg", torch.neg, [rand(7)], NUMERIC),
     Case("abs", torch.abs, [rand(7)], NUMERIC),
     Case("exp", torch.exp, [rand(3, 4)]),
@@ -92,18 +97,31 @@ CASES = [
     Case("gelu_tanh", lambda a: F.gelu(a, approximate="tanh"), [rand(4, 6)]),
     Case("silu", F.silu, [rand(4, 6)]),
     Case("lerp", lambda a, b: torch.lerp(a, b, 0.3), [rand(5), rand(5)]),
-    Case("addcmul_addcdiv", lambda a, b, c: torch.addcmul(a, b, c, value=0.5) + torch.addcdiv(a, b, c, value=2),
-         [rand(5), rand(5), rand(5, positive=True)]),
+    Case(
+        "addcmul_addcdiv",
+        lambda a, b, c: torch.addcmul(a, b, c, value=0.5) + torch.addcdiv(a, b, c, value=2),
+        [rand(5), rand(5), rand(5, positive=True)],
+    ),
     Case("floor_round", lambda a: torch.floor(a) + torch.round(a), [rand(8)], grad=False),
     Case("where", lambda c, a, b: torch.where(c, a, b), [mask(4, 5), rand(4, 5), rand(5)], ALL),
     Case("where_scalar", lambda c, a: torch.where(c, a, 0.0), [mask(4, 5), rand(4, 5)]),
     Case("type_conversion", lambda a: a.to(torch.float64).to(torch.int32) + 1, [rand(6)], ALL, grad=False),
     # Comparisons and logic
-    Case("compare", lambda a, b: torch.stack([a == b, a != b, a < b, a <= b, a > b, a >= b]), [rand(9), rand(9)],
-         ALL, grad=False),
+    Case(
+        "compare",
+        lambda a, b: torch.stack([a == b, a != b, a < b, a <= b, a > b, a >= b]),
+        [rand(9), rand(9)],
+        ALL,
+        grad=False,
+    ),
     Case("compare_scalar", lambda a: torch.stack([a > 0, a == 1, a < 2]), [rand(9)], NUMERIC, grad=False),
-    Case("logical", lambda a, b: torch.stack([a & b, a | b, a ^ b, ~a, torch.logical_and(a, b)]), [rand(9), rand(9)],
-         (BOOL,), grad=False),
+    Case(
+        "logical",
+        lambda a, b: torch.stack([a & b, a | b, a ^ b, ~a, torch.logical_and(a, b)]),
+        [rand(9), rand(9)],
+        (BOOL,),
+        grad=False,
+    ),
     Case("logical_not", torch.logical_not, [rand(9)], ALL, grad=False),
     # Reductions
     Case("sum", lambda a: a.sum(), [rand(4, 5)], ALL),
@@ -113,16 +131,14 @@ CASES = [
     Case("amax_amin", lambda a: a.amax(dim=0) + a.amin(dim=1).sum(), [rand(4, 5)], NUMERIC),
     Case("max_min_all", lambda a: a.max() - a.min(), [rand(4, 5)], NUMERIC),
     Case("max_dim", lambda a: a.max(dim=1), [rand(4, 5)], NUMERIC),
-    Case("argmax_argmin", lambda a: torch.stack([a.argmax(dim=1), a.argmin(dim=1)]), [rand(4, 5)], NUMERIC,
-         grad=False),
+    Case("argmax_argmin", lambda a: torch.stack([a.argmax(dim=1), a.argmin(dim=1)]), [rand(4, 5)], NUMERIC, grad=False),
     Case("var_std", lambda a: a.var(dim=1) + a.std(), [rand(4, 6)]),
     Case("var_mean", lambda a: torch.var_mean(a, dim=0), [rand(4, 6)]),
     Case("norm", lambda a: torch.linalg.vector_norm(a) + a.norm(dim=1).sum(), [rand(4, 6)]),
     Case("cumsum", lambda a: a.cumsum(dim=1), [rand(3, 5)], NUMERIC),
     Case("logsumexp", lambda a: torch.logsumexp(a, dim=1), [rand(3, 5)]),
     Case("any_all", lambda a: torch.stack([a.any(), a.all(), a.any(dim=0).all()]), [rand(3, 4)], ALL, grad=False),
-    Case("sort_topk", lambda a: (torch.sort(a, dim=1).values, torch.topk(a, 2, dim=1).values), [rand(3, 6)],
-         NUMERIC),
+    Case("sort_topk", lambda a: (torch.sort(a, dim=1).values, torch.topk(a, 2, dim=1).values), [rand(3, 6)], NUMERIC),
     # Matrix products
     Case("mm", torch.mm, [rand(4, 6), rand(6, 3)]),
     Case("mm_transposed", lambda a, b: a.t() @ b.t(), [rand(6, 4), rand(3, 6)]),
@@ -139,8 +155,11 @@ CASES = [
     Case("softmax", lambda x: F.softmax(x, dim=-1), [rand(3, 4, 7)]),
     Case("log_softmax", lambda x: F.log_softmax(x, dim=1), [rand(3, 7)]),
     Case("cross_entropy", lambda x, t: F.cross_entropy(x, t), [rand(6, 10), index(10, 6)]),
-    Case("cross_entropy_ignore", lambda x, t: F.cross_entropy(x, t, ignore_index=2, reduction="sum"),
-         [rand(6, 10), index(10, 6)]),
+    Case(
+        "cross_entropy_ignore",
+        lambda x, t: F.cross_entropy(x, t, ignore_index=2, reduction="sum"),
+        [rand(6, 10), index(10, 6)],
+    ),
     Case("nll_loss", F.nll_loss, [rand(5, 4), index(4, 5)]),
     Case("mse_loss", F.mse_loss, [rand(5, 4), rand(5, 4)]),
     Case("embedding", lambda w, i: F.embedding(i, w), [rand(10, 4), index(10, 3, 5)]),
@@ -150,8 +169,11 @@ CASES = [
     # half-precision rounding differs, so the reference is CPU's math path too.
     Case("sdpa", lambda q, k, v: math_sdpa(q, k, v), [rand(2, 2, 5, 4)] * 3),
     Case("sdpa_causal", lambda q, k, v: math_sdpa(q, k, v, is_causal=True), [rand(2, 2, 5, 4)] * 3),
-    Case("sdpa_mask", lambda q, k, v, m: math_sdpa(q, k, v, attn_mask=m),
-         [rand(1, 2, 5, 4), rand(1, 2, 5, 4), rand(1, 2, 5, 4), mask(5, 5)]),
+    Case(
+        "sdpa_mask",
+        lambda q, k, v, m: math_sdpa(q, k, v, attn_mask=m),
+        [rand(1, 2, 5, 4), rand(1, 2, 5, 4), rand(1, 2, 5, 4), mask(5, 5)],
+    ),
     # Indexing
     Case("index_tensor", lambda x, i: x[i], [rand(8, 3), index(8, 5)], ALL),
     Case("index_2d", lambda x, i, j: x[i, j], [rand(6, 7), index(6, 4), index(7, 4)], NUMERIC),
@@ -159,8 +181,12 @@ CASES = [
     Case("boolean_mask", lambda x, m: x[m], [rand(4, 5), mask(4, 5)], ALL),
     Case("boolean_mask_rows", lambda x, m: x[m.any(dim=1)], [rand(4, 5), mask(4, 5)], NUMERIC),
     Case("index_put", lambda x, i, v: x.index_put((i,), v, accumulate=True), [rand(6, 3), index(6, 4), rand(4, 3)]),
-    Case("setitem", lambda x, i: x.clone().index_fill_(0, i, 2).masked_fill(x > 0, -1), [rand(6, 3), index(6, 2)],
-         NUMERIC),
+    Case(
+        "setitem",
+        lambda x, i: x.clone().index_fill_(0, i, 2).masked_fill(x > 0, -1),
+        [rand(6, 3), index(6, 2)],
+        NUMERIC,
+    ),
     Case("index_select", lambda x, i: x.index_select(1, i), [rand(3, 6), index(6, 4)], ALL),
     Case("gather", lambda x, i: x.gather(1, i), [rand(3, 6), index(6, 3, 4)], NUMERIC),
     Case("scatter", lambda x, i, s: x.scatter(1, i, s), [rand(3, 6), index(6, 3, 1), rand(3, 1)], NUMERIC),
@@ -240,8 +266,9 @@ def test_matches_cpu(case: Case, dtype: torch.dtype, fallback_counts):
         outputs = [(e, a) for e, a in zip(expected, actual) if e.requires_grad]
         upstream = [torch.randn(e.shape, generator=generator).to(e.dtype) for e, _ in outputs]
         expected_grads = torch.autograd.grad([e for e, _ in outputs], cpu_wrt, upstream, allow_unused=True)
-        actual_grads = torch.autograd.grad([a for _, a in outputs], device_wrt, [u.to("openreg") for u in upstream],
-                                           allow_unused=True)
+        actual_grads = torch.autograd.grad(
+            [a for _, a in outputs], device_wrt, [u.to("openreg") for u in upstream], allow_unused=True
+        )
         for a, e in zip(actual_grads, expected_grads):
             if e is None:
                 assert a is None
@@ -316,8 +343,10 @@ FOREACH = {
     "add_list_alpha": lambda ts, us: torch._foreach_add_(ts, us, alpha=-0.5),
     "mul_tensor": lambda ts, us: torch._foreach_mul_(ts, us[0].sum()),
     "lerp": lambda ts, us: torch._foreach_lerp_(ts, us, 0.1),
-    "addcmul_addcdiv": lambda ts, us: (torch._foreach_addcmul_(ts, us, us, value=0.5),
-                                       torch._foreach_addcdiv_(ts, us, [u.abs() + 1 for u in us], value=2)),
+    "addcmul_addcdiv": lambda ts, us: (
+        torch._foreach_addcmul_(ts, us, us, value=0.5),
+        torch._foreach_addcdiv_(ts, us, [u.abs() + 1 for u in us], value=2),
+    ),
     "div_scalarlist": lambda ts, us: torch._foreach_div_(ts, [1.0, 2.0, 3.0]),
     "zero": lambda ts, us: torch._foreach_zero_(ts),
     "sqrt_functional": lambda ts, us: torch._foreach_sqrt([t.abs() for t in ts]),

@@ -14,25 +14,36 @@ def test_readme_table_is_generated_from_the_registered_kernels():
     table = ops.classify()
     documented = ops.readme_section(ops.README.read_text())
     assert documented == ops.markdown(table), (
-        "csrc/backend/README.md's ops table is stale: run python -m torch_openreg.ops --update-readme")
+        "csrc/backend/README.md's ops table is stale: run python -m torch_openreg.ops --update-readme"
+    )
 
 
 def test_the_command_prints_the_same_table():
-    printed = subprocess.run([sys.executable, "-m", "torch_openreg.ops", "--markdown"], capture_output=True,
-                             text=True, timeout=240, check=True).stdout
+    printed = subprocess.run(
+        [sys.executable, "-m", "torch_openreg.ops", "--markdown"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=True,
+    ).stdout
     assert printed == ops.markdown(ops.classify())
 
 
-@pytest.mark.parametrize("op, kernel", [
-    ("aten::convolution_overrideable", "conv{1,2,3}d_fwd_im2col_gemm / conv_transpose{1,2,3}d_fwd_gemm_col2im"),
-    ("aten::convolution_backward_overrideable",
-     "conv*_bwd_data_* + conv*_bwd_filter_im2col_gemm + conv_bwd_bias_reduce"),
-    ("aten::_thnn_fused_lstm_cell", "lstm_cell_fwd_fused"),
-    ("aten::_thnn_fused_lstm_cell_backward_impl", "lstm_cell_bwd_fused"),
-    ("aten::_thnn_fused_gru_cell", "gru_cell_fwd_fused"),
-    ("aten::_thnn_fused_gru_cell_backward", "gru_cell_bwd_fused"),
-    ("aten::native_batch_norm_backward", "batch_norm_bwd"),
-])
+@pytest.mark.parametrize(
+    "op, kernel",
+    [
+        ("aten::convolution_overrideable", "conv{1,2,3}d_fwd_im2col_gemm / conv_transpose{1,2,3}d_fwd_gemm_col2im"),
+        (
+            "aten::convolution_backward_overrideable",
+            "conv*_bwd_data_* + conv*_bwd_filter_im2col_gemm + conv_bwd_bias_reduce",
+        ),
+        ("aten::_thnn_fused_lstm_cell", "lstm_cell_fwd_fused"),
+        ("aten::_thnn_fused_lstm_cell_backward_impl", "lstm_cell_bwd_fused"),
+        ("aten::_thnn_fused_gru_cell", "gru_cell_fwd_fused"),
+        ("aten::_thnn_fused_gru_cell_backward", "gru_cell_bwd_fused"),
+        ("aten::native_batch_norm_backward", "batch_norm_bwd"),
+    ],
+)
 def test_network_ops_are_device_ops(op, kernel):
     assert ops.classify()[op] == ("device", kernel)
 

@@ -10,8 +10,8 @@ twice in key_averages(). openreg registers every overload itself.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pytest
 import torch
@@ -25,7 +25,7 @@ DEVICE = torch.autograd.DeviceType.PrivateUse1
 class Call:
     name: str
     fn: Callable[[dict[str, torch.Tensor]], object]
-    op: str      # the one aten:: record expected
+    op: str  # the one aten:: record expected
     kernel: str  # the one device kernel it launches
 
 
@@ -52,10 +52,12 @@ CALLS = [
     Call("eq", lambda t: t["a"] == t["b"], "aten::eq", "elementwise_eq_f32"),
     Call("pow_scalar_base", lambda t: torch.pow(2.0, t["a"]), "aten::pow", "elementwise_pow_f32"),
     Call("gelu", lambda t: F.gelu(t["a"]), "aten::gelu", "gelu_fwd_f32"),
-    Call("gelu_backward", lambda t: torch.ops.aten.gelu_backward(t["b"], t["a"]), "aten::gelu_backward",
-         "gelu_bwd_f32"),
-    Call("silu_backward", lambda t: torch.ops.aten.silu_backward(t["b"], t["a"]), "aten::silu_backward",
-         "silu_bwd_f32"),
+    Call(
+        "gelu_backward", lambda t: torch.ops.aten.gelu_backward(t["b"], t["a"]), "aten::gelu_backward", "gelu_bwd_f32"
+    ),
+    Call(
+        "silu_backward", lambda t: torch.ops.aten.silu_backward(t["b"], t["a"]), "aten::silu_backward", "silu_bwd_f32"
+    ),
     Call("mm", lambda t: t["a"] @ t["b"], "aten::mm", "gemm_f32_nn"),
     Call("addmm", lambda t: F.linear(t["a"], t["b"], t["v"]), "aten::addmm", "gemm_bias_f32_nt"),
     Call("softmax", lambda t: t["a"].softmax(-1), "aten::_softmax", "softmax_fwd_f32"),
@@ -134,7 +136,6 @@ def test_no_operator_is_recorded_inside_itself_in_a_training_step():
 def _structured_groups():
     """(out, functional, in-place) names of ATen's structured families, from torchgen's own parser."""
     import torchgen  # ships with the torch wheel
-
     from torchgen.gen import get_grouped_native_functions, parse_native_yaml
     from torchgen.model import NativeFunctionsGroup
 
@@ -142,8 +143,11 @@ def _structured_groups():
     parsed = parse_native_yaml(os.path.join(native, "native_functions.yaml"), os.path.join(native, "tags.yaml"))
     for group in get_grouped_native_functions(parsed.native_functions):
         if isinstance(group, NativeFunctionsGroup):
-            yield (str(group.out.func.name), str(group.functional.func.name),
-                   str(group.inplace.func.name) if group.inplace is not None else None)
+            yield (
+                str(group.out.func.name),
+                str(group.functional.func.name),
+                str(group.inplace.func.name) if group.inplace is not None else None,
+            )
 
 
 def test_every_overload_of_a_covered_family_has_its_own_kernel():
@@ -168,8 +172,14 @@ def test_overloads_are_listed_as_device_ops():
     from torch_openreg.ops import classify
 
     table = classify()
-    for name in ("aten::add.Tensor", "aten::add_.Tensor", "aten::mm", "aten::_softmax", "aten::index.Tensor",
-                 "aten::silu_backward"):
+    for name in (
+        "aten::add.Tensor",
+        "aten::add_.Tensor",
+        "aten::mm",
+        "aten::_softmax",
+        "aten::index.Tensor",
+        "aten::silu_backward",
+    ):
         assert table[name][0] == "device", (name, table[name])
     assert table["aten::add.Tensor"][1] == "elementwise_add"
 
@@ -197,7 +207,11 @@ def test_overload_kernels_raise_what_cpu_raises(name, fn):
 def test_functional_outputs_follow_ats_layout_rules():
     """Outputs are allocated like the meta function's: channels-last in, channels-last out; dtype promotion."""
     x = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
-    for fn in (lambda t: t + 1, lambda t: t.sigmoid(), lambda t: t * torch.ones(5, dtype=torch.float64, device=t.device)):
+    for fn in (
+        lambda t: t + 1,
+        lambda t: t.sigmoid(),
+        lambda t: t * torch.ones(5, dtype=torch.float64, device=t.device),
+    ):
         expected = fn(x)
         actual = fn(x.to("openreg"))
         assert actual.stride() == expected.stride() and actual.dtype == expected.dtype

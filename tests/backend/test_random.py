@@ -40,8 +40,9 @@ def test_rng_state_roundtrip_and_explicit_generators():
     g1 = torch.Generator(device="openreg").manual_seed(9)
     g2 = torch.Generator(device="openreg").manual_seed(9)
     assert g1.device == torch.device("openreg", 0)
-    assert torch.equal(torch.randn(20, device="openreg", generator=g1).cpu(),
-                       torch.randn(20, device="openreg", generator=g2).cpu())
+    assert torch.equal(
+        torch.randn(20, device="openreg", generator=g1).cpu(), torch.randn(20, device="openreg", generator=g2).cpu()
+    )
     torch.openreg.manual_seed(11)
     assert torch.openreg.initial_seed() == 11
 

@@ -9,8 +9,8 @@ two different implementations of the same math.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pytest
 import torch
@@ -35,19 +35,37 @@ def _hidden(*shape):
 
 
 RECURRENT = [
-    Recurrent("lstm_cell", lambda: nn.LSTMCell(5, 7), (3, 5), dtypes=(F32, F64, BF16, F16),
-              state=lambda g: (torch.randn(3, 7, generator=g), torch.randn(3, 7, generator=g))),
+    Recurrent(
+        "lstm_cell",
+        lambda: nn.LSTMCell(5, 7),
+        (3, 5),
+        dtypes=(F32, F64, BF16, F16),
+        state=lambda g: (torch.randn(3, 7, generator=g), torch.randn(3, 7, generator=g)),
+    ),
     Recurrent("lstm_cell_no_bias_no_state", lambda: nn.LSTMCell(5, 7, bias=False), (3, 5)),
     Recurrent("gru_cell", lambda: nn.GRUCell(5, 7), (3, 5), dtypes=(F32, F64, BF16, F16), state=_hidden(3, 7)),
     Recurrent("gru_cell_no_bias", lambda: nn.GRUCell(5, 7, bias=False), (3, 5), state=_hidden(3, 7)),
-    Recurrent("lstm_2_layers_bidirectional", lambda: nn.LSTM(5, 6, num_layers=2, bidirectional=True), (4, 3, 5),
-              dtypes=(F32, F64, BF16)),
-    Recurrent("lstm_batch_first_proj", lambda: nn.LSTM(4, 6, batch_first=True, proj_size=3), (2, 5, 4),
-              state=lambda g: (torch.randn(1, 2, 3, generator=g), torch.randn(1, 2, 6, generator=g))),
-    Recurrent("gru_2_layers_bidirectional", lambda: nn.GRU(5, 6, num_layers=2, bidirectional=True), (4, 3, 5),
-              dtypes=(F32, F64, BF16)),
-    Recurrent("gru_no_bias_batch_first", lambda: nn.GRU(4, 5, bias=False, batch_first=True), (2, 6, 4),
-              state=_hidden(1, 2, 5)),
+    Recurrent(
+        "lstm_2_layers_bidirectional",
+        lambda: nn.LSTM(5, 6, num_layers=2, bidirectional=True),
+        (4, 3, 5),
+        dtypes=(F32, F64, BF16),
+    ),
+    Recurrent(
+        "lstm_batch_first_proj",
+        lambda: nn.LSTM(4, 6, batch_first=True, proj_size=3),
+        (2, 5, 4),
+        state=lambda g: (torch.randn(1, 2, 3, generator=g), torch.randn(1, 2, 6, generator=g)),
+    ),
+    Recurrent(
+        "gru_2_layers_bidirectional",
+        lambda: nn.GRU(5, 6, num_layers=2, bidirectional=True),
+        (4, 3, 5),
+        dtypes=(F32, F64, BF16),
+    ),
+    Recurrent(
+        "gru_no_bias_batch_first", lambda: nn.GRU(4, 5, bias=False, batch_first=True), (2, 6, 4), state=_hidden(1, 2, 5)
+    ),
 ]
 CASES = [pytest.param(r, d, id=f"{r.name}-{str(d).removeprefix('torch.')}") for r in RECURRENT for d in r.dtypes]
 
@@ -74,8 +92,11 @@ def run(module: nn.Module, x: torch.Tensor, state, upstream: list[torch.Tensor] 
     if upstream is None:
         return outputs, None
     torch.autograd.backward(outputs, [u.to(x.device) for u in upstream])
-    grads = {"input": x.grad, **{f"state{i}": t.grad for i, t in enumerate(state_leaves)},
-             **{name: p.grad for name, p in module.named_parameters()}}
+    grads = {
+        "input": x.grad,
+        **{f"state{i}": t.grad for i, t in enumerate(state_leaves)},
+        **{name: p.grad for name, p in module.named_parameters()},
+    }
     return outputs, grads
 
 
@@ -92,8 +113,11 @@ def test_outputs_and_every_gradient_match_cpu(case: Recurrent, dtype: torch.dtyp
     reference, _ = run(cpu_module, x, state, None)
     upstream = [torch.randn(r.shape, generator=g).to(dtype) for r in reference]
     expected, expected_grads = run(cpu_module, x, state, upstream)
-    moved = None if state is None else (tuple(s.to("openreg") for s in state) if isinstance(state, tuple)
-                                        else state.to("openreg"))
+    moved = (
+        None
+        if state is None
+        else (tuple(s.to("openreg") for s in state) if isinstance(state, tuple) else state.to("openreg"))
+    )
     actual, actual_grads = run(device_module, x.to("openreg"), moved, upstream)
 
     assert len(actual) == len(expected)
@@ -149,10 +173,19 @@ def test_a_two_layer_lstm_trains_with_cpus_losses():
         torch.testing.assert_close(p_dev.detach().cpu(), p_cpu.detach(), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("cell, op, forward, backward", [
-    (lambda: nn.LSTMCell(4, 8), "aten::_thnn_fused_lstm_cell", "lstm_cell_fwd_fused_f32", "lstm_cell_bwd_fused_f32"),
-    (lambda: nn.GRUCell(4, 8), "aten::_thnn_fused_gru_cell", "gru_cell_fwd_fused_f32", "gru_cell_bwd_fused_f32"),
-], ids=["lstm", "gru"])
+@pytest.mark.parametrize(
+    "cell, op, forward, backward",
+    [
+        (
+            lambda: nn.LSTMCell(4, 8),
+            "aten::_thnn_fused_lstm_cell",
+            "lstm_cell_fwd_fused_f32",
+            "lstm_cell_bwd_fused_f32",
+        ),
+        (lambda: nn.GRUCell(4, 8), "aten::_thnn_fused_gru_cell", "gru_cell_fwd_fused_f32", "gru_cell_bwd_fused_f32"),
+    ],
+    ids=["lstm", "gru"],
+)
 def test_each_cell_pass_is_one_fused_kernel_linked_to_its_op(cell, op, forward, backward):
     module = cell().to("openreg")
     x = torch.randn(3, 4, device="openreg", requires_grad=True)
@@ -181,8 +214,10 @@ def test_bad_cell_arguments_raise():
     with pytest.raises(RuntimeError, match=r"expected gates of size \[3, 12\]"):
         torch.ops.aten._thnn_fused_lstm_cell(gates, gates, torch.randn(3, 3, device="openreg"))
     with pytest.raises(RuntimeError, match="same device|Expected all tensors"):
-        torch.ops.aten._thnn_fused_gru_cell(torch.randn(3, 6, device="openreg"), torch.randn(3, 6),
-                                            torch.randn(3, 2, device="openreg"))
+        torch.ops.aten._thnn_fused_gru_cell(
+            torch.randn(3, 6, device="openreg"), torch.randn(3, 6), torch.randn(3, 2, device="openreg")
+        )
     with pytest.raises(RuntimeError, match="workspace"):
-        torch.ops.aten._thnn_fused_gru_cell_backward(torch.randn(3, 2, device="openreg"),
-                                                     torch.randn(3, 9, device="openreg"), True)
+        torch.ops.aten._thnn_fused_gru_cell_backward(
+            torch.randn(3, 2, device="openreg"), torch.randn(3, 9, device="openreg"), True
+        )

@@ -6,10 +6,9 @@ import importlib.metadata
 
 import pytest
 import torch
+from conftest import run_python
 
 import torch_openreg
-
-from conftest import run_python
 
 
 def test_entry_point_is_installed():
@@ -66,10 +65,29 @@ def test_device_module_surface():
     assert torch.openreg.is_available()
     assert torch.openreg.device_count() == 2  # the runtime's default
     for name in [
-        "current_device", "set_device", "device", "synchronize", "Stream", "Event", "current_stream", "stream",
-        "manual_seed", "seed", "memory_allocated", "max_memory_allocated", "memory_reserved",
-        "reset_peak_memory_stats", "empty_cache", "memory_stats", "get_device_name", "get_device_properties",
-        "_lazy_init", "is_initialized", "get_amp_supported_dtype", "manual_seed_all", "_is_in_bad_fork",
+        "current_device",
+        "set_device",
+        "device",
+        "synchronize",
+        "Stream",
+        "Event",
+        "current_stream",
+        "stream",
+        "manual_seed",
+        "seed",
+        "memory_allocated",
+        "max_memory_allocated",
+        "memory_reserved",
+        "reset_peak_memory_stats",
+        "empty_cache",
+        "memory_stats",
+        "get_device_name",
+        "get_device_properties",
+        "_lazy_init",
+        "is_initialized",
+        "get_amp_supported_dtype",
+        "manual_seed_all",
+        "_is_in_bad_fork",
     ]:
         assert hasattr(torch.openreg, name), name
     assert torch.accelerator.current_accelerator() == torch.device("openreg")

@@ -18,9 +18,28 @@ REPO = Path(__file__).resolve().parents[2]
 def demo(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("resnet_demo")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-m", "torch_openreg", "demo", "--model", "resnet", "--size", "tiny",
-                           "-o", "traces", "--check", "--top", "8"], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch_openreg",
+            "demo",
+            "--model",
+            "resnet",
+            "--size",
+            "tiny",
+            "-o",
+            "traces",
+            "--check",
+            "--top",
+            "8",
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return proc, cwd / "traces"
 
@@ -36,8 +55,11 @@ def test_it_trains_a_resnet_and_every_trace_passes_the_checks(demo):
 def test_the_summary_shows_the_convolutions(demo):
     proc, traces = demo
     top = proc.stdout.split("Top kernels by device time", 1)[1].split("\n\n", 1)[0]
-    for kernel in ("conv2d_fwd_im2col_gemm_nchw_f32", "conv2d_bwd_filter_im2col_gemm_nchw_f32",
-                   "conv2d_bwd_data_gemm_col2im_nchw_f32"):
+    for kernel in (
+        "conv2d_fwd_im2col_gemm_nchw_f32",
+        "conv2d_bwd_filter_im2col_gemm_nchw_f32",
+        "conv2d_bwd_data_gemm_col2im_nchw_f32",
+    ):
         assert kernel in top, top
     ops = proc.stdout.split("Device time per op", 1)[1].split("\n\n", 1)[0]
     assert "aten::convolution_overrideable" in ops and "aten::convolution_backward_overrideable" in ops, ops
@@ -46,8 +68,11 @@ def test_the_summary_shows_the_convolutions(demo):
     # 20 convolutions per step, 2 recorded steps per trace: each forward kernel linked to its op.
     trace = sorted(traces.glob("*.pt.trace.json"))[-1]
     events = json.loads(trace.read_text())["traceEvents"]
-    ops_by_id = {e["args"]["External id"]: e["name"] for e in events
-                 if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
+    ops_by_id = {
+        e["args"]["External id"]: e["name"]
+        for e in events
+        if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})
+    }
     forward = [e for e in events if e.get("cat") == "kernel" and e["name"] == "conv2d_fwd_im2col_gemm_nchw_f32"]
     assert len(forward) == 40
     assert {ops_by_id[e["args"]["External id"]] for e in forward} == {"aten::convolution_overrideable"}

@@ -7,10 +7,9 @@ queues a kernel that blocks its stream until the test opens the gate.
 from __future__ import annotations
 
 import torch
+from conftest import new_gate
 
 import torch_openreg
-
-from conftest import new_gate
 
 
 def block(stream: torch.Stream | None = None) -> int:

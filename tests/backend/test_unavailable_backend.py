@@ -11,7 +11,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 
@@ -19,8 +18,9 @@ from conftest import REPO
 def broken_install(request, tmp_path) -> Path:
     """A copy of the package whose extension is missing, or not a loadable library."""
     copy = tmp_path / "site"
-    shutil.copytree(REPO / "torch_openreg", copy / "torch_openreg",
-                    ignore=shutil.ignore_patterns("__pycache__", "demo"))
+    shutil.copytree(
+        REPO / "torch_openreg", copy / "torch_openreg", ignore=shutil.ignore_patterns("__pycache__", "demo")
+    )
     extension = next((copy / "torch_openreg" / "lib").glob("_C*.so"))
     if request.param == "missing":
         extension.unlink()
@@ -43,7 +43,7 @@ def test_import_warns_and_registers_nothing(broken_install):
         assert torch_openreg.__file__.startswith(%r), torch_openreg.__file__
         print(type(torch_openreg.backend_error).__name__, hasattr(torch, "openreg"),
               torch._C._get_privateuse1_backend_name())
-        """
+        """  # noqa: UP031 (the code holds braces of its own)
         % str(broken_install)
     )
     result = run_in(broken_install, ["-c", code], autoload="0")

@@ -10,7 +10,6 @@ every failing operation.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import sys
@@ -45,7 +44,7 @@ def init(timeout_s: float = 60.0, **kwargs) -> None:
 
 def values(rank: int, n: int, dtype: torch.dtype) -> torch.Tensor:
     """Small integers (exact in every dtype and under every reduction of 2 ranks)."""
-    base = (torch.arange(n) % 7 + rank + 1)
+    base = torch.arange(n) % 7 + rank + 1
     return (base % 2).bool() if dtype == torch.bool else base.to(dtype)
 
 
@@ -58,8 +57,10 @@ class Checks:
         self.count += 1
         actual = actual.cpu()
         if actual.dtype != expected.dtype or actual.shape != expected.shape or not torch.equal(actual, expected):
-            self.failures.append(f"{what}: got {actual.flatten()[:8].tolist()} {actual.dtype} {tuple(actual.shape)}, "
-                                 f"expected {expected.flatten()[:8].tolist()} {expected.dtype} {tuple(expected.shape)}")
+            self.failures.append(
+                f"{what}: got {actual.flatten()[:8].tolist()} {actual.dtype} {tuple(actual.shape)}, "
+                f"expected {expected.flatten()[:8].tolist()} {expected.dtype} {tuple(expected.shape)}"
+            )
 
     def run(self, what: str, fn) -> None:
         try:
@@ -97,10 +98,12 @@ def check_all_reduce(checks: Checks) -> None:
     for dtype in DTYPES:
         for op in REDUCE_OPS:
             for n in SIZES if dtype == torch.float32 else SIZES[1:2]:
+
                 def body(dtype=dtype, op=op, n=n):
                     t = values(RANK, n, dtype).to(dev)
                     dist.all_reduce(t, op=op)
                     checks.equal(f"all_reduce {op} {dtype} n={n}", t, reduce_expected(op, n, dtype))
+
                 checks.run(f"all_reduce {op} {dtype} n={n}", body)
 
 
@@ -112,13 +115,18 @@ def check_async_and_future(checks: Checks) -> None:
         work = dist.all_reduce(t, async_op=True)
         result = work.get_future().wait()
         checks.equal("future value of all_reduce", result[0], reduce_expected(dist.ReduceOp.SUM, 100, torch.float32))
-        doubled = dist.all_reduce(values(RANK, 100, torch.float32).to(dev), async_op=True).get_future().then(
-            lambda fut: fut.value()[0] * 2).wait()
+        doubled = (
+            dist.all_reduce(values(RANK, 100, torch.float32).to(dev), async_op=True)
+            .get_future()
+            .then(lambda fut: fut.value()[0] * 2)
+            .wait()
+        )
         checks.equal("future.then of all_reduce", doubled, reduce_expected(dist.ReduceOp.SUM, 100, torch.float32) * 2)
         work = dist.all_reduce(t, async_op=True)
         work.wait()
         checks.equal("work.wait then read", t, reduce_expected(dist.ReduceOp.SUM, 100, torch.float32) * 2)
         checks.equal("work.is_success after the data is read", torch.tensor(work.is_success()), torch.tensor(True))
+
     checks.run("async_op futures", body)
 
 
@@ -135,14 +143,19 @@ def check_wait_does_not_block_the_host(checks: Checks) -> None:
             completed_early = work.is_completed()
             after = t + 1  # queued on the current stream, which waits for the collective
             store.set("rank0_waited", "1")
-            checks.equal("all_reduce not complete before its peer joined", torch.tensor(completed_early),
-                         torch.tensor(False))
-            checks.equal("current stream ordered after work.wait()", after,
-                         reduce_expected(dist.ReduceOp.SUM, 64, torch.float32) + 1)
+            checks.equal(
+                "all_reduce not complete before its peer joined", torch.tensor(completed_early), torch.tensor(False)
+            )
+            checks.equal(
+                "current stream ordered after work.wait()",
+                after,
+                reduce_expected(dist.ReduceOp.SUM, 64, torch.float32) + 1,
+            )
         else:
             store.wait(["rank0_waited"], timedelta(seconds=30))
             dist.all_reduce(t)
             checks.equal("all_reduce on the late rank", t, reduce_expected(dist.ReduceOp.SUM, 64, torch.float32))
+
     checks.run("wait() without blocking the host", body)
 
 
@@ -162,8 +175,11 @@ def check_inputs_kept_alive(checks: Checks) -> None:
         gate = None
         if RANK == 0:
             backend = dist.group.WORLD._get_backend(dev)
-            comm = torch.openreg.Stream(stream_id=backend.communication_stream_id(dev.index),
-                                        device_index=dev.index, device_type=torch.openreg.current_stream(dev).device_type)
+            comm = torch.openreg.Stream(
+                stream_id=backend.communication_stream_id(dev.index),
+                device_index=dev.index,
+                device_type=torch.openreg.current_stream(dev).device_type,
+            )
             gate = 1_000_000 + RANK
             with torch.openreg.stream(comm):
                 torch.ops.openreg._wait_gate(torch.empty(1, device=dev), gate, 60.0)
@@ -176,6 +192,7 @@ def check_inputs_kept_alive(checks: Checks) -> None:
         work.wait()
         checks.equal("scribble is intact", reused, torch.full((n,), 99.0))
         checks.equal("all_gather_into_tensor with a dropped input", out, all_ranks(n, torch.float32).flatten())
+
     checks.run("inputs kept alive", body)
 
 
@@ -184,6 +201,7 @@ def check_rooted(checks: Checks) -> None:
     n = 1000
     for dtype in (torch.float32, torch.int64, torch.bfloat16):
         for root in range(WORLD):
+
             def broadcast(dtype=dtype, root=root):
                 t = values(RANK, n, dtype).to(dev)
                 dist.broadcast(t, src=root)
@@ -207,6 +225,7 @@ def check_rooted(checks: Checks) -> None:
                 ins = [values(10 + r, n, dtype).to(dev) for r in range(WORLD)] if RANK == root else None
                 dist.scatter(out, ins, src=root)
                 checks.equal(f"scatter {dtype} root {root}", out, values(10 + RANK, n, dtype))
+
             for name, fn in (("broadcast", broadcast), ("reduce", reduce), ("gather", gather), ("scatter", scatter)):
                 checks.run(f"{name} {dtype} root {root}", fn)
 
@@ -215,6 +234,7 @@ def check_gather_scatter_family(checks: Checks) -> None:
     dev = device()
     for dtype in (torch.float32, torch.int32, torch.float16):
         for n in (1, 3000):
+
             def all_gather(dtype=dtype, n=n):
                 outs = [torch.empty(n, dtype=dtype, device=dev) for _ in range(WORLD)]
                 dist.all_gather(outs, values(RANK, n, dtype).to(dev))
@@ -238,9 +258,14 @@ def check_gather_scatter_family(checks: Checks) -> None:
                     out = torch.empty(n, dtype=dtype, device=dev)
                     dist.reduce_scatter_tensor(out, values(RANK, WORLD * n, dtype).to(dev), op=op)
                     full = reduce_expected(op, WORLD * n, dtype)
-                    checks.equal(f"reduce_scatter_tensor {op} {dtype} n={n}", out, full[RANK * n:(RANK + 1) * n])
-            for name, fn in (("all_gather", all_gather), ("all_gather_into_tensor", all_gather_into_tensor),
-                             ("reduce_scatter", reduce_scatter), ("reduce_scatter_tensor", reduce_scatter_tensor)):
+                    checks.equal(f"reduce_scatter_tensor {op} {dtype} n={n}", out, full[RANK * n : (RANK + 1) * n])
+
+            for name, fn in (
+                ("all_gather", all_gather),
+                ("all_gather_into_tensor", all_gather_into_tensor),
+                ("reduce_scatter", reduce_scatter),
+                ("reduce_scatter_tensor", reduce_scatter_tensor),
+            ):
                 checks.run(f"{name} {dtype} n={n}", fn)
 
 
@@ -252,7 +277,7 @@ def check_all_to_all(checks: Checks) -> None:
         inp = values(RANK, WORLD * n, torch.float32).to(dev)
         out = torch.empty_like(inp)
         dist.all_to_all_single(out, inp)
-        expected = torch.cat([values(r, WORLD * n, torch.float32)[RANK * n:(RANK + 1) * n] for r in range(WORLD)])
+        expected = torch.cat([values(r, WORLD * n, torch.float32)[RANK * n : (RANK + 1) * n] for r in range(WORLD)])
         checks.equal("all_to_all_single even", out, expected)
 
     def uneven():
@@ -266,7 +291,7 @@ def check_all_to_all(checks: Checks) -> None:
         for s in range(WORLD):
             sizes = [(s + 1) * (d + 1) for d in range(WORLD)]
             start = sum(sizes[:RANK])
-            pieces.append(values(s, sum(sizes), torch.int64)[start:start + sizes[RANK]])
+            pieces.append(values(s, sum(sizes), torch.int64)[start : start + sizes[RANK]])
         checks.equal("all_to_all_single with splits", out, torch.cat(pieces))
 
     def listed():
@@ -275,6 +300,7 @@ def check_all_to_all(checks: Checks) -> None:
         dist.all_to_all(outs, ins)
         for s, out in enumerate(outs):
             checks.equal(f"all_to_all from {s}", out, values(s * 10 + RANK, n, torch.float32))
+
     for name, fn in (("all_to_all_single even", even), ("all_to_all_single splits", uneven), ("all_to_all", listed)):
         checks.run(name, fn)
 
@@ -297,6 +323,7 @@ def check_point_to_point(checks: Checks) -> None:
         for work in dist.batch_isend_irecv(ops if RANK % 2 == 0 else ops[::-1]):
             work.wait()
         checks.equal("batch_isend_irecv", got, values(peer, 500, torch.float32))
+
     checks.run("send/recv", body)
 
 
@@ -323,8 +350,9 @@ def check_coalesced_and_barrier(checks: Checks) -> None:
             dist.reduce_scatter_tensor(outs[1], values(RANK, WORLD * 300, torch.float32).to(dev))
         manager.wait()
         full = reduce_expected(dist.ReduceOp.SUM, WORLD * 300, torch.float32)
-        checks.equal("coalesced reduce_scatter_tensor", outs[1], full[RANK * 300:(RANK + 1) * 300])
+        checks.equal("coalesced reduce_scatter_tensor", outs[1], full[RANK * 300 : (RANK + 1) * 300])
         dist.barrier()
+
     checks.run("coalesced forms and barrier", body)
 
 
@@ -340,17 +368,30 @@ def check_subgroups(checks: Checks) -> None:
         t = values(RANK, 50, torch.float32).to(dev)
         dist.all_reduce(t, group=singles[RANK])
         checks.equal("all_reduce on a one-rank group", t, values(RANK, 50, torch.float32))
-        checks.equal("new_group uses orccl for openreg", torch.tensor(
-            pair._get_backend(dev).name() == "orccl"), torch.tensor(True))
+        checks.equal(
+            "new_group uses orccl for openreg",
+            torch.tensor(pair._get_backend(dev).name() == "orccl"),
+            torch.tensor(True),
+        )
+
     checks.run("new_group", body)
 
 
 def scenario_ops() -> dict:
     init()
     checks = Checks()
-    for check in (check_all_reduce, check_async_and_future, check_wait_does_not_block_the_host,
-                  check_inputs_kept_alive, check_rooted, check_gather_scatter_family, check_all_to_all,
-                  check_point_to_point, check_coalesced_and_barrier, check_subgroups):
+    for check in (
+        check_all_reduce,
+        check_async_and_future,
+        check_wait_does_not_block_the_host,
+        check_inputs_kept_alive,
+        check_rooted,
+        check_gather_scatter_family,
+        check_all_to_all,
+        check_point_to_point,
+        check_coalesced_and_barrier,
+        check_subgroups,
+    ):
         check(checks)
     backend = dist.get_backend()
     default = dist.group.WORLD.name()
@@ -386,8 +427,11 @@ def scenario_ddp() -> dict:
     reference = _model().to(dev)
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-    variants = {"device_ids": DDP(_model().to(dev), device_ids=[dev.index]), "no_device_ids": DDP(_model().to(dev)),
-                "comm_hook": DDP(_model().to(dev), device_ids=[dev.index])}
+    variants = {
+        "device_ids": DDP(_model().to(dev), device_ids=[dev.index]),
+        "no_device_ids": DDP(_model().to(dev)),
+        "comm_hook": DDP(_model().to(dev), device_ids=[dev.index]),
+    }
     # A Python comm hook: all_reduce(async_op=True).get_future().then(divide), as DDP users write them.
     variants["comm_hook"].register_comm_hook(None, default_hooks.allreduce_hook)
     optimizers = {k: torch.optim.SGD(m.parameters(), lr=0.1) for k, m in variants.items()}
@@ -403,12 +447,18 @@ def scenario_ddp() -> dict:
         ref_opt.step()
     ref = [p.detach().cpu() for p in reference.parameters()]
     logging = variants["device_ids"]._get_ddp_logging_data()
-    result = {"timer": {k: logging.get(k, 0) for k in ("avg_forward_compute_time", "avg_backward_compute_time",
-                                                      "avg_backward_comm_time")}}
+    result = {
+        "timer": {
+            k: logging.get(k, 0)
+            for k in ("avg_forward_compute_time", "avg_backward_compute_time", "avg_backward_comm_time")
+        }
+    }
     for name, model in variants.items():
         params = [p.detach().cpu() for p in model.module.parameters()]
-        result[name] = {"max_diff": max((a - b).abs().max().item() for a, b in zip(params, ref)),
-                        "checksum": sum(p.double().sum().item() for p in params)}
+        result[name] = {
+            "max_diff": max((a - b).abs().max().item() for a, b in zip(params, ref)),
+            "checksum": sum(p.double().sum().item() for p in params),
+        }
     dist.destroy_process_group()
     return result
 
@@ -420,15 +470,19 @@ def scenario_trace() -> dict:
 
     init()
     dev = device()
-    model = DDP(torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64)).to(dev),
-                device_ids=[dev.index])
+    model = DDP(
+        torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64)).to(dev),
+        device_ids=[dev.index],
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     batch = torch.randn(32, 64, device=dev)
     gathered = torch.empty(WORLD * 1000, device=dev)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
-                 schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
-                 on_trace_ready=tensorboard_trace_handler(os.path.join(FOLDER, "traces"), worker_name=f"rank{RANK}"),
-                 record_shapes=True) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+        schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
+        on_trace_ready=tensorboard_trace_handler(os.path.join(FOLDER, "traces"), worker_name=f"rank{RANK}"),
+        record_shapes=True,
+    ) as prof:
         for _ in range(4):
             optimizer.zero_grad()
             model(batch).square().mean().backward()
@@ -445,9 +499,15 @@ def scenario_trace() -> dict:
                 dist.recv(peer, src=0)
             torch.openreg.synchronize()
             prof.step()
-    averages = {e.key: {"count": e.count, "device_time_total": e.device_time_total,
-                        "self_device_time_total": e.self_device_time_total}
-                for e in prof.key_averages() if e.key.startswith("openregComm") or e.key == "record_param_comms"}
+    averages = {
+        e.key: {
+            "count": e.count,
+            "device_time_total": e.device_time_total,
+            "self_device_time_total": e.self_device_time_total,
+        }
+        for e in prof.key_averages()
+        if e.key.startswith("openregComm") or e.key == "record_param_comms"
+    }
     stream = dist.group.WORLD._get_backend(dev).communication_stream_id(dev.index)
     dist.destroy_process_group()
     return {"key_averages": averages, "communication_stream": stream}
@@ -468,15 +528,16 @@ def scenario_bad_input() -> dict:
     other = torch.device("openreg", (dev.index + 1) % torch.openreg.device_count())
     errors = {
         "other_device": _error_of(lambda: dist.all_reduce(torch.ones(4, device=other))),
-        "mixed_devices": _error_of(lambda: dist.all_gather(
-            [torch.empty(4, device=dev), torch.empty(4)], torch.ones(4, device=dev))),
+        "mixed_devices": _error_of(
+            lambda: dist.all_gather([torch.empty(4, device=dev), torch.empty(4)], torch.ones(4, device=dev))
+        ),
         "dtype": _error_of(lambda: dist.all_reduce(torch.ones(4, dtype=torch.uint32, device=dev))),
         "op": _error_of(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int64, device=dev), op=dist.ReduceOp.BAND)),
-        "premul_sum": _error_of(lambda: dist.all_reduce(torch.ones(4, device=dev),
-                                                        op=dist._make_nccl_premul_sum(2.0))),
+        "premul_sum": _error_of(lambda: dist.all_reduce(torch.ones(4, device=dev), op=dist._make_nccl_premul_sum(2.0))),
         "list_length": _error_of(lambda: dist.all_gather([torch.empty(4, device=dev)], torch.ones(4, device=dev))),
-        "output_size": _error_of(lambda: dist.all_gather_into_tensor(torch.empty(5, device=dev),
-                                                                     torch.ones(4, device=dev))),
+        "output_size": _error_of(
+            lambda: dist.all_gather_into_tensor(torch.empty(5, device=dev), torch.ones(4, device=dev))
+        ),
         "non_contiguous": _error_of(lambda: dist.all_reduce(torch.ones(4, 4, device=dev).t())),
     }
     t = values(RANK, 16, torch.float32).to(dev)
@@ -487,6 +548,7 @@ def scenario_bad_input() -> dict:
         work = dist.all_reduce(torch.ones(4 if RANK == 0 else 8, device=dev), async_op=True)
         work.wait()
         dist.barrier()
+
     return {"errors": errors, "still_works": still_works, "mismatch": _error_of(mismatched)}
 
 
@@ -507,6 +569,7 @@ def scenario_dying_rank() -> dict:
         store.set("rank0_in_collective", "1")
         dist.barrier(device_ids=[dev.index])  # on orccl: blocking, as NCCL's
         work.wait()
+
     first = _error_of(during_death)
     later = _error_of(lambda: dist.all_reduce(t))
     device_sync = _error_of(torch.openreg.synchronize)
@@ -533,21 +596,28 @@ def scenario_readme() -> dict:
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = text[text.index("\n## Distributed training\n"):]
+    section = text[text.index("\n## Distributed training\n") :]
     block = section.split("```python\n", 1)[1].split("```", 1)[0]
     namespace: dict = {}
     exec(block, namespace)  # noqa: S102
     model = namespace["model"]
     model(torch.full((4, 64), float(RANK + 1), device="openreg")).sum().backward()
     grad = model.module.weight.grad.cpu()
-    result = {"backend": dist.get_backend(), "grad_sum": grad.sum().item(),
-              "device": str(model.module.weight.device)}
+    result = {"backend": dist.get_backend(), "grad_sum": grad.sum().item(), "device": str(model.module.weight.device)}
     dist.destroy_process_group()
     return result
 
 
-SCENARIOS = {"silent_peer": scenario_silent_peer, "readme": scenario_readme, "bad_input": scenario_bad_input, "dying_rank": scenario_dying_rank,"ops": scenario_ops, "default_backend": scenario_default_backend, "ddp": scenario_ddp,
-             "trace": scenario_trace}
+SCENARIOS = {
+    "silent_peer": scenario_silent_peer,
+    "readme": scenario_readme,
+    "bad_input": scenario_bad_input,
+    "dying_rank": scenario_dying_rank,
+    "ops": scenario_ops,
+    "default_backend": scenario_default_backend,
+    "ddp": scenario_ddp,
+    "trace": scenario_trace,
+}
 
 
 def main() -> int:

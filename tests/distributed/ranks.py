@@ -38,8 +38,9 @@ class RankOutcome:
     result: dict | None
 
 
-def run_ranks(scenario: str, folder: Path, world: int = 2, timeout: float = 120.0,
-              env: dict | None = None) -> list[RankOutcome]:
+def run_ranks(
+    scenario: str, folder: Path, world: int = 2, timeout: float = 120.0, env: dict | None = None
+) -> list[RankOutcome]:
     """Runs the scenario on `world` ranks; returns each rank's outcome."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -47,15 +48,30 @@ def run_ranks(scenario: str, folder: Path, world: int = 2, timeout: float = 120.
     logs = []
     try:
         for rank in range(world):
-            rank_env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                            LOCAL_RANK=str(rank), WORLD_SIZE=str(world), GLOO_SOCKET_IFNAME="lo",
-                            RANK_RESULT=str(folder / f"rank{rank}.json"), RANK_FOLDER=str(folder),
-                            PYTHONUNBUFFERED="1")
+            rank_env = dict(
+                os.environ,
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+                RANK=str(rank),
+                LOCAL_RANK=str(rank),
+                WORLD_SIZE=str(world),
+                GLOO_SOCKET_IFNAME="lo",
+                RANK_RESULT=str(folder / f"rank{rank}.json"),
+                RANK_FOLDER=str(folder),
+                PYTHONUNBUFFERED="1",
+            )
             rank_env.update(env or {})
             log = open(folder / f"rank{rank}.log", "w+")
             logs.append(log)
-            procs.append(subprocess.Popen([sys.executable, str(WORKER), scenario], env=rank_env, stdout=log,
-                                          stderr=subprocess.STDOUT, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(WORKER), scenario],
+                    env=rank_env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
         deadline = time.monotonic() + timeout
         for proc in procs:
             try:
@@ -89,5 +105,6 @@ def expect_success(outcomes: list[RankOutcome]) -> list[dict]:
     """Every rank exited 0 and wrote a result; returns the results by rank."""
     for o in outcomes:
         assert o.returncode == 0 and o.result is not None, (
-            f"rank {o.rank} exited {o.returncode} (-999: killed after the timeout):\n{o.output[-6000:]}")
+            f"rank {o.rank} exited {o.returncode} (-999: killed after the timeout):\n{o.output[-6000:]}"
+        )
     return [o.result for o in outcomes]

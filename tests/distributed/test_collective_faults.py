@@ -12,21 +12,24 @@ def test_bad_input_is_refused_and_the_group_keeps_working(tmp_path):
         other = (rank + 1) % 2
         assert errors["other_device"] == (
             f"ValueError: orccl: allreduce: tensor 0 is on openreg:{other}, but this call uses openreg:{rank} "
-            "(the group's bound device)")
+            "(the group's bound device)"
+        )
         assert errors["mixed_devices"] == "ValueError: orccl: allgather takes openreg tensors, but tensor 2 is on cpu"
         assert errors["dtype"] == "ValueError: orccl: allreduce does not support dtype UInt32"
         assert errors["op"].startswith("ValueError: orccl: allreduce does not support reduce op 5 (supported: SUM,")
         assert errors["premul_sum"].startswith("ValueError: orccl: allreduce does not support reduce op 8")
         assert errors["list_length"] == "ValueError: orccl: allgather needs 2 output tensors (one per rank), got 1"
-        assert errors["output_size"] == ("ValueError: orccl: all_gather_into_tensor: the output has 5 elements, "
-                                         "expected 8 (input x group size)")
+        assert errors["output_size"] == (
+            "ValueError: orccl: all_gather_into_tensor: the output has 5 elements, expected 8 (input x group size)"
+        )
         assert errors["non_contiguous"] == "ValueError: orccl: allreduce: tensor 0 must be dense and contiguous"
         assert result["still_works"] is True
         # Sizes that differ across ranks: caught before Gloo (which would abort the process), on both ranks.
         mine, theirs = (4, 8) if rank == 0 else (8, 4)
         assert result["mismatch"].startswith("DistBackendError: orccl "), result["mismatch"]
-        assert (f"ranks disagree: this rank's allreduce has {mine} x Float, rank {other}'s allreduce has "
-                f"{theirs} x Float") in result["mismatch"]
+        assert (
+            f"ranks disagree: this rank's allreduce has {mine} x Float, rank {other}'s allreduce has {theirs} x Float"
+        ) in result["mismatch"]
 
 
 def test_a_silent_peer_fails_the_collective_by_the_group_timeout(tmp_path):
@@ -34,9 +37,11 @@ def test_a_silent_peer_fails_the_collective_by_the_group_timeout(tmp_path):
     outcomes = run_ranks("silent_peer", tmp_path, timeout=90)
     [result] = expect_success(outcomes[:1])
     error = result["error"]
-    assert error.startswith("DistBackendError: orccl barrier (group '0' default_pg, seq 2, rank 0 of 2, "
-                            "peer ranks [1]) failed: not run, the group failed before: orccl allreduce (group '0' "
-                            "default_pg, seq 1, rank 0 of 2, peer ranks [1]) failed: "), error
+    assert error.startswith(
+        "DistBackendError: orccl barrier (group '0' default_pg, seq 2, rank 0 of 2, "
+        "peer ranks [1]) failed: not run, the group failed before: orccl allreduce (group '0' "
+        "default_pg, seq 1, rank 0 of 2, peer ranks [1]) failed: "
+    ), error
     assert "Timed out waiting 4000ms" in error
     assert outcomes[1].returncode == 0, outcomes[1].output[-3000:]
 
@@ -48,12 +53,17 @@ def test_a_dying_rank_fails_its_peer_naming_the_collective_and_the_peer(tmp_path
     # The barrier behind the failed all_reduce reports the dead peer (as its own failure, or, had the
     # all_reduce failed before the barrier was called, as the group's).
     first = result["first"]
-    assert first.startswith(("DistBackendError: orccl barrier (group '0' default_pg, seq 3, rank 0 of 2, peer ranks [1]) "
-                             "failed", "DistBackendError: orccl: the group is unusable")), first
+    assert first.startswith(
+        (
+            "DistBackendError: orccl barrier (group '0' default_pg, seq 3, rank 0 of 2, peer ranks [1]) failed",
+            "DistBackendError: orccl: the group is unusable",
+        )
+    ), first
     assert "peer ranks [1]" in first and ("Connection closed by peer" in first or "Connection reset" in first)
     assert result["later"].startswith("DistBackendError: orccl: the group is unusable after an earlier failure: orccl")
     assert "peer ranks [1]" in result["later"]
     # The device reports the failed collective at its next synchronisation, by its event name.
-    assert result["device_sync"].startswith("AcceleratorError: openreg: orErrorLaunchFailure: collective "
-                                            "'openregComm_AllReduce_Sum_f32' failed on device 0")
+    assert result["device_sync"].startswith(
+        "AcceleratorError: openreg: orErrorLaunchFailure: collective 'openregComm_AllReduce_Sum_f32' failed on device 0"
+    )
     assert "orccl allreduce (group '0' default_pg, seq 2, rank 0 of 2, peer ranks [1]) failed" in result["device_sync"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from ranks import expect_success, run_ranks
 
 

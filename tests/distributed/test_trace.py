@@ -9,14 +9,22 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from ranks import expect_success, run_ranks
 
 REPO = Path(__file__).resolve().parents[2]
 COMM_PREFIX = "openregComm_"
 # The args Kineto copies from the linked record_param_comms onto a kernel.
-COPIED_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype",
-               "Process Group Name", "Process Group Description", "Process Group Ranks", "Seq")
+COPIED_ARGS = (
+    "Collective name",
+    "In msg nelems",
+    "Out msg nelems",
+    "Group size",
+    "dtype",
+    "Process Group Name",
+    "Process Group Description",
+    "Process Group Ranks",
+    "Seq",
+)
 HOST_ARGS = COPIED_ARGS + ("Rank", "In split size", "Out split size", "Global rank start", "Global rank stride")
 
 
@@ -43,8 +51,13 @@ def test_every_rank_carries_distributed_info(run):
         info = trace["distributedInfo"]
         assert info["rank"] == rank and info["world_size"] == 2
         assert info["backend"] == "cpu:gloo,openreg:orccl"
-        assert {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cpu:gloo,openreg:orccl",
-                "pg_size": 2, "ranks": [0, 1]} in info["pg_config"]
+        assert {
+            "pg_name": "0",
+            "pg_desc": "default_pg",
+            "backend_config": "cpu:gloo,openreg:orccl",
+            "pg_size": 2,
+            "ranks": [0, 1],
+        } in info["pg_config"]
 
 
 def test_record_param_comms_has_ncclss_args(run):
@@ -85,14 +98,22 @@ def test_each_collective_is_one_linked_kernel_with_staging_copies(run):
             assert args["sequence"] == op["args"]["Seq"]
             assert launches[args["correlation"]]["name"] == "orLaunchCollective"
             assert args["correlation"] in flows_start and args["correlation"] in flows_end
-            expected = {"allreduce": "openregComm_AllReduce_Sum_f32", "_allgather_base": "openregComm_AllGather_f32",
-                        "send": "openregComm_SendRecv_f32", "recv": "openregComm_SendRecv_f32"}
+            expected = {
+                "allreduce": "openregComm_AllReduce_Sum_f32",
+                "_allgather_base": "openregComm_AllGather_f32",
+                "send": "openregComm_SendRecv_f32",
+                "recv": "openregComm_SendRecv_f32",
+            }
             assert kernel["name"] == expected[args["collective"]]
             # The staging copies: device -> pinned before, pinned -> device after, on the same row.
             copies = [e for e in events(trace, cat="gpu_memcpy") if e["args"].get("External id") == args["External id"]]
             kinds = [c["args"]["kind"] for c in sorted(copies, key=lambda c: c["ts"])]
-            want = {"allreduce": ["DtoH", "HtoD"], "_allgather_base": ["DtoH", "HtoD"], "send": ["DtoH"],
-                    "recv": ["HtoD"]}[args["collective"]]
+            want = {
+                "allreduce": ["DtoH", "HtoD"],
+                "_allgather_base": ["DtoH", "HtoD"],
+                "send": ["DtoH"],
+                "recv": ["HtoD"],
+            }[args["collective"]]
             assert kinds == want, (kernel["name"], kinds)
             assert all(c["tid"] == comm_stream for c in copies)
             before = [c for c in copies if c["args"]["kind"] == "DtoH"]
@@ -108,26 +129,34 @@ def test_key_averages_credits_collective_device_time(run):
         assert averages["openregComm_AllReduce_Sum_f32"]["count"] >= 2
         assert averages["openregComm_AllReduce_Sum_f32"]["device_time_total"] > 0
         # The op owns its kernel's and copies' device time.
-        assert averages["record_param_comms"]["device_time_total"] >= (
-            averages["openregComm_AllReduce_Sum_f32"]["device_time_total"])
+        assert (
+            averages["record_param_comms"]["device_time_total"]
+            >= (averages["openregComm_AllReduce_Sum_f32"]["device_time_total"])
+        )
 
 
 def test_check_passes_on_both_ranks(run):
     folder, _, _ = run
-    done = subprocess.run([sys.executable, "-m", "torch_openreg", "check", str(folder)], capture_output=True,
-                          text=True, timeout=120, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, "-m", "torch_openreg", "check", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def readme_blocks(section: str) -> list[str]:
     text = (REPO / "README.md").read_text()
-    body = text[text.index(f"\n## {section}\n"):]
-    body = body[:body.index("\n## ", 1)]
+    body = text[text.index(f"\n## {section}\n") :]
+    body = body[: body.index("\n## ", 1)]
     return re.findall(r"```python\n(.*?)```", body, re.S)
 
 
 def overlap_percent(trace) -> float:
     """HTA's comm/compute overlap, computed here: time both run / communication time (merged intervals)."""
+
     def merged(intervals):
         out = []
         for start, end in sorted(intervals):
@@ -136,6 +165,7 @@ def overlap_percent(trace) -> float:
             else:
                 out.append([start, end])
         return out
+
     kernels = [e for e in events(trace, cat="kernel") if e.get("ph") == "X"]
     comm = merged((e["ts"], e["ts"] + e["dur"]) for e in kernels if e["name"].startswith(COMM_PREFIX))
     comp = merged((e["ts"], e["ts"] + e["dur"]) for e in kernels if not e["name"].startswith(COMM_PREFIX))
@@ -162,7 +192,8 @@ def test_hta_overlap_with_the_widened_pattern(run, monkeypatch, capsys):
     assert "comp_comm_overlap_pctg" in capsys.readouterr().out
     # Every recorded step (HTA leaves out the last by default), so that it sees what overlap_percent sees.
     overlap = TraceAnalysis(trace_dir=str(folder), include_last_profiler_step=True).get_comm_comp_overlap(
-        visualize=False)
+        visualize=False
+    )
     assert sorted(overlap["rank"]) == [0, 1]
     for rank, value in zip(overlap["rank"], overlap["comp_comm_overlap_pctg"]):
         expected = overlap_percent(traces[rank])

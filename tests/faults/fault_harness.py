@@ -51,8 +51,14 @@ def runtime_stats():
 """
 
 # What a crash or an abort leaves on stderr, whatever the exit code says.
-CRASH_SIGNS = ("Segmentation fault", "Fatal Python error", "terminate called", "Aborted", "AddressSanitizer",
-               "core dumped")
+CRASH_SIGNS = (
+    "Segmentation fault",
+    "Fatal Python error",
+    "terminate called",
+    "Aborted",
+    "AddressSanitizer",
+    "core dumped",
+)
 
 
 @dataclass
@@ -62,7 +68,7 @@ class Outcome:
     stderr: str
     result: dict
 
-    def ok(self) -> "Outcome":
+    def ok(self) -> Outcome:
         assert self.returncode == 0, f"exit {self.returncode}:\n{self.stdout[-3000:]}\n{self.stderr[-6000:]}"
         self.assert_no_crash()
         return self
@@ -79,11 +85,15 @@ def run_scenario(body: str, folder: Path, env: dict | None = None, timeout: floa
     full_env = dict(os.environ)
     for name in ("OPENREG_ACTIVITY_LIBRARY", "OPENREG_PROFILER_BUFFER_KB", "OPENREG_PROFILER_BUFFER_LIMIT_MB"):
         full_env.pop(name, None)
-    full_env.update(PYTHONPATH=os.pathsep.join([str(REPO), full_env.get("PYTHONPATH", "")]),
-                    TORCH_DEVICE_BACKEND_AUTOLOAD="0", FAULT_RESULT=str(result_file))
+    full_env.update(
+        PYTHONPATH=os.pathsep.join([str(REPO), full_env.get("PYTHONPATH", "")]),
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+        FAULT_RESULT=str(result_file),
+    )
     full_env.update(env or {})
-    proc = subprocess.run([sys.executable, str(script)], cwd=folder, env=full_env, capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=folder, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
     result = json.loads(result_file.read_text()) if result_file.exists() else {}
     return Outcome(proc.returncode, proc.stdout, proc.stderr, result)
 

@@ -20,14 +20,11 @@ loss. Covered elsewhere, and not repeated here:
 from __future__ import annotations
 
 import re
-import subprocess
 import textwrap
 from collections import Counter
 
-import pytest
-
-from fault_harness import Trace, assert_trace_valid, run_scenario
 import trace_invariants as ti
+from fault_harness import assert_trace_valid, run_scenario
 
 # Two 512 KiB buffers in all: the launching thread and one executor hold
 # them, so executors of the other device find none and must drop records.
@@ -35,7 +32,8 @@ TINY_BUFFERS = {"OPENREG_PROFILER_BUFFER_KB": "512", "OPENREG_PROFILER_BUFFER_LI
 
 
 def test_tiny_buffers_drop_records_and_say_so(tmp_path):
-    outcome = run_scenario("""
+    outcome = run_scenario(
+        """
         a = torch.zeros(64, device="openreg:0")
         b = torch.zeros(64, device="openreg:1")
         torch.openreg.synchronize(0); torch.openreg.synchronize(1)
@@ -49,7 +47,10 @@ def test_tiny_buffers_drop_records_and_say_so(tmp_path):
         prof.export_chrome_trace("trace.json")
         write_result(dict(a=a[0].item(), b=b[0].item(), device_events=len(device_events(prof)),
                           written=after["written"] - before["written"], dropped=after["dropped"] - before["dropped"]))
-    """, tmp_path, env=TINY_BUFFERS).ok()
+    """,
+        tmp_path,
+        env=TINY_BUFFERS,
+    ).ok()
     assert outcome.result["a"] == outcome.result["b"] == 3000.0, "the device computed everything regardless"
     trace = assert_trace_valid(tmp_path / "trace.json")
     meta = trace.openreg_metadata()
@@ -70,7 +71,8 @@ def test_tiny_buffers_drop_records_and_say_so(tmp_path):
 
 
 def test_the_real_backend_without_its_tracing_library(tmp_path):
-    outcome = run_scenario("""
+    outcome = run_scenario(
+        """
         x = torch.ones(256, device="openreg")
         with profile(activities=DEVICE_ACTIVITIES) as prof:
             y = (x * 2).sum()
@@ -78,7 +80,10 @@ def test_the_real_backend_without_its_tracing_library(tmp_path):
         prof.export_chrome_trace("trace.json")
         ops = {e.key for e in prof.key_averages()}
         write_result(dict(value=value, ops=sorted(ops), device_events=len(device_events(prof))))
-    """, tmp_path, env={"OPENREG_ACTIVITY_LIBRARY": "/nonexistent/libopenreg.so"}).ok()
+    """,
+        tmp_path,
+        env={"OPENREG_ACTIVITY_LIBRARY": "/nonexistent/libopenreg.so"},
+    ).ok()
     assert outcome.result["value"] == 512.0, "the backend does not need the tracing library"
     assert "aten::mul" in outcome.result["ops"], "host profiling keeps working"
     assert outcome.result["device_events"] == 0
@@ -89,7 +94,8 @@ def test_the_real_backend_without_its_tracing_library(tmp_path):
 
 
 def test_a_kernel_fails_while_the_profiler_runs(tmp_path):
-    outcome = run_scenario("""
+    outcome = run_scenario(
+        """
         x = torch.ones(64, device="openreg")
         torch.openreg.synchronize()
         with profile(activities=DEVICE_ACTIVITIES) as prof:
@@ -108,7 +114,9 @@ def test_a_kernel_fails_while_the_profiler_runs(tmp_path):
                 w = x - 1
         again.export_chrome_trace("again.json")
         write_result(dict(error=error, z=z[0].item(), w=w[0].item()))
-    """, tmp_path).ok()
+    """,
+        tmp_path,
+    ).ok()
     error = outcome.result["error"]
     assert error and "test_fail_kernel" in error and "simulated fault" in error, error
     assert outcome.result["z"] == 3.0 and outcome.result["w"] == 0.0, "the stream works after the failure"
@@ -124,7 +132,8 @@ def test_a_kernel_fails_while_the_profiler_runs(tmp_path):
 
 
 def test_profiler_misuse_is_an_error_or_harmless(tmp_path):
-    outcome = run_scenario("""
+    outcome = run_scenario(
+        """
         x = torch.ones(64, device="openreg")
         results = {}
         never_started = profile(activities=DEVICE_ACTIVITIES)
@@ -146,7 +155,9 @@ def test_profiler_misuse_is_an_error_or_harmless(tmp_path):
         after.export_chrome_trace("after.json")
         results["x"] = x[0].item()
         write_result(results)
-    """, tmp_path).ok()
+    """,
+        tmp_path,
+    ).ok()
     assert outcome.result["stop without start"] == "AssertionError"
     assert outcome.result["x"] == 4.0
     assert len(assert_trace_valid(tmp_path / "started_twice.json").kernels()) == 1
@@ -155,7 +166,8 @@ def test_profiler_misuse_is_an_error_or_harmless(tmp_path):
 
 
 def test_profiler_nested_on_the_real_backend(tmp_path):
-    outcome = run_scenario("""
+    outcome = run_scenario(
+        """
         x = torch.ones(64, device="openreg")
         with profile(activities=DEVICE_ACTIVITIES) as outer:
             x.add_(1.0)
@@ -168,7 +180,9 @@ def test_profiler_nested_on_the_real_backend(tmp_path):
             x.add_(1.0)
         again.export_chrome_trace("again.json")
         write_result(dict(x=x[0].item()))
-    """, tmp_path).ok()
+    """,
+        tmp_path,
+    ).ok()
     assert outcome.result["x"] == 6.0
     assert len(assert_trace_valid(tmp_path / "inner.json").kernels()) == 2
     assert len(assert_trace_valid(tmp_path / "again.json").kernels()) == 1
@@ -179,7 +193,8 @@ def test_eight_threads_on_two_devices_and_four_streams(tmp_path):
     with its launch, no record lost. torch's profiler records ops only on
     the thread that entered it, so these kernels carry no op link (as CUDA
     kernels launched from such threads would not)."""
-    outcome = run_scenario("""
+    outcome = run_scenario(
+        """
         import threading
         K = 250
         streams, tensors = {}, {}
@@ -205,7 +220,9 @@ def test_eight_threads_on_two_devices_and_four_streams(tmp_path):
         write_result(dict(K=K, rows={str(t): [t % 2, streams[t].stream_id] for t in range(8)},
                           values=[tensors[t][0].item() for t in range(8)],
                           alive=[t.name for t in threads if t.is_alive()]))
-    """, tmp_path).ok()
+    """,
+        tmp_path,
+    ).ok()
     k = outcome.result["K"]
     assert outcome.result["alive"] == []
     assert outcome.result["values"] == [float(k)] * 8
@@ -220,13 +237,16 @@ def test_eight_threads_on_two_devices_and_four_streams(tmp_path):
 
 
 def test_exit_with_work_queued_lets_it_finish(tmp_path):
-    outcome = run_scenario("""
+    outcome = run_scenario(
+        """
         x = torch.zeros(1 << 16, device="openreg")
         for _ in range(500):
             x.add_(1.0)
         write_result(dict(queued=True))
         # no synchronize: the interpreter exits with the kernels queued
-    """, tmp_path).ok()
+    """,
+        tmp_path,
+    ).ok()
     assert outcome.result["queued"]
     assert "dropping its queued work" not in outcome.stderr, "quick work completes within the exit drain"
 
@@ -248,8 +268,9 @@ def test_exit_with_blocked_work_drops_it_with_a_message(tmp_path):
     body = "import atexit\natexit.unregister(torch_openreg._synchronize_at_exit)\n" + textwrap.dedent(BLOCKED_AT_EXIT)
     outcome = run_scenario(body, tmp_path, timeout=50).ok()
     assert outcome.result["queued"]
-    assert re.search(r"openreg: device 0 still busy at exit after \d+ ms; dropping its queued work",
-                     outcome.stderr), outcome.stderr[-3000:]
+    assert re.search(r"openreg: device 0 still busy at exit after \d+ ms; dropping its queued work", outcome.stderr), (
+        outcome.stderr[-3000:]
+    )
 
 
 def test_exit_with_blocked_work_is_bounded_with_the_backend_loaded(tmp_path):
@@ -258,8 +279,9 @@ def test_exit_with_blocked_work_is_bounded_with_the_backend_loaded(tmp_path):
     outcome = run_scenario(BLOCKED_AT_EXIT, tmp_path, timeout=40).ok()
     assert outcome.result["queued"]
     assert "openreg: device 0 still busy at exit after 10000 ms" in outcome.stderr, outcome.stderr[-3000:]
-    assert re.search(r"openreg: device 0 still busy at exit after \d+ ms; dropping its queued work",
-                     outcome.stderr), outcome.stderr[-3000:]
+    assert re.search(r"openreg: device 0 still busy at exit after \d+ ms; dropping its queued work", outcome.stderr), (
+        outcome.stderr[-3000:]
+    )
 
 
 def test_exit_with_a_trace_alive_and_work_queued(tmp_path):
@@ -267,7 +289,8 @@ def test_exit_with_a_trace_alive_and_work_queued(tmp_path):
     the queued kernels are torn down at exit in whatever order the
     interpreter picks. (Exiting with the profiler still running crashes
     torch 2.13 itself, CPU-only: csrc/profiler/README.md.)"""
-    outcome = run_scenario("""
+    outcome = run_scenario(
+        """
         x = torch.zeros(1 << 16, device="openreg")
         with profile(activities=DEVICE_ACTIVITIES, acc_events=True) as prof:
             for _ in range(200):
@@ -276,6 +299,8 @@ def test_exit_with_a_trace_alive_and_work_queued(tmp_path):
         for _ in range(200):
             x.add_(1.0)  # queued at exit, after the trace
         write_result(dict(kernels=kernels))
-    """, tmp_path).ok()
+    """,
+        tmp_path,
+    ).ok()
     assert outcome.result["kernels"] == 200
     assert "dropping its queued work" not in outcome.stderr

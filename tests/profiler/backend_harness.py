@@ -10,7 +10,6 @@ import json
 import os
 import time
 
-import torch
 import torch_openreg  # noqa: F401  (registers the backend and loads the plugin)
 
 

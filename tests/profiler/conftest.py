@@ -35,8 +35,11 @@ def _find_replay_dir() -> Path | None:
     if os.environ.get("OPENREG_REPLAY_DIR"):
         return Path(os.environ["OPENREG_REPLAY_DIR"])
     candidates = sorted(
-        (p for p in (REPO / "build").glob("*/tests/activity_replay/libopenreg_activity_replay.so")
-         if not _sanitized(p.parents[2])),
+        (
+            p
+            for p in (REPO / "build").glob("*/tests/activity_replay/libopenreg_activity_replay.so")
+            if not _sanitized(p.parents[2])
+        ),
         key=lambda p: p.stat().st_mtime,
         reverse=True,
     )
@@ -69,7 +72,7 @@ class CaseResult:
     stderr: str
     result: dict
 
-    def check(self) -> "CaseResult":
+    def check(self) -> CaseResult:
         assert self.returncode == 0, f"subprocess failed ({self.returncode}):\n{self.stdout}\n{self.stderr}"
         return self
 
@@ -83,8 +86,13 @@ def run_case(tmp_path):
     unset). The body reports through write_result({...}).
     """
 
-    def run(body: str, env: dict | None = None, library: str | None = "replay", timeout: int = 180,
-            prelude: str = "from replay_harness import *\n") -> CaseResult:
+    def run(
+        body: str,
+        env: dict | None = None,
+        library: str | None = "replay",
+        timeout: int = 180,
+        prelude: str = "from replay_harness import *\n",
+    ) -> CaseResult:
         script = tmp_path / "case.py"
         script.write_text(prelude + textwrap.dedent(body))
         result_file = tmp_path / "result.json"

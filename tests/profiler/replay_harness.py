@@ -38,16 +38,30 @@ profiler_glue.load_profiler_plugin(os.environ.get("OPENREG_PROFILER_LIB_DIR"), r
 replay = None
 if os.environ.get("OPENREG_REPLAY_CONTROL"):
     replay = ctypes.CDLL(os.environ["OPENREG_REPLAY_CONTROL"])
-    replay.orReplaySubmit.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_uint64, ctypes.c_char_p,
-                                      ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int]
+    replay.orReplaySubmit.argtypes = [
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_uint64,
+        ctypes.c_char_p,
+        ctypes.c_uint64,
+        ctypes.c_uint64,
+        ctypes.c_int,
+    ]
     replay.orReplayWindowOpenedAt.restype = ctypes.c_uint64
     replay.orReplayDeviceTime.restype = ctypes.c_uint64
     replay.orReplayDeviceTime.argtypes = [ctypes.c_int, ctypes.c_uint64]
     replay.orReplayScenarioError.restype = ctypes.c_char_p
 
 
-def submit(kind: int, device: int = 0, stream: int = 1, name: str = "replay_kernel", nbytes: int = 4096,
-           duration_ns: int = 20_000, copy_kind: int = HTOD) -> None:
+def submit(
+    kind: int,
+    device: int = 0,
+    stream: int = 1,
+    name: str = "replay_kernel",
+    nbytes: int = 4096,
+    duration_ns: int = 20_000,
+    copy_kind: int = HTOD,
+) -> None:
     rc = replay.orReplaySubmit(kind, device, stream, name.encode(), nbytes, duration_ns, copy_kind)
     if rc != 0:
         raise RuntimeError(f"orReplaySubmit failed with {rc}")

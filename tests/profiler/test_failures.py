@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import shutil
 
-from conftest import PLUGIN_LIB_DIR, replay_library
 import trace_invariants as ti
+from conftest import PLUGIN_LIB_DIR, replay_library
 from trace_invariants import Trace
 
 PROFILE_ONCE = """
@@ -144,8 +144,9 @@ def test_library_without_the_optional_functions(run_case, tmp_path):
     """A library lacking every optional function (stats, error names, markers, the timestamp
     callback) still gives a complete device lane, in CLOCK_REALTIME, with no error and no warning."""
     # The test controls must drive the same library the plugin loaded.
-    case = run_case(PROFILE_ONCE, library="minimal",
-                    env={"OPENREG_REPLAY_CONTROL": str(replay_library("minimal"))}).check()
+    case = run_case(
+        PROFILE_ONCE, library="minimal", env={"OPENREG_REPLAY_CONTROL": str(replay_library("minimal"))}
+    ).check()
     trace = Trace.load(tmp_path / "trace.json")
     ti.assert_clean(trace, device_events=2)
     assert sorted(e.name for e in trace.kernels()) == ["replay_kernel_0", "replay_kernel_1"]

@@ -12,7 +12,6 @@ import sys
 from collections import Counter
 
 import pytest
-
 import trace_invariants as ti
 from conftest import REPO
 from trace_invariants import Trace
@@ -25,7 +24,9 @@ def _backend_importable():
     proc = subprocess.run(
         [sys.executable, "-c", "import torch, torch_openreg; torch.ones(1, device='openreg')"],
         env={**os.environ, "PYTHONPATH": str(REPO), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     if proc.returncode != 0:
         pytest.fail(f"torch_openreg does not import (build the backend first):\n{proc.stderr[-3000:]}")
@@ -86,8 +87,11 @@ def test_exact_counts_on_real_ops(run_backend, tmp_path):
     assert all(op is not None and "copy" in op for op in copies), copies
     assert None not in {op for (_, op) in by_op}, "every device event is linked to its op"
     # Each launch row has exactly one device event and vice versa.
-    launches = Counter(e.args["correlation"] for e in trace.runtime_events()
-                       if e.name in ("orLaunchKernel", "orLaunchKernelEx", "orMemcpyAsync", "orMemsetAsync"))
+    launches = Counter(
+        e.args["correlation"]
+        for e in trace.runtime_events()
+        if e.name in ("orLaunchKernel", "orLaunchKernelEx", "orMemcpyAsync", "orMemsetAsync")
+    )
     device = Counter(e.args["correlation"] for e in trace.device_events())
     assert launches == device
     # 10 add, mul, randn and relu kernels, 3 memsets, 5 copies.
@@ -114,8 +118,10 @@ write_result({})
     run_backend(body).check()
     trace = Trace.load(tmp_path / "trace.json")
     ops = ti.linked_op_names(trace)
-    shape = {ops.get(e.args.get("External id")): (e.args["grid"], e.args["block"], e.args["shared memory"])
-             for e in trace.kernels()}
+    shape = {
+        ops.get(e.args.get("External id")): (e.args["grid"], e.args["block"], e.args["shared memory"])
+        for e in trace.kernels()
+    }
     assert shape["aten::add"] == ([4, 1, 1], [256, 1, 1], 0), shape  # ceil(1000 / 256) blocks
     assert shape["aten::relu"] == ([1, 1, 1], [256, 1, 1], 0), shape
     assert shape["aten::mm"] == ([4, 2, 1], [16, 16, 1], 2 * 64 * 16 * 4), shape  # ceil(200/64) x ceil(100/64)
@@ -222,12 +228,19 @@ write_result(dict(start=start, end=end))
 """
 
 
-@pytest.mark.parametrize("clock", [
-    {},
-    {"OPENREG_CLOCK_SKEW_PPM": "900", "OPENREG_CLOCK_DRIFT_PPM_PER_S": "400",
-     "OPENREG_CLOCK_OFFSET_NS": "77000000000000"},
-    {"OPENREG_CLOCK_SKEW_PPM": "-1500", "OPENREG_CLOCK_DRIFT_PPM_PER_S": "-800"},
-], ids=["nominal", "fast_drifting", "slow_drifting"])
+@pytest.mark.parametrize(
+    "clock",
+    [
+        {},
+        {
+            "OPENREG_CLOCK_SKEW_PPM": "900",
+            "OPENREG_CLOCK_DRIFT_PPM_PER_S": "400",
+            "OPENREG_CLOCK_OFFSET_NS": "77000000000000",
+        },
+        {"OPENREG_CLOCK_SKEW_PPM": "-1500", "OPENREG_CLOCK_DRIFT_PPM_PER_S": "-800"},
+    ],
+    ids=["nominal", "fast_drifting", "slow_drifting"],
+)
 def test_skewed_drifting_device_clock(run_backend, tmp_path, clock):
     case = run_backend(SKEWED_WORKLOAD, env={**clock, "OPENREG_PROFILER_DEBUG": "1"}).check()
     trace = Trace.load(tmp_path / "trace.json")
@@ -301,7 +314,7 @@ def _launch_nesting_faults(trace):
             faults.append(("outside its op", launch.name, launch.ts, own.name, own.ts, own.end))
         row = by_thread.get(launch.tid, [])
         first = bisect.bisect_left(starts.get(launch.tid, []), launch.ts - 100)
-        for op in row[first:bisect.bisect_right(starts.get(launch.tid, []), launch.ts)]:
+        for op in row[first : bisect.bisect_right(starts.get(launch.tid, []), launch.ts)]:
             if launch.ts < op.end < launch.end:
                 faults.append(("crosses the end of", launch.name, launch.ts, op.name, op.ts, op.end))
     return faults
@@ -325,8 +338,9 @@ def test_launch_rows_nest_exactly_in_their_ops(run_backend, tmp_path):
 def test_realtime_host_clock_can_be_chosen(run_backend, tmp_path):
     """OPENREG_PROFILER_REALTIME_HOST_CLOCK=1 keeps the runtime's CLOCK_REALTIME stamps (for
     comparing the two); the trace says which clock its host records took."""
-    run_backend(NESTING_WORKLOAD.replace("range(1500)", "range(50)"),
-                env={"OPENREG_PROFILER_REALTIME_HOST_CLOCK": "1"}).check()
+    run_backend(
+        NESTING_WORKLOAD.replace("range(1500)", "range(50)"), env={"OPENREG_PROFILER_REALTIME_HOST_CLOCK": "1"}
+    ).check()
     trace = Trace.load(tmp_path / "trace.json")
     assert trace.openreg_metadata()["host_clock"] == "CLOCK_REALTIME"
     assert len(trace.kernels()) == 100
@@ -388,8 +402,13 @@ print("RESULT", json.dumps(dict(kernels=sorted(set(kernels["name"])), types=sort
 """
     # HTA 0.5.0 rounds ns timestamps inward, giving sub-µs events negative
     # durations; its own switch turns that off (see csrc/profiler/README.md).
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "HTA_DISABLE_NS_ROUNDING": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HTA_DISABLE_NS_ROUNDING": "1"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.split("RESULT ", 1)[1])
     assert "gemm_f32_nn" in result["kernels"] or any("gemm" in k for k in result["kernels"]), result["kernels"]
@@ -407,8 +426,9 @@ def test_readme_examples(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
     env.pop("OPENREG_ACTIVITY_LIBRARY", None)
     for i, code in enumerate(examples):
-        proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=300, env=env)
+        proc = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env
+        )
         assert proc.returncode == 0, f"example {i}:\n{code}\n{proc.stderr[-3000:]}"
         assert "OPENREG" in proc.stdout or i == 2, f"example {i} printed no device columns:\n{proc.stdout}"
     assert Trace.load(tmp_path / "openreg_trace.json").kernels()
@@ -497,13 +517,21 @@ def test_trace_args_of_copies_memsets_waits_and_syncs(run_backend, tmp_path):
     }
     for kind, (name, src, dst, src_device, dst_device, is_async) in expected.items():
         e = copies[kind]
-        got = (e.name, e.args["src kind"], e.args["dst kind"], e.args["src device"], e.args["dst device"],
-               e.args["async"])
+        got = (
+            e.name,
+            e.args["src kind"],
+            e.args["dst kind"],
+            e.args["src device"],
+            e.args["dst device"],
+            e.args["async"],
+        )
         assert got == (name, src, dst, src_device, dst_device, is_async), (kind, e.args)
         assert e.args["bytes"] == 256 * 4 and _bandwidth_matches(e), e.args
     memsets = sorted(trace.complete(["gpu_memset"]), key=lambda e: e.args["bytes"])
     assert [(e.name, e.args["bytes"], e.args["value"], e.args["element size"]) for e in memsets] == [
-        ("Memset (Device)", 20, 0, 2), ("Memset (Device)", 4000, 7, 4)], [e.args for e in memsets]
+        ("Memset (Device)", 20, 0, 2),
+        ("Memset (Device)", 4000, 7, 4),
+    ], [e.args for e in memsets]
     assert all(_bandwidth_matches(e) for e in memsets)
     # The wait on `other` names the event the host then synchronized on.
     syncs = [(e.name, e.args) for e in trace.runtime_events() if "sync" in e.args]
@@ -530,12 +558,22 @@ with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as
 prof.export_chrome_trace("trace.json")
 write_result(dict(props=[torch_openreg._C._get_device_properties(d) for d in range(torch.openreg.device_count())]))
 """
-    case = run_backend(body, env={"OPENREG_DEVICE_COUNT": "3", "OPENREG_DEVICE_MEMORY": "3G",
-                                  "OPENREG_WORKERS_PER_DEVICE": "3"}).check()
+    case = run_backend(
+        body, env={"OPENREG_DEVICE_COUNT": "3", "OPENREG_DEVICE_MEMORY": "3G", "OPENREG_WORKERS_PER_DEVICE": "3"}
+    ).check()
     trace = Trace.load(tmp_path / "trace.json")
-    expected = [dict(id=d, name=p["name"], backend="openreg", totalGlobalMem=p["total_memory"],
-                     computeUnits=p["multi_processor_count"], clockRateKHz=p["clock_rate_khz"],
-                     executorThreads=p["executor_threads"]) for d, p in enumerate(case.result["props"])]
+    expected = [
+        dict(
+            id=d,
+            name=p["name"],
+            backend="openreg",
+            totalGlobalMem=p["total_memory"],
+            computeUnits=p["multi_processor_count"],
+            clockRateKHz=p["clock_rate_khz"],
+            executorThreads=p["executor_threads"],
+        )
+        for d, p in enumerate(case.result["props"])
+    ]
     assert len(expected) == 3 and expected[0]["totalGlobalMem"] == 3 << 30 and expected[0]["executorThreads"] == 3
     assert trace.raw["deviceProperties"] == expected
     meta = trace.openreg_metadata()

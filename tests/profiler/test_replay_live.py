@@ -96,7 +96,7 @@ def test_user_ranges_on_stream_rows(run_case, tmp_path):
     spans = {(e.name, e.tid): e for e in trace.annotations()}
     assert set(spans) == {("outer_range", 1), ("inner_range", 2)}
     ranges = {e.name: e for e in trace.complete(["user_annotation"])}
-    for (name, stream), span in spans.items():
+    for (name, _stream), span in spans.items():
         assert span.pid == 0
         # Kineto writes the range's own id as External id, like for CUDA.
         assert span.args["External id"] == ranges[name].args["External id"]
@@ -116,8 +116,11 @@ def test_key_averages_credit_device_time(run_case):
     assert "Self OPENREG" in case.result["table"] and "OPENREG total" in case.result["table"]
     # Launch rows are host time: they must not carry device time.
     assert avg["orLaunchKernel"]["device_total"] == 0
-    device_events = [e for e in case.result["events"] if e["device_type"] != "DeviceType.CPU"
-                     and e["name"].startswith("replay_kernel")]
+    device_events = [
+        e
+        for e in case.result["events"]
+        if e["device_type"] != "DeviceType.CPU" and e["name"].startswith("replay_kernel")
+    ]
     assert len(device_events) == 7
 
 

@@ -37,8 +37,9 @@ write_result(dict(start=start, end=end, opened=replay.orReplayWindowOpenedAt(),
 def run_scenario(run_case, tmp_path, scenario: str, sleep_s: float = 0.3, env: dict | None = None):
     path = tmp_path / "scenario.txt"
     path.write_text(scenario)
-    case = run_case(RUN_SCENARIO.replace("SLEEP_S", str(sleep_s)),
-                    env={"OPENREG_REPLAY_SCENARIO": str(path), **(env or {})}).check()
+    case = run_case(
+        RUN_SCENARIO.replace("SLEEP_S", str(sleep_s)), env={"OPENREG_REPLAY_SCENARIO": str(path), **(env or {})}
+    ).check()
     assert case.result["scenario_error"] == ""
     return case, Trace.load(tmp_path / "trace.json")
 
@@ -107,8 +108,13 @@ drop device=0 count=5
 def test_refused_buffers_are_counted_not_silent(run_case, tmp_path):
     # 20000 kernels and launches (~4 MB of records) against a 1 MB buffer limit.
     scenario = "kernel device=0 stream=1 start_us=100 dur_us=2 name=many repeat=20000 period_us=5\n"
-    case, trace = run_scenario(run_case, tmp_path, scenario, sleep_s=0.2,
-                               env={"OPENREG_PROFILER_BUFFER_LIMIT_MB": "1", "OPENREG_PROFILER_BUFFER_KB": "64"})
+    case, trace = run_scenario(
+        run_case,
+        tmp_path,
+        scenario,
+        sleep_s=0.2,
+        env={"OPENREG_PROFILER_BUFFER_LIMIT_MB": "1", "OPENREG_PROFILER_BUFFER_KB": "64"},
+    )
     meta = trace.openreg_metadata()
     assert meta["buffers_refused"] > 0
     assert meta["dropped_by_runtime"] > 0
@@ -144,12 +150,17 @@ def test_every_copy_kind_has_its_name(run_case, tmp_path):
     """The five copy kinds of the activity API, each named as CUDA's are (HtoH is one the backend
     never makes, so only a replayed record shows it)."""
     kinds = ["HtoD", "DtoH", "DtoD", "HtoH", "PtoP"]
-    scenario = "".join(f"memcpy device=0 stream=1 start_us={1000 + 100 * i} dur_us=10 copy={kind} bytes=4096\n"
-                       for i, kind in enumerate(kinds))
+    scenario = "".join(
+        f"memcpy device=0 stream=1 start_us={1000 + 100 * i} dur_us=10 copy={kind} bytes=4096\n"
+        for i, kind in enumerate(kinds)
+    )
     _, trace = run_scenario(run_case, tmp_path, scenario)
     names = {e.args["kind"]: e.name for e in trace.complete(["gpu_memcpy"])}
     assert names == {
-        "HtoD": "Memcpy HtoD (Host -> Device)", "DtoH": "Memcpy DtoH (Device -> Host)",
-        "DtoD": "Memcpy DtoD (Device -> Device)", "HtoH": "Memcpy HtoH (Host -> Host)",
-        "PtoP": "Memcpy PtoP (Device -> Device)"}
+        "HtoD": "Memcpy HtoD (Host -> Device)",
+        "DtoH": "Memcpy DtoH (Device -> Host)",
+        "DtoD": "Memcpy DtoD (Device -> Device)",
+        "HtoH": "Memcpy HtoH (Host -> Host)",
+        "PtoP": "Memcpy PtoP (Device -> Device)",
+    }
     ti.assert_clean(trace, device_events=5)

@@ -6,7 +6,6 @@ import copy
 import json
 
 import pytest
-
 import trace_invariants as ti
 
 HOST_PID, TID = 4242, 4243
@@ -18,17 +17,48 @@ def base_trace() -> dict:
     return {
         "baseTimeNanoseconds": 1_000_000_000,
         "traceEvents": [
-            {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": HOST_PID, "tid": TID,
-             "ts": 10.000, "dur": 20.000, "args": {"External id": 7}},
-            {"ph": "X", "cat": "privateuse1_runtime", "name": "orLaunchKernel", "pid": HOST_PID, "tid": TID,
-             "ts": 12.000, "dur": 2.000, "args": {"External id": 7, "correlation": 1073741824, "device": 0}},
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::add",
+                "pid": HOST_PID,
+                "tid": TID,
+                "ts": 10.000,
+                "dur": 20.000,
+                "args": {"External id": 7},
+            },
+            {
+                "ph": "X",
+                "cat": "privateuse1_runtime",
+                "name": "orLaunchKernel",
+                "pid": HOST_PID,
+                "tid": TID,
+                "ts": 12.000,
+                "dur": 2.000,
+                "args": {"External id": 7, "correlation": 1073741824, "device": 0},
+            },
             {"ph": "s", "id": 1073741824, "pid": HOST_PID, "tid": TID, "ts": 12.000, "cat": "ac2g", "name": "ac2g"},
-            {"ph": "X", "cat": "kernel", "name": "k", "pid": DEV, "tid": 1, "ts": 15.000, "dur": 5.000,
-             "args": {"External id": 7, "device": 0, "stream": 1, "correlation": 1073741824}},
-            {"ph": "f", "id": 1073741824, "pid": DEV, "tid": 1, "ts": 15.000, "cat": "ac2g", "name": "ac2g",
-             "bp": "e"},
-            {"ph": "X", "cat": "gpu_user_annotation", "name": "range", "pid": DEV, "tid": 1, "ts": 15.000,
-             "dur": 5.000, "args": {"External id": 3}},
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "k",
+                "pid": DEV,
+                "tid": 1,
+                "ts": 15.000,
+                "dur": 5.000,
+                "args": {"External id": 7, "device": 0, "stream": 1, "correlation": 1073741824},
+            },
+            {"ph": "f", "id": 1073741824, "pid": DEV, "tid": 1, "ts": 15.000, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+            {
+                "ph": "X",
+                "cat": "gpu_user_annotation",
+                "name": "range",
+                "pid": DEV,
+                "tid": 1,
+                "ts": 15.000,
+                "dur": 5.000,
+                "args": {"External id": 3},
+            },
             {"ph": "M", "name": "process_name", "pid": DEV, "tid": 0, "args": {"name": "openreg:0 (dev)"}},
             {"ph": "M", "name": "process_sort_index", "pid": DEV, "tid": 0, "args": {"sort_index": 5000000}},
             {"ph": "M", "name": "process_sort_index", "pid": HOST_PID, "tid": 0, "args": {"sort_index": HOST_PID}},
@@ -75,11 +105,31 @@ def plant(raw: dict, fault: str) -> None:
     elif fault == "duplicate flow start":
         raw["traceEvents"].append(dict(events(raw, ph="s")[0]))
     elif fault == "partial overlap on a row":
-        raw["traceEvents"].append({"ph": "X", "cat": "kernel", "name": "k2", "pid": DEV, "tid": 1, "ts": 19.999,
-                                   "dur": 3.0, "args": {"device": 0, "stream": 1, "correlation": 5}})
+        raw["traceEvents"].append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "k2",
+                "pid": DEV,
+                "tid": 1,
+                "ts": 19.999,
+                "dur": 3.0,
+                "args": {"device": 0, "stream": 1, "correlation": 5},
+            }
+        )
     elif fault == "duplicate correlation":
-        raw["traceEvents"].append({"ph": "X", "cat": "kernel", "name": "k2", "pid": DEV, "tid": 1, "ts": 21.0,
-                                   "dur": 1.0, "args": {"device": 0, "stream": 1, "correlation": 1073741824}})
+        raw["traceEvents"].append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "k2",
+                "pid": DEV,
+                "tid": 1,
+                "ts": 21.0,
+                "dur": 1.0,
+                "args": {"device": 0, "stream": 1, "correlation": 1073741824},
+            }
+        )
     elif fault == "launch outside its op":
         events(raw, cat="privateuse1_runtime")[0]["ts"] = 29.0
     elif fault == "stream arg on a host row":
@@ -123,8 +173,18 @@ def test_every_check_has_a_planted_fault():
 
 def test_nested_spans_are_not_overlaps(tmp_path):
     raw = base_trace()
-    raw["traceEvents"].append({"ph": "X", "cat": "gpu_user_annotation", "name": "outer", "pid": DEV, "tid": 1,
-                               "ts": 14.0, "dur": 7.0, "args": {}})
+    raw["traceEvents"].append(
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "outer",
+            "pid": DEV,
+            "tid": 1,
+            "ts": 14.0,
+            "dur": 7.0,
+            "args": {},
+        }
+    )
     assert ti.check_rows_nest(load(tmp_path, raw)) == []
 
 
@@ -134,8 +194,17 @@ def test_nanosecond_precision(tmp_path):
     for e in raw["traceEvents"]:
         if "ts" in e:
             e["ts"] = round(e["ts"] + 5_093_348_600_000.0, 3)
-    raw["traceEvents"].append({"ph": "X", "cat": "kernel", "name": "k2", "pid": DEV, "tid": 1,
-                               "ts": 5_093_348_600_019.999, "dur": 1.0,
-                               "args": {"device": 0, "stream": 1, "correlation": 9}})
+    raw["traceEvents"].append(
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k2",
+            "pid": DEV,
+            "tid": 1,
+            "ts": 5_093_348_600_019.999,
+            "dur": 1.0,
+            "args": {"device": 0, "stream": 1, "correlation": 9},
+        }
+    )
     problems = ti.check_rows_nest(load(tmp_path, raw))
     assert len(problems) == 1 and "'k2'" in problems[0], problems

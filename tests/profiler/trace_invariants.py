@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 DEVICE_ROW_CATEGORIES = DEVICE_CATEGORIES + ("gpu_user_annotation", "cuda_sync")
@@ -62,7 +63,7 @@ class Trace:
     base_ns: int
 
     @classmethod
-    def load(cls, path: str | Path) -> "Trace":
+    def load(cls, path: str | Path) -> Trace:
         with open(path) as f:
             raw = json.load(f, parse_float=Decimal)
         events = []
@@ -150,8 +151,9 @@ def check_lanes(trace: Trace) -> list[str]:
     names = trace.metadata("process_name")
     sort = trace.metadata("process_sort_index")
     device_pids = trace.device_pids()
-    host_pids = {e.pid for e in trace.events if e.ph == "X" and e.cat not in DEVICE_ROW_CATEGORIES
-                 and isinstance(e.pid, int)}
+    host_pids = {
+        e.pid for e in trace.events if e.ph == "X" and e.cat not in DEVICE_ROW_CATEGORIES and isinstance(e.pid, int)
+    }
     host_sort = [sort[p]["sort_index"] for p in host_pids if p in sort]
     host_max = max(host_sort + list(host_pids) or [0])
     for pid in device_pids:
@@ -226,9 +228,7 @@ def check_rows_nest(trace: Trace, cats: Iterable[str] = DEVICE_ROW_CATEGORIES) -
                 open_stack.pop()
             if open_stack and e.end > open_stack[-1].end:
                 top = open_stack[-1]
-                problems.append(
-                    f"row {row}: {e.name!r} [{e.ts}, {e.end}] overlaps {top.name!r} [{top.ts}, {top.end}]"
-                )
+                problems.append(f"row {row}: {e.name!r} [{e.ts}, {e.end}] overlaps {top.name!r} [{top.ts}, {top.end}]")
                 continue
             open_stack.append(e)
     return problems

@@ -51,8 +51,9 @@ class PrefetchingBatches:
         self._pending: torch.Tensor | None = None
 
     def _start_copy(self) -> None:
-        starts = torch.randint(0, self._tokens.numel() - self._window.numel(), (self._batch_size, 1),
-                               generator=self._generator)
+        starts = torch.randint(
+            0, self._tokens.numel() - self._window.numel(), (self._batch_size, 1), generator=self._generator
+        )
         # The pinned allocator keeps this buffer until the copy stream is past the copy.
         staged = self._tokens[starts + self._window].pin_memory()
         with self._copy_stream:
@@ -70,4 +71,3 @@ class PrefetchingBatches:
         windows.record_stream(compute_stream)
         self._start_copy()
         return windows[:, :-1], windows[:, 1:]
-

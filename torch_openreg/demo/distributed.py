@@ -27,8 +27,17 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from .run import (EXIT_BACKEND_UNAVAILABLE, EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, TRACE_SUFFIXES,
-                  BackendUnavailable, DemoOptions, load_backend, train_step)
+from .run import (
+    EXIT_BACKEND_UNAVAILABLE,
+    EXIT_CHECK_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    TRACE_SUFFIXES,
+    BackendUnavailable,
+    DemoOptions,
+    load_backend,
+    train_step,
+)
 
 BACKEND = "cpu:gloo,openreg:orccl"
 _OPTIONS_ENV = "OPENREG_DEMO_OPTIONS"
@@ -61,13 +70,25 @@ def _rank_folder(options: DemoOptions) -> Path:
 
 
 def _spawn(options: DemoOptions, rank: int, port: int) -> tuple[subprocess.Popen, Any]:
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-               LOCAL_RANK=str(rank), WORLD_SIZE=str(options.ranks), GLOO_SOCKET_IFNAME="lo",
-               PYTHONUNBUFFERED="1", **{_OPTIONS_ENV: _encode(options),
-                                        _RESULT_ENV: str(_rank_folder(options) / f"rank{rank}.json")})
+    env = dict(
+        os.environ,
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(options.ranks),
+        GLOO_SOCKET_IFNAME="lo",
+        PYTHONUNBUFFERED="1",
+        **{_OPTIONS_ENV: _encode(options), _RESULT_ENV: str(_rank_folder(options) / f"rank{rank}.json")},
+    )
     log = open(_rank_folder(options) / f"rank{rank}.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "torch_openreg.demo.distributed"], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torch_openreg.demo.distributed"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     return proc, log
 
 
@@ -105,8 +126,11 @@ def run_distributed(options: DemoOptions, out: TextIO | None = None, err: TextIO
     import torch
 
     devices = torch.openreg.device_count()
-    print(f"openreg demo: DDP on {options.ranks} local ranks ({BACKEND}) over {devices} openreg devices, "
-          f"{options.total_steps} steps each; traces of every rank to {options.output}/", file=out)
+    print(
+        f"openreg demo: DDP on {options.ranks} local ranks ({BACKEND}) over {devices} openreg devices, "
+        f"{options.total_steps} steps each; traces of every rank to {options.output}/",
+        file=out,
+    )
     out.flush()
     port = _free_port()
     procs, logs = [], []
@@ -130,8 +154,7 @@ def run_distributed(options: DemoOptions, out: TextIO | None = None, err: TextIO
     if not ok:
         for rank in range(len(procs)):
             path = _rank_folder(options) / f"rank{rank}.log"
-            print(f"--- rank {rank} log (last lines of {path}):\n{path.read_text(errors='replace')[-2000:]}",
-                  file=err)
+            print(f"--- rank {rank} log (last lines of {path}):\n{path.read_text(errors='replace')[-2000:]}", file=err)
         return EXIT_CHECK_FAILED
     results = [json.loads((_rank_folder(options) / f"rank{r}.json").read_text()) for r in range(options.ranks)]
     print(f"all {options.ranks} ranks finished in {time.monotonic() - started:.1f} s\n", file=out)
@@ -140,14 +163,16 @@ def run_distributed(options: DemoOptions, out: TextIO | None = None, err: TextIO
 
 
 def _print_results(results: list[dict], out: TextIO) -> None:
-    print("rank  device     loss first -> last  traces  collectives  comm device time  busiest collective",
-          file=out)
+    print("rank  device     loss first -> last  traces  collectives  comm device time  busiest collective", file=out)
     for r in results:
         busiest = max(r["collectives"].items(), key=lambda kv: kv[1]["device_us"], default=("-", {}))[0]
         calls = sum(c["calls"] for c in r["collectives"].values())
         comm_ms = sum(c["device_us"] for c in r["collectives"].values()) / 1000
-        print(f"{r['rank']:>4}  {r['device']:<9}  {r['first_loss']:>7.3f} -> {r['last_loss']:<7.3f}  "
-              f"{len(r['traces']):>6}  {calls:>11}  {comm_ms:>13.3f} ms  {busiest}", file=out)
+        print(
+            f"{r['rank']:>4}  {r['device']:<9}  {r['first_loss']:>7.3f} -> {r['last_loss']:<7.3f}  "
+            f"{len(r['traces']):>6}  {calls:>11}  {comm_ms:>13.3f} ms  {busiest}",
+            file=out,
+        )
 
 
 def _report(options: DemoOptions, traces: list[Path], out: TextIO) -> int:
@@ -193,25 +218,39 @@ def rank_main() -> int:
     config = config_for(options.size, len(vocabulary))
     model = DistributedDataParallel(GPT(config).to(device), device_ids=[device.index])
     optimizer = torch.optim.AdamW(model.parameters(), lr=options.learning_rate, weight_decay=0.1, foreach=True)
-    batches = PrefetchingBatches(vocabulary.encode(TEXT), config.batch_size, config.context, device,
-                                 options.seed + 1000 * rank)
+    batches = PrefetchingBatches(
+        vocabulary.encode(TEXT), config.batch_size, config.context, device, options.seed + 1000 * rank
+    )
     before = _trace_files(options.output)
     handler = tensorboard_trace_handler(str(options.output), worker_name=f"rank{rank}", use_gzip=options.gzip)
     losses = []
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
-                 schedule=schedule(wait=options.wait, warmup=options.warmup, active=options.active,
-                                   repeat=options.repeat),
-                 on_trace_ready=handler, record_shapes=True, profile_memory=True, with_stack=True,
-                 acc_events=True) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+        schedule=schedule(wait=options.wait, warmup=options.warmup, active=options.active, repeat=options.repeat),
+        on_trace_ready=handler,
+        record_shapes=True,
+        profile_memory=True,
+        with_stack=True,
+        acc_events=True,
+    ) as prof:
         for _ in range(options.total_steps):
             losses.append(train_step(model, optimizer, batches))
             prof.step()
-    collectives = {e.key: {"calls": e.count, "device_us": e.device_time_total}
-                   for e in prof.key_averages() if e.key.startswith("openregComm")}
+    collectives = {
+        e.key: {"calls": e.count, "device_us": e.device_time_total}
+        for e in prof.key_averages()
+        if e.key.startswith("openregComm")
+    }
     traces = sorted(str(p) for p in _trace_files(options.output) - before if p.name.startswith(f"rank{rank}."))
     dist.destroy_process_group()
-    result = {"rank": rank, "device": str(device), "first_loss": losses[0], "last_loss": losses[-1],
-              "traces": traces, "collectives": collectives}
+    result = {
+        "rank": rank,
+        "device": str(device),
+        "first_loss": losses[0],
+        "last_loss": losses[-1],
+        "traces": traces,
+        "collectives": collectives,
+    }
     Path(os.environ[_RESULT_ENV]).write_text(json.dumps(result))
     return 0
 

@@ -31,8 +31,9 @@ SIZES: dict[str, tuple[int, int, int, int, int]] = {
 
 def config_for(size: str, vocabulary: int) -> GPTConfig:
     context, width, layers, heads, batch_size = SIZES[size]
-    return GPTConfig(vocabulary=vocabulary, context=context, width=width, layers=layers, heads=heads,
-                     batch_size=batch_size)
+    return GPTConfig(
+        vocabulary=vocabulary, context=context, width=width, layers=layers, heads=heads, batch_size=batch_size
+    )
 
 
 class CausalSelfAttention(nn.Module):
@@ -50,8 +51,7 @@ class CausalSelfAttention(nn.Module):
         batch, time, width = x.shape
         q, k, v = self.qkv(x).split(width, dim=2)
         q, k, v = (t.view(batch, time, self.heads, width // self.heads).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
         return self.proj_dropout(self.proj(y.transpose(1, 2).reshape(batch, time, width)))
 
 

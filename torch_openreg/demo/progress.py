@@ -13,8 +13,9 @@ from typing import TextIO
 
 
 class ProgressBar:
-    def __init__(self, total: int, label: str, stream: TextIO | None = None, width: int = 28,
-                 min_interval_s: float = 1.0):
+    def __init__(
+        self, total: int, label: str, stream: TextIO | None = None, width: int = 28, min_interval_s: float = 1.0
+    ):
         self.total = max(total, 1)
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
@@ -70,7 +71,7 @@ class ProgressBar:
             self.stream.write(self.render() + "\n")
         self.stream.flush()
 
-    def __enter__(self) -> "ProgressBar":
+    def __enter__(self) -> ProgressBar:
         self.update()
         return self
 

@@ -20,8 +20,8 @@ import torch.nn.functional as F
 
 @dataclass(frozen=True)
 class ResNetConfig:
-    width: int       # channels of the first stage (ResNet-18: 64)
-    image: int       # side of the square input images
+    width: int  # channels of the first stage (ResNet-18: 64)
+    image: int  # side of the square input images
     classes: int
     batch_size: int
     blocks: tuple[int, ...] = (2, 2, 2, 2)  # ResNet-18
@@ -49,8 +49,9 @@ class BasicBlock(nn.Module):
         self.bn2 = nn.BatchNorm2d(channels)
         self.shortcut = nn.Identity()
         if stride != 1 or in_channels != channels:
-            self.shortcut = nn.Sequential(nn.Conv2d(in_channels, channels, 1, stride=stride, bias=False),
-                                          nn.BatchNorm2d(channels))
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(in_channels, channels, 1, stride=stride, bias=False), nn.BatchNorm2d(channels)
+            )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.bn1(self.conv1(x)))
@@ -63,8 +64,12 @@ class ResNet(nn.Module):
         super().__init__()
         self.config = config
         width = config.width
-        self.stem = nn.Sequential(nn.Conv2d(3, width, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(width),
-                                  nn.ReLU(inplace=True), nn.MaxPool2d(3, stride=2, padding=1))
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, width, 7, stride=2, padding=3, bias=False),
+            nn.BatchNorm2d(width),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(3, stride=2, padding=1),
+        )
         stages = []
         in_channels = width
         for index, count in enumerate(config.blocks):

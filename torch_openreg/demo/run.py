@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from .progress import ProgressBar
 
@@ -70,7 +71,8 @@ def load_backend() -> None:
         raise BackendUnavailable(f"the openreg backend did not load: {error}; {build_hint}") from error
     if not torch.openreg.is_available():
         raise BackendUnavailable(
-            "the openreg runtime reports no device (is OPENREG_DEVICE_COUNT set to an invalid value?)")
+            "the openreg runtime reports no device (is OPENREG_DEVICE_COUNT set to an invalid value?)"
+        )
     try:
         _profiler.load_profiler_plugin(required=True)
     except RuntimeError as error:
@@ -108,8 +110,7 @@ class TraceWriter:
         self.written: list[Path] = []
         self._on_write = on_write
         worker = f"{socket.gethostname()}_{os.getpid()}"  # the handler's default name, made explicit
-        self._handler = torch.profiler.tensorboard_trace_handler(str(folder), worker_name=worker,
-                                                                 use_gzip=use_gzip)
+        self._handler = torch.profiler.tensorboard_trace_handler(str(folder), worker_name=worker, use_gzip=use_gzip)
 
     def __call__(self, prof: Any) -> None:
         self._on_write(len(self.written) + 1)
@@ -161,22 +162,26 @@ def run(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = No
 
     steps = options.total_steps
     print(f"{description} on {device} ({torch.openreg.get_device_name(device)}), AdamW, {steps} steps", file=out)
-    print(f"torch.profiler: activities CPU + PrivateUse1, schedule(wait={options.wait}, warmup={options.warmup}, "
-          f"active={options.active}, repeat={options.repeat}), record_shapes, profile_memory, with_stack; "
-          f"traces to {options.output}/", file=out)
+    print(
+        f"torch.profiler: activities CPU + PrivateUse1, schedule(wait={options.wait}, warmup={options.warmup}, "
+        f"active={options.active}, repeat={options.repeat}), record_shapes, profile_memory, with_stack; "
+        f"traces to {options.output}/",
+        file=out,
+    )
     if steps < options.schedule_steps:
-        print(f"note: {steps} steps cover only part of the schedule's {options.schedule_steps}; "
-              "fewer traces will be written", file=out)
+        print(
+            f"note: {steps} steps cover only part of the schedule's {options.schedule_steps}; "
+            "fewer traces will be written",
+            file=out,
+        )
     out.flush()
 
     losses: list[float] = []
     with ProgressBar(steps, "training", stream=err) as bar:
-        writer = TraceWriter(options.output, options.gzip,
-                             on_write=lambda n: bar.update(note=f"writing trace {n}..."))
+        writer = TraceWriter(options.output, options.gzip, on_write=lambda n: bar.update(note=f"writing trace {n}..."))
         with profile(
             activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
-            schedule=schedule(wait=options.wait, warmup=options.warmup, active=options.active,
-                              repeat=options.repeat),
+            schedule=schedule(wait=options.wait, warmup=options.warmup, active=options.active, repeat=options.repeat),
             on_trace_ready=writer,
             record_shapes=True,
             profile_memory=True,
@@ -204,10 +209,12 @@ def _gpt_workload(options: DemoOptions, device: Any) -> tuple[Any, Any, str]:
     config = config_for(options.size, len(vocabulary))
     model = GPT(config).to(device)
     batches = PrefetchingBatches(vocabulary.encode(TEXT), config.batch_size, config.context, device, options.seed)
-    description = (f"openreg demo: a GPT-style model ({config.layers} blocks, width {config.width}, "
-                   f"{config.heads} heads, context {config.context}, batch {config.batch_size}, "
-                   f"{model.parameter_count():,} parameters, {'tied' if config.tied_head else 'untied'} LM head) "
-                   f"learns a {len(TEXT):,}-character text")
+    description = (
+        f"openreg demo: a GPT-style model ({config.layers} blocks, width {config.width}, "
+        f"{config.heads} heads, context {config.context}, batch {config.batch_size}, "
+        f"{model.parameter_count():,} parameters, {'tied' if config.tied_head else 'untied'} LM head) "
+        f"learns a {len(TEXT):,}-character text"
+    )
     return model, batches, description
 
 
@@ -217,19 +224,26 @@ def _resnet_workload(options: DemoOptions, device: Any) -> tuple[Any, Any, str]:
     config = config_for(options.size)
     model = ResNet(config).to(device)
     batches = SyntheticImages(config, device, options.seed)
-    description = (f"openreg demo: a ResNet-18-shaped network ({model.convolution_count()} convolutions, "
-                   f"widths {config.width}-{config.width * 8}, batch norm, {model.parameter_count():,} parameters) "
-                   f"classifies synthetic {config.image}x{config.image} images into {config.classes} classes, "
-                   f"batch {config.batch_size}")
+    description = (
+        f"openreg demo: a ResNet-18-shaped network ({model.convolution_count()} convolutions, "
+        f"widths {config.width}-{config.width * 8}, batch norm, {model.parameter_count():,} parameters) "
+        f"classifies synthetic {config.image}x{config.image} images into {config.classes} classes, "
+        f"batch {config.batch_size}"
+    )
     return model, batches, description
 
 
 def _print_key_averages(prof: Any, options: DemoOptions, out: TextIO) -> None:
     print(f"\nkey_averages() of the recorded steps, by device time (top {options.top} rows)", file=out)
-    print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=options.top,
-                                    max_name_column_width=40), file=out)
-    print("Rows named after record_function ranges (ProfilerStep*, Optimizer.step#...) show the device time their "
-          "range spans on the stream rows, as CUDA's do; the % columns leave them out.", file=out)
+    print(
+        prof.key_averages().table(sort_by="self_device_time_total", row_limit=options.top, max_name_column_width=40),
+        file=out,
+    )
+    print(
+        "Rows named after record_function ranges (ProfilerStep*, Optimizer.step#...) show the device time their "
+        "range spans on the stream rows, as CUDA's do; the % columns leave them out.",
+        file=out,
+    )
 
 
 def _report_traces(traces: list[Path], options: DemoOptions, out: TextIO, err: TextIO) -> int:
@@ -237,8 +251,7 @@ def _report_traces(traces: list[Path], options: DemoOptions, out: TextIO, err: T
     from torch_openreg.trace.format import check_text, size, summary_text
 
     if not traces:
-        print(f"error: no trace was written to {options.output}/ (did the steps reach an active cycle?)",
-              file=err)
+        print(f"error: no trace was written to {options.output}/ (did the steps reach an active cycle?)", file=err)
         return EXIT_CHECK_FAILED
     print(f"\nTraces written by tensorboard_trace_handler ({len(traces)}, one per active cycle):", file=out)
     for path in traces:
@@ -259,10 +272,14 @@ def _report_traces(traces: list[Path], options: DemoOptions, out: TextIO, err: T
                 print(check_text(result, str(path)), file=out)
 
     last = traces[-1]
-    print(f"\nSummary of the last cycle (for every cycle: python -m torch_openreg summary {options.output})\n",
-          file=out)
+    print(
+        f"\nSummary of the last cycle (for every cycle: python -m torch_openreg summary {options.output})\n", file=out
+    )
     with open_trace(last) as trace:
         print(summary_text(trace.summary(top=options.top, gaps=options.gaps), str(last)), file=out)
-    print(f"\nOpen the traces in https://ui.perfetto.dev or chrome://tracing; draw one with "
-          f"python -m torch_openreg timeline {last} -o timeline.png", file=out)
+    print(
+        f"\nOpen the traces in https://ui.perfetto.dev or chrome://tracing; draw one with "
+        f"python -m torch_openreg timeline {last} -o timeline.png",
+        file=out,
+    )
     return status

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import torch
 
@@ -19,7 +19,7 @@ from torch_openreg._lib import load_extension
 
 _C = load_extension()
 
-_Device = Union[torch.device, str, int, None]
+_Device = torch.device | str | int | None
 
 _initialized = False
 _in_bad_fork = False
@@ -51,8 +51,7 @@ def _lazy_init() -> None:
             return
         if _in_bad_fork:
             raise RuntimeError(
-                "openreg: cannot re-initialize the device in a forked subprocess; "
-                "use the 'spawn' start method"
+                "openreg: cannot re-initialize the device in a forked subprocess; use the 'spawn' start method"
             )
         _C._init()
         _initialized = True
@@ -99,7 +98,7 @@ def set_device(device: _Device) -> None:
         _C._set_device(index)
 
 
-class device:
+class device:  # noqa: N801 (torch.cuda's name)
     """Context manager that makes ``device`` current (a negative index: no change)."""
 
     def __init__(self, device: _Device):
@@ -117,7 +116,7 @@ class device:
         return False
 
 
-class device_of(device):
+class device_of(device):  # noqa: N801 (torch.cuda's name)
     """Context manager that makes the device of tensor ``obj`` current."""
 
     def __init__(self, obj: torch.Tensor):

@@ -19,7 +19,7 @@ def _index(device) -> int:
     return _get_device_index(device)
 
 
-def memory_stats(device=None) -> "OrderedDict[str, Any]":
+def memory_stats(device=None) -> OrderedDict[str, Any]:
     return torch.accelerator.memory_stats(_index(device))
 
 

@@ -7,7 +7,7 @@ RNG kernels draw their seeds from it, so results are deterministic under
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 

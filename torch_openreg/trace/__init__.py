@@ -13,7 +13,8 @@ binds it and formats results. It needs neither torch nor the openreg backend.
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ._native import LibraryNotFound, NativeTrace, TraceError, library_path, list_checks, version
 
@@ -39,9 +40,13 @@ def load_options(
 ) -> dict[str, Any]:
     """How events are classified; None keeps the library's default (see trace_analysis.h)."""
     options: dict[str, Any] = {}
-    for key, value in (("device_categories", device_categories), ("runtime_categories", runtime_categories),
-                       ("annotation_categories", annotation_categories), ("op_categories", op_categories),
-                       ("flow_categories", flow_categories)):
+    for key, value in (
+        ("device_categories", device_categories),
+        ("runtime_categories", runtime_categories),
+        ("annotation_categories", annotation_categories),
+        ("op_categories", op_categories),
+        ("flow_categories", flow_categories),
+    ):
         if value is not None:
             options[key] = list(value)
     if infer_device_categories is not None:

@@ -130,18 +130,21 @@ def list_checks() -> list[dict[str, str]]:
 class NativeTrace:
     """An opened, indexed trace; analyses can run on it many times."""
 
-    def __init__(self, path: str | os.PathLike | None = None, *, data: bytes | None = None,
-                 options: dict[str, Any] | None = None):
+    def __init__(
+        self, path: str | os.PathLike | None = None, *, data: bytes | None = None, options: dict[str, Any] | None = None
+    ):
         lib = _load()
         self._lib = lib
         self._handle = ctypes.c_void_p()
         err = ctypes.c_void_p()
         if data is not None:
-            status = lib.ortrace_open_buffer(data, len(data), _options(options), ctypes.byref(self._handle),
-                                             ctypes.byref(err))
+            status = lib.ortrace_open_buffer(
+                data, len(data), _options(options), ctypes.byref(self._handle), ctypes.byref(err)
+            )
         else:
-            status = lib.ortrace_open_file(os.fsencode(path), _options(options), ctypes.byref(self._handle),
-                                           ctypes.byref(err))
+            status = lib.ortrace_open_file(
+                os.fsencode(path), _options(options), ctypes.byref(self._handle), ctypes.byref(err)
+            )
         text = _take_string(lib, err)
         if status != 0:
             self._handle = ctypes.c_void_p()
@@ -171,7 +174,7 @@ class NativeTrace:
             self._lib.ortrace_close(self._handle)
             self._handle = ctypes.c_void_p()
 
-    def __enter__(self) -> "NativeTrace":
+    def __enter__(self) -> NativeTrace:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -64,8 +64,14 @@ def summary_text(s: dict[str, Any], path: str = "") -> str:
     else:
         out.append(f"Top kernels by device time ({duration(total)} of device work, {s['kernel_names']} names)")
         rows = [
-            [duration(k["total_ns"]), percent(k["share"]), str(k["count"]), duration(k["avg_ns"]),
-             duration(k["max_ns"]), k["name"] if k["category"] == "kernel" else f"{k['name']} [{k['category']}]"]
+            [
+                duration(k["total_ns"]),
+                percent(k["share"]),
+                str(k["count"]),
+                duration(k["avg_ns"]),
+                duration(k["max_ns"]),
+                k["name"] if k["category"] == "kernel" else f"{k['name']} [{k['category']}]",
+            ]
             for k in s["top_kernels"]
         ]
         out += _table(rows, ["total", "share", "count", "avg", "max", "name"], {0, 1, 2, 3, 4})
@@ -73,8 +79,13 @@ def summary_text(s: dict[str, Any], path: str = "") -> str:
         out.append("")
         out.append("Device time per op (the op that launched the work)")
         rows = [
-            [duration(o["device_ns"]), percent(o["share"]), str(o["device_events"]),
-             str(o["op_instances"]) if o["linked"] else "-", o["name"] if o["linked"] else "(linked to no op)"]
+            [
+                duration(o["device_ns"]),
+                percent(o["share"]),
+                str(o["device_events"]),
+                str(o["op_instances"]) if o["linked"] else "-",
+                o["name"] if o["linked"] else "(linked to no op)",
+            ]
             for o in s["ops"]
         ]
         out += _table(rows, ["device", "share", "events", "calls", "op"], {0, 1, 2, 3})
@@ -93,11 +104,29 @@ def summary_text(s: dict[str, Any], path: str = "") -> str:
         out.append("Device utilisation per stream (busy time / the device's first-to-last span)")
         rows = []
         for st in s["streams"]:
-            rows.append([_lane(st["device"]), _lane(st["stream"]), st["name"] or "", f"{st['events']:,}",
-                         duration(st["busy_ns"]), duration(st["span_ns"]), percent(st["utilization"])])
+            rows.append(
+                [
+                    _lane(st["device"]),
+                    _lane(st["stream"]),
+                    st["name"] or "",
+                    f"{st['events']:,}",
+                    duration(st["busy_ns"]),
+                    duration(st["span_ns"]),
+                    percent(st["utilization"]),
+                ]
+            )
         for d in s["devices"]:
-            rows.append([_lane(d["device"]), "all", d["name"] or "", f"{d['events']:,}", duration(d["busy_ns"]),
-                         duration(d["span_ns"]), percent(d["utilization"])])
+            rows.append(
+                [
+                    _lane(d["device"]),
+                    "all",
+                    d["name"] or "",
+                    f"{d['events']:,}",
+                    duration(d["busy_ns"]),
+                    duration(d["span_ns"]),
+                    percent(d["utilization"]),
+                ]
+            )
         out += _table(rows, ["device", "stream", "name", "events", "busy", "stream span", "util"], {3, 4, 5, 6})
 
         out.append("")
@@ -135,8 +164,10 @@ def summary_text(s: dict[str, Any], path: str = "") -> str:
             op = m["op"]
             where = f"in {op['name']}" if op else "outside any op"
             stack = " \u2192 ".join(m["op_stack"])
-            line = (f"  {m['device_type_name']}:{m['device_id']}  {size(m['peak_bytes'])} at +{duration(m['peak_ns'])}, "
-                    f"reached {where}")
+            line = (
+                f"  {m['device_type_name']}:{m['device_id']}  {size(m['peak_bytes'])} at +{duration(m['peak_ns'])}, "
+                f"reached {where}"
+            )
             if stack and len(m["op_stack"]) > 1:
                 line += f"  ({stack})"
             out.append(line)
@@ -155,8 +186,10 @@ def _device_analyses_text(s: dict[str, Any]) -> list[str]:
     classes = s["kernel_classes"]
 
     def cells(c: dict[str, Any]) -> list[str]:
-        return [f"{duration(c[k]['total_ns'])} {percent(c[k]['share'])} x{c[k]['count']:,}" if c[k]["count"] else "-"
-                for k in _CLASSES]
+        return [
+            f"{duration(c[k]['total_ns'])} {percent(c[k]['share'])} x{c[k]['count']:,}" if c[k]["count"] else "-"
+            for k in _CLASSES
+        ]
 
     rows = [[_lane(st["device"]), _lane(st["stream"])] + cells(st["classes"]) for st in classes["streams"]]
     rows.append(["all", ""] + cells(classes["total"]))
@@ -164,18 +197,29 @@ def _device_analyses_text(s: dict[str, Any]) -> list[str]:
 
     tb = s["temporal"]
     out.append("")
-    out.append(f"Temporal breakdown over {duration(tb['kernel_time_ns'])} of device activity: "
-               f"compute {percent(tb['compute_share'])}, non-compute {percent(tb['non_compute_share'])}, "
-               f"idle {percent(tb['idle_share'])}")
+    out.append(
+        f"Temporal breakdown over {duration(tb['kernel_time_ns'])} of device activity: "
+        f"compute {percent(tb['compute_share'])}, non-compute {percent(tb['non_compute_share'])}, "
+        f"idle {percent(tb['idle_share'])}"
+    )
 
     idle = s["idle_breakdown"]
     out.append("")
-    out.append(f"Idle time per stream: host wait (launched after the stream ran dry) / kernel wait "
-               f"(gap < {idle['kernel_wait_threshold_ns']} ns) / other")
-    rows = [[_lane(b["device"]), _lane(b["stream"]), duration(b["idle_ns"]),
-             f"{duration(b['host_wait_ns'])} ({percent(b['host_wait_share'])})",
-             f"{duration(b['kernel_wait_ns'])} ({percent(b['kernel_wait_share'])})",
-             f"{duration(b['other_ns'])} ({percent(b['other_share'])})"] for b in idle["streams"]]
+    out.append(
+        f"Idle time per stream: host wait (launched after the stream ran dry) / kernel wait "
+        f"(gap < {idle['kernel_wait_threshold_ns']} ns) / other"
+    )
+    rows = [
+        [
+            _lane(b["device"]),
+            _lane(b["stream"]),
+            duration(b["idle_ns"]),
+            f"{duration(b['host_wait_ns'])} ({percent(b['host_wait_share'])})",
+            f"{duration(b['kernel_wait_ns'])} ({percent(b['kernel_wait_share'])})",
+            f"{duration(b['other_ns'])} ({percent(b['other_share'])})",
+        ]
+        for b in idle["streams"]
+    ]
     out += _table(rows, ["device", "stream", "idle", "host wait", "kernel wait", "other"], {2, 3, 4, 5})
 
     la = s["launches"]
@@ -186,47 +230,81 @@ def _device_analyses_text(s: dict[str, Any]) -> list[str]:
         out.append(
             f"Launches: {la['launches']:,}, host launch time avg {duration(la['avg_host_ns'])}, launch-to-start "
             f"delay avg {duration(la['avg_delay_ns'])} (max {duration(la['max_delay_ns'])}); "
-            f"{la['short_kernels']:,} kernels ({percent(la['short_share'])}) ran shorter than their launch")
+            f"{la['short_kernels']:,} kernels ({percent(la['short_share'])}) ran shorter than their launch"
+        )
         out.append("  worst offenders by op (host launch time + delay)")
-        rows = [[o["name"] or "(linked to no op)", f"{o['launches']:,}", duration(o["host_ns"]), duration(o["delay_ns"]),
-                 f"{o['short_kernels']:,}"] for o in la["by_op"]]
+        rows = [
+            [
+                o["name"] or "(linked to no op)",
+                f"{o['launches']:,}",
+                duration(o["host_ns"]),
+                duration(o["delay_ns"]),
+                f"{o['short_kernels']:,}",
+            ]
+            for o in la["by_op"]
+        ]
         out += _table(rows, ["op", "launches", "host", "delay", "short"], {1, 2, 3, 4})
 
     comm = s["communication"]
     if comm["collectives"]:
         out.append("")
         rank = f"rank {comm['rank']}" if comm["rank"] is not None else "this trace"
-        out.append(f"Communication on {rank}: {duration(comm['comm_ns'])}, {percent(comm['overlap_share'])} hidden "
-                   f"behind compute, {duration(comm['exposed_ns'])} exposed")
-        rows = [[c["collective"], f"{c['calls']:,}", size(c["bytes"]) if c["bytes"] else "?", duration(c["device_ns"]),
-                 f"{c['algbw_gbps']:.2f}" if c["algbw_gbps"] is not None else "?",
-                 f"{c['busbw_gbps']:.2f}" if c["busbw_gbps"] is not None else "?"] for c in comm["collectives"]]
+        out.append(
+            f"Communication on {rank}: {duration(comm['comm_ns'])}, {percent(comm['overlap_share'])} hidden "
+            f"behind compute, {duration(comm['exposed_ns'])} exposed"
+        )
+        rows = [
+            [
+                c["collective"],
+                f"{c['calls']:,}",
+                size(c["bytes"]) if c["bytes"] else "?",
+                duration(c["device_ns"]),
+                f"{c['algbw_gbps']:.2f}" if c["algbw_gbps"] is not None else "?",
+                f"{c['busbw_gbps']:.2f}" if c["busbw_gbps"] is not None else "?",
+            ]
+            for c in comm["collectives"]
+        ]
         out += _table(rows, ["collective", "calls", "bytes", "device", "algbw GB/s", "busbw GB/s"], {1, 2, 3, 4, 5})
     return out
 
 
 def ranks_text(r: dict[str, Any]) -> str:
-    out = [f"Across {len(r['ranks'])} ranks: {r['matched_instances']:,} collectives matched "
-           f"({r['unmatched_instances']:,} seen on one rank only)"]
+    out = [
+        f"Across {len(r['ranks'])} ranks: {r['matched_instances']:,} collectives matched "
+        f"({r['unmatched_instances']:,} seen on one rank only)"
+    ]
     rows = [[str(x["rank"]), f"{x['last_arrivals']:,}", duration(x["waited_ns"]), x["path"]] for x in r["ranks"]]
     out += _table(rows, ["rank", "arrived last", "waited", "trace"], {1, 2})
     if r["longest_waits"]:
         out.append("  longest waits")
         for m in r["longest_waits"]:
             seq = f" seq {m['seq']}" if m["seq"] is not None else ""
-            out.append(f"    {m['collective']}{seq}: rank {m['last_rank']} arrived last; others waited up to "
-                       f"{duration(m['max_wait_ns'])}")
+            out.append(
+                f"    {m['collective']}{seq}: rank {m['last_rank']} arrived last; others waited up to "
+                f"{duration(m['max_wait_ns'])}"
+            )
     return "\n".join(out)
 
 
 def diff_text(d: dict[str, Any], base: str, new: str, top: int = 15) -> str:
-    out = [f"diff {base} ({d['base_traces']} traces) -> {new} ({d['new_traces']} traces): device time "
-           f"{duration(d['base_device_ns'])} -> {duration(d['new_device_ns'])} ({d['device_ns_delta']:+,} ns)"]
+    out = [
+        f"diff {base} ({d['base_traces']} traces) -> {new} ({d['new_traces']} traces): device time "
+        f"{duration(d['base_device_ns'])} -> {duration(d['new_device_ns'])} ({d['device_ns_delta']:+,} ns)"
+    ]
     for key, title in (("kernels", "kernel"), ("ops", "op")):
         out.append("")
         out.append(f"Per {title}, largest changes first")
-        rows = [[f"{r['device_ns_delta'] / 1e3:+,.3f} us", duration(r["base_device_ns"]), duration(r["new_device_ns"]),
-                 f"{r['base_count']:,} -> {r['new_count']:,}", r["status"], r["name"]] for r in d[key][:top]]
+        rows = [
+            [
+                f"{r['device_ns_delta'] / 1e3:+,.3f} us",
+                duration(r["base_device_ns"]),
+                duration(r["new_device_ns"]),
+                f"{r['base_count']:,} -> {r['new_count']:,}",
+                r["status"],
+                r["name"],
+            ]
+            for r in d[key][:top]
+        ]
         out += _table(rows, ["delta", "base", "new", "count", "", title], {0, 1, 2, 3})
     return "\n".join(out)
 
@@ -274,7 +352,9 @@ def check_text(r: dict[str, Any], path: str = "") -> str:
         elif status == "warn" and c.get("artifact") and not c["violations"]:
             out.append(f"        harmless: {c['artifact']}")
         for v in c["examples"]:
-            out.append(f"        - {v['message']}" + (" [known artifact]" if v.get("artifact") and status == "fail" else ""))
+            out.append(
+                f"        - {v['message']}" + (" [known artifact]" if v.get("artifact") and status == "fail" else "")
+            )
             for e in v["events"]:
                 out.append(f"            {_event_text(e)}")
         if found > len(c["examples"]) and status in ("fail", "warn"):
@@ -296,6 +376,8 @@ def explain_text(checks: list[dict[str, str]]) -> str:
         if c["artifact"]:
             out.append(f"  only warns (unless --strict): {c['artifact']}")
         out.append("")
-    out.append("A check fails only when a consumer breaks; warnings (warning-level checks and known Kineto "
-               "artifacts) fail only with --strict.")
+    out.append(
+        "A check fails only when a consumer breaks; warnings (warning-level checks and known Kineto "
+        "artifacts) fail only with --strict."
+    )
     return "\n".join(out)

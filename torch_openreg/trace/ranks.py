@@ -68,20 +68,28 @@ def compare_ranks(traces: list[tuple[str, dict[str, Any]]], top: int = 5) -> dic
         for r, w in waits.items():
             waited[r] += w
         name = key[1]
-        agg = by_collective.setdefault(name, {"collective": name, "instances": 0, "wait_ns": 0,
-                                              "last_arrivals": {r: 0 for r in ranks}})
+        agg = by_collective.setdefault(
+            name, {"collective": name, "instances": 0, "wait_ns": 0, "last_arrivals": {r: 0 for r in ranks}}
+        )
         agg["instances"] += 1
         agg["wait_ns"] += sum(waits.values())
         agg["last_arrivals"][last_rank] += 1
         first = next(iter(present.values()))
-        matched.append({"collective": name, "group": key[0], "seq": first["seq"], "last_rank": last_rank,
-                        "max_wait_ns": max(waits.values()), "waits_ns": {str(r): w for r, w in waits.items()}})
+        matched.append(
+            {
+                "collective": name,
+                "group": key[0],
+                "seq": first["seq"],
+                "last_rank": last_rank,
+                "max_wait_ns": max(waits.values()),
+                "waits_ns": {str(r): w for r, w in waits.items()},
+            }
+        )
     for agg in by_collective.values():
         agg["last_arrivals"] = {str(r): n for r, n in agg["last_arrivals"].items()}
     matched.sort(key=lambda m: -m["max_wait_ns"])
     return {
-        "ranks": [{"rank": r, "path": paths[r], "waited_ns": waited[r], "last_arrivals": last_count[r]}
-                  for r in ranks],
+        "ranks": [{"rank": r, "path": paths[r], "waited_ns": waited[r], "last_arrivals": last_count[r]} for r in ranks],
         "matched_instances": len(matched),
         "unmatched_instances": unmatched,
         "collectives": sorted(by_collective.values(), key=lambda a: -a["wait_ns"]),

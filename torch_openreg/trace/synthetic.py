@@ -13,8 +13,9 @@ from __future__ import annotations
 import gzip
 import json
 import random
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 DEVICE_SORT_BASE = 5_000_000  # Kineto's kExceedMaxPid: device rows sort below any host pid
 PRIVATEUSE1 = 20  # c10::DeviceType::PrivateUse1 in the [memory] events' "Device Type"
@@ -41,14 +42,17 @@ class KinetoTraceWriter:
 
     # ------------------------------------------------------------ raw events
 
-    def raw(self, event: dict[str, Any] | str) -> "KinetoTraceWriter":
+    def raw(self, event: dict[str, Any] | str) -> KinetoTraceWriter:
         self.events.append(event if isinstance(event, str) else json.dumps(event))
         return self
 
-    def complete(self, cat: str, name: str, ts: int, dur: int, pid: Any, tid: Any,
-                 args: dict[str, Any] | None = None) -> "KinetoTraceWriter":
-        body = (f'{{\n    "ph": "X", "cat": {json.dumps(cat)}, "name": {json.dumps(name)}, '
-                f'"pid": {json.dumps(pid)}, "tid": {json.dumps(tid)},\n    "ts": {us(ts)}, "dur": {us(dur)}')
+    def complete(
+        self, cat: str, name: str, ts: int, dur: int, pid: Any, tid: Any, args: dict[str, Any] | None = None
+    ) -> KinetoTraceWriter:
+        body = (
+            f'{{\n    "ph": "X", "cat": {json.dumps(cat)}, "name": {json.dumps(name)}, '
+            f'"pid": {json.dumps(pid)}, "tid": {json.dumps(tid)},\n    "ts": {us(ts)}, "dur": {us(dur)}'
+        )
         if args:
             body += f',\n    "args": {{\n      {_args(args)}\n    }}'
         self.events.append(body + "\n  }")
@@ -56,68 +60,107 @@ class KinetoTraceWriter:
 
     # ------------------------------------------------------------ host side
 
-    def process(self, pid: Any, name: str, labels: str, sort_index: int) -> "KinetoTraceWriter":
-        for meta, args in (("process_name", {"name": name}), ("process_labels", {"labels": labels}),
-                           ("process_sort_index", {"sort_index": sort_index})):
-            self.raw(f'{{\n    "name": "{meta}", "ph": "M", "ts": 0.000, "pid": {json.dumps(pid)}, "tid": 0,\n'
-                     f'    "args": {{\n      {_args(args)}\n    }}\n  }}')
+    def process(self, pid: Any, name: str, labels: str, sort_index: int) -> KinetoTraceWriter:
+        for meta, args in (
+            ("process_name", {"name": name}),
+            ("process_labels", {"labels": labels}),
+            ("process_sort_index", {"sort_index": sort_index}),
+        ):
+            self.raw(
+                f'{{\n    "name": "{meta}", "ph": "M", "ts": 0.000, "pid": {json.dumps(pid)}, "tid": 0,\n'
+                f'    "args": {{\n      {_args(args)}\n    }}\n  }}'
+            )
         return self
 
-    def thread(self, pid: Any, tid: Any, name: str, sort_index: int) -> "KinetoTraceWriter":
+    def thread(self, pid: Any, tid: Any, name: str, sort_index: int) -> KinetoTraceWriter:
         for meta, args in (("thread_name", {"name": name}), ("thread_sort_index", {"sort_index": sort_index})):
-            self.raw(f'{{\n    "name": "{meta}", "ph": "M", "ts": 0.000, "pid": {json.dumps(pid)}, '
-                     f'"tid": {json.dumps(tid)},\n    "args": {{\n      {_args(args)}\n    }}\n  }}')
+            self.raw(
+                f'{{\n    "name": "{meta}", "ph": "M", "ts": 0.000, "pid": {json.dumps(pid)}, '
+                f'"tid": {json.dumps(tid)},\n    "args": {{\n      {_args(args)}\n    }}\n  }}'
+            )
         return self
 
-    def host_rows(self) -> "KinetoTraceWriter":
+    def host_rows(self) -> KinetoTraceWriter:
         self.process(self.host_pid, "python", "CPU", self.host_pid)
         return self.thread(self.host_pid, self.host_tid, f"thread {self.host_tid} (python)", self.host_tid)
 
-    def device_rows(self, device: int, streams: Iterable[int], name: str = "openreg") -> "KinetoTraceWriter":
+    def device_rows(self, device: int, streams: Iterable[int], name: str = "openreg") -> KinetoTraceWriter:
         self.process(device, f"{name} {device}", f"{name}:{device}", DEVICE_SORT_BASE + device)
         for s in streams:
             self.thread(device, s, f"stream {s}", s)
         return self
 
-    def op(self, name: str, ts: int, dur: int, external_id: int, cat: str = "cpu_op",
-           tid: int | None = None) -> "KinetoTraceWriter":
-        return self.complete(cat, name, ts, dur, self.host_pid, self.host_tid if tid is None else tid,
-                             {"External id": external_id, "Record function id": 0})
+    def op(
+        self, name: str, ts: int, dur: int, external_id: int, cat: str = "cpu_op", tid: int | None = None
+    ) -> KinetoTraceWriter:
+        return self.complete(
+            cat,
+            name,
+            ts,
+            dur,
+            self.host_pid,
+            self.host_tid if tid is None else tid,
+            {"External id": external_id, "Record function id": 0},
+        )
 
-    def python(self, name: str, ts: int, dur: int) -> "KinetoTraceWriter":
+    def python(self, name: str, ts: int, dur: int) -> KinetoTraceWriter:
         return self.complete("python_function", name, ts, dur, self.host_pid, self.host_tid)
 
-    def runtime(self, name: str, ts: int, dur: int, correlation: int, external_id: int | None,
-                cat: str = "privateuse1_runtime") -> "KinetoTraceWriter":
+    def runtime(
+        self, name: str, ts: int, dur: int, correlation: int, external_id: int | None, cat: str = "privateuse1_runtime"
+    ) -> KinetoTraceWriter:
         args = {"correlation": correlation}
         if external_id is not None:
             args = {"External id": external_id, **args}
         return self.complete(cat, name, ts, dur, self.host_pid, self.host_tid, args)
 
-    def memory(self, ts: int, total_allocated: int, nbytes: int, device_type: int = PRIVATEUSE1,
-               device_id: int = 0) -> "KinetoTraceWriter":
-        args = {"Total Reserved": 0, "Total Allocated": total_allocated, "Bytes": nbytes, "Device Id": device_id,
-                "Device Type": device_type, "Addr": 140000000000000 + ts % 1000000}
-        return self.raw(f'{{\n    "ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",\n'
-                        f'    "pid": {self.host_pid}, "tid": {self.host_tid},\n    "ts": {us(ts)},\n'
-                        f'    "args": {{\n      {_args(args)}\n    }}\n  }}')
+    def memory(
+        self, ts: int, total_allocated: int, nbytes: int, device_type: int = PRIVATEUSE1, device_id: int = 0
+    ) -> KinetoTraceWriter:
+        args = {
+            "Total Reserved": 0,
+            "Total Allocated": total_allocated,
+            "Bytes": nbytes,
+            "Device Id": device_id,
+            "Device Type": device_type,
+            "Addr": 140000000000000 + ts % 1000000,
+        }
+        return self.raw(
+            f'{{\n    "ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",\n'
+            f'    "pid": {self.host_pid}, "tid": {self.host_tid},\n    "ts": {us(ts)},\n'
+            f'    "args": {{\n      {_args(args)}\n    }}\n  }}'
+        )
 
-    def span(self, ts: int, dur: int) -> "KinetoTraceWriter":
-        self.raw(f'{{\n    "ph": "X", "cat": "Trace", "ts": {us(ts)}, "dur": {us(dur)},\n'
-                 f'    "pid": "Spans", "tid": "PyTorch Profiler",\n    "name": "PyTorch Profiler (0)",\n'
-                 f'    "args": {{\n      "Op count": 0\n    }}\n  }}')
-        return self.raw(f'{{\n    "name": "process_sort_index", "ph": "M", "ts": {us(ts)},\n'
-                        f'    "pid": "Spans", "tid": 0,\n    "args": {{\n      "sort_index": 536870912\n    }}\n  }}')
+    def span(self, ts: int, dur: int) -> KinetoTraceWriter:
+        self.raw(
+            f'{{\n    "ph": "X", "cat": "Trace", "ts": {us(ts)}, "dur": {us(dur)},\n'
+            f'    "pid": "Spans", "tid": "PyTorch Profiler",\n    "name": "PyTorch Profiler (0)",\n'
+            f'    "args": {{\n      "Op count": 0\n    }}\n  }}'
+        )
+        return self.raw(
+            f'{{\n    "name": "process_sort_index", "ph": "M", "ts": {us(ts)},\n'
+            f'    "pid": "Spans", "tid": 0,\n    "args": {{\n      "sort_index": 536870912\n    }}\n  }}'
+        )
 
-    def window_end(self, ts: int) -> "KinetoTraceWriter":
-        return self.raw(f'{{\n    "name": "Record Window End", "ph": "i", "s": "g",\n'
-                        f'    "pid": "", "tid": "", "ts": {us(ts)}\n  }}')
+    def window_end(self, ts: int) -> KinetoTraceWriter:
+        return self.raw(
+            f'{{\n    "name": "Record Window End", "ph": "i", "s": "g",\n    "pid": "", "tid": "", "ts": {us(ts)}\n  }}'
+        )
 
     # ------------------------------------------------------------ device side
 
-    def device_event(self, name: str, ts: int, dur: int, device: int, stream: int, correlation: int,
-                     external_id: int | None, cat: str = "kernel",
-                     args: dict[str, Any] | None = None) -> "KinetoTraceWriter":
+    def device_event(
+        self,
+        name: str,
+        ts: int,
+        dur: int,
+        device: int,
+        stream: int,
+        correlation: int,
+        external_id: int | None,
+        cat: str = "kernel",
+        args: dict[str, Any] | None = None,
+    ) -> KinetoTraceWriter:
         """A kernel/copy/memset. `args` replaces the standard args entirely (to plant bad ones)."""
         if args is None:
             args = {}
@@ -126,14 +169,27 @@ class KinetoTraceWriter:
             args.update({"device": device, "stream": stream, "correlation": correlation})
         return self.complete(cat, name, ts, dur, device, stream, args)
 
-    def flow(self, ph: str, flow_id: int, ts: int, pid: Any, tid: Any) -> "KinetoTraceWriter":
+    def flow(self, ph: str, flow_id: int, ts: int, pid: Any, tid: Any) -> KinetoTraceWriter:
         bp = ', "bp": "e"' if ph == "f" else ""
-        return self.raw(f'{{\n    "ph": "{ph}", "id": {flow_id}, "pid": {json.dumps(pid)}, "tid": {json.dumps(tid)}, '
-                        f'"ts": {us(ts)},\n    "cat": "ac2g", "name": "ac2g"{bp}\n  }}')
+        return self.raw(
+            f'{{\n    "ph": "{ph}", "id": {flow_id}, "pid": {json.dumps(pid)}, "tid": {json.dumps(tid)}, '
+            f'"ts": {us(ts)},\n    "cat": "ac2g", "name": "ac2g"{bp}\n  }}'
+        )
 
-    def launch(self, kernel: str, launch_ts: int, kernel_ts: int, kernel_dur: int, device: int, stream: int,
-               correlation: int, external_id: int, cat: str = "kernel", api: str = "orLaunchKernel",
-               api_dur: int = 1_500) -> "KinetoTraceWriter":
+    def launch(
+        self,
+        kernel: str,
+        launch_ts: int,
+        kernel_ts: int,
+        kernel_dur: int,
+        device: int,
+        stream: int,
+        correlation: int,
+        external_id: int,
+        cat: str = "kernel",
+        api: str = "orLaunchKernel",
+        api_dur: int = 1_500,
+    ) -> KinetoTraceWriter:
         """The runtime call, the device event and the arrow between them (inside an op the caller wrote)."""
         self.runtime(api, launch_ts, api_dur, correlation, external_id)
         self.device_event(kernel, kernel_ts, kernel_dur, device, stream, correlation, external_id, cat)
@@ -143,8 +199,10 @@ class KinetoTraceWriter:
     # ------------------------------------------------------------ output
 
     def text(self) -> str:
-        header = (f'{{\n  "schemaVersion": 1,\n  "deviceProperties": [\n  ],\n  "displayTimeUnit": "ms",\n'
-                  f'  "baseTimeNanoseconds": {self.base_time_ns},\n  "traceEvents": [\n  ')
+        header = (
+            f'{{\n  "schemaVersion": 1,\n  "deviceProperties": [\n  ],\n  "displayTimeUnit": "ms",\n'
+            f'  "baseTimeNanoseconds": {self.base_time_ns},\n  "traceEvents": [\n  '
+        )
         footer = ""
         if self.distributed is not None:
             footer = f'\n  "distributedInfo": {json.dumps(self.distributed)},'
@@ -159,8 +217,9 @@ class KinetoTraceWriter:
         return path
 
 
-def write_workload(path: str | Path, target_events: int, streams: int = 2, seed: int = 0,
-                   ops_per_step: int = 40) -> int:
+def write_workload(
+    path: str | Path, target_events: int, streams: int = 2, seed: int = 0, ops_per_step: int = 40
+) -> int:
     """Streams a realistic training-like trace of about `target_events` events to
     `path`: steps of ops, each launching a kernel or a copy on one of the
     streams, memory traffic, and a host synchronisation at the end of each
@@ -172,10 +231,26 @@ def write_workload(path: str | Path, target_events: int, streams: int = 2, seed:
     written = len(w.events)
     out = open(path, "w", encoding="utf-8")
     out.write(w.text().rsplit("\n  ],", 1)[0])  # header and metadata; events follow
-    kernels = ["gemm_nt_128x128", "gemm_tn_64x64", "softmax_fwd", "layernorm_fwd", "gelu_fwd", "add_bias",
-               "attention_fwd", "dropout_fwd"]
-    ops = ["aten::mm", "aten::addmm", "aten::softmax", "aten::layer_norm", "aten::gelu", "aten::add",
-           "aten::scaled_dot_product_attention", "aten::dropout"]
+    kernels = [
+        "gemm_nt_128x128",
+        "gemm_tn_64x64",
+        "softmax_fwd",
+        "layernorm_fwd",
+        "gelu_fwd",
+        "add_bias",
+        "attention_fwd",
+        "dropout_fwd",
+    ]
+    ops = [
+        "aten::mm",
+        "aten::addmm",
+        "aten::softmax",
+        "aten::layer_norm",
+        "aten::gelu",
+        "aten::add",
+        "aten::scaled_dot_product_attention",
+        "aten::dropout",
+    ]
     t = 10_000
     stream_free = {s: 0 for s in range(7, 7 + streams)}
     ext = corr = 0
@@ -220,8 +295,18 @@ def write_workload(path: str | Path, target_events: int, streams: int = 2, seed:
         copy_start = max(busy_until, item_ts + 4_000)
         sync_end = copy_start + 2_000 + 500
         w.op("aten::item", item_ts, sync_end - item_ts + 1_000, ext)
-        w.launch("Memcpy DtoH (Device -> Host)", item_ts + 1_000, copy_start, 2_000, 0, 7, corr, ext,
-                 cat="gpu_memcpy", api="orMemcpyAsync")
+        w.launch(
+            "Memcpy DtoH (Device -> Host)",
+            item_ts + 1_000,
+            copy_start,
+            2_000,
+            0,
+            7,
+            corr,
+            ext,
+            cat="gpu_memcpy",
+            api="orMemcpyAsync",
+        )
         stream_free[7] = copy_start + 2_000
         w.runtime("orStreamSynchronize", item_ts + 3_000, sync_end - item_ts - 3_000, corr + 1_000_000_000, ext)
         t = sync_end + 1_000
@@ -230,8 +315,13 @@ def write_workload(path: str | Path, target_events: int, streams: int = 2, seed:
         allocated -= step_allocated
         load_dur = 20_000 + rng.randrange(30_000)
         ext += 1
-        w.op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t + 1_000, load_dur, ext,
-             cat="user_annotation")
+        w.op(
+            "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+            t + 1_000,
+            load_dur,
+            ext,
+            cat="user_annotation",
+        )
         t += 2_000 + load_dur
         w.op(f"ProfilerStep#{step}", step_start, t - step_start, step_ext, cat="user_annotation")
         out.write(",\n  " + ",\n  ".join(w.events))
@@ -256,8 +346,15 @@ def comm_kernel_name(style: str) -> str:
     return "ncclDevKernel_AllReduce_Sum_f32_RING_LL" if style == "nccl" else "openregComm_AllReduce_Sum_f32"
 
 
-def write_rank_traces(folder: str | Path, world_size: int = 2, steps: int = 3, style: str = "nccl",
-                      skew_ns: int = 20_000, nelems: int = 1 << 20, comm_args: bool = True) -> list[Path]:
+def write_rank_traces(
+    folder: str | Path,
+    world_size: int = 2,
+    steps: int = 3,
+    style: str = "nccl",
+    skew_ns: int = 20_000,
+    nelems: int = 1 << 20,
+    comm_args: bool = True,
+) -> list[Path]:
     """One trace per rank (rank{r}.json), in step k starting at k ms:
 
     - a compute kernel on stream 7 over [10, 110] us of the step;
@@ -302,8 +399,17 @@ def write_rank_traces(folder: str | Path, world_size: int = 2, steps: int = 3, s
             w.runtime(api, op_ts + 2_000, 2_000, corr, ext, cat=rt_cat)
             args: dict[str, Any] = {"External id": ext, "device": rank, "stream": COMM_STREAM, "correlation": corr}
             if comm_args:
-                args.update({"Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems,
-                             "Group size": world_size, "dtype": "Float", "Process Group Name": "0", "Seq": k})
+                args.update(
+                    {
+                        "Collective name": "allreduce",
+                        "In msg nelems": nelems,
+                        "Out msg nelems": nelems,
+                        "Group size": world_size,
+                        "dtype": "Float",
+                        "Process Group Name": "0",
+                        "Seq": k,
+                    }
+                )
             w.device_event(comm_kernel_name(style), arrive, end - arrive, rank, COMM_STREAM, corr, ext, args=args)
         paths.append(w.write(folder / f"rank{rank}.json"))
     return paths

@@ -37,8 +37,9 @@ def draw(data: dict[str, Any], output: str, title: str = "", dpi: int = 120) -> 
     host, device, memory = data["host_rows"], data["device_rows"], data["memory"]
     device_memory = [m for m in memory if m["device_type"] != 0] or memory
     heights = [max(len(host), 1) * 0.5 + 0.6, max(len(device), 1) * 0.5 + 0.6, 2.0]
-    fig, axes = plt.subplots(3, 1, sharex=True, figsize=(14, sum(heights) + 1.2),
-                             gridspec_kw={"height_ratios": heights})
+    fig, axes = plt.subplots(
+        3, 1, sharex=True, figsize=(14, sum(heights) + 1.2), gridspec_kw={"height_ratios": heights}
+    )
     ax_host, ax_dev, ax_mem = axes
     cmap = plt.get_cmap("tab20")
     start_ms, end_ms = data["start_ns"] / 1e6, data["end_ns"] / 1e6

@@ -106,7 +106,7 @@ struct CollectiveInstance {
   int64_t bytes = 0;
 };
 struct Communication {
-  std::vector<CollectiveStat> collectives;  // by device time, descending
+  std::vector<CollectiveStat> collectives;           // by device time, descending
   int64_t commNs = 0, computeNs = 0, overlapNs = 0;  // unions over the whole trace
   std::vector<CollectiveInstance> instances;         // in start order
 };
@@ -147,9 +147,9 @@ struct DeviceStat {
 };
 
 struct HostActivity {
-  int32_t lane = -1;              // the host thread described, -1 if none was active
-  std::vector<uint32_t> stack;    // slices enclosing the gap's midpoint, outermost first
-  std::string text;               // the stack condensed: "python: f → aten::item → orStreamSynchronize"
+  int32_t lane = -1;            // the host thread described, -1 if none was active
+  std::vector<uint32_t> stack;  // slices enclosing the gap's midpoint, outermost first
+  std::string text;             // the stack condensed: "python: f → aten::item → orStreamSynchronize"
   struct Overlap {
     uint32_t name = kNoString, cat = kNoString;
     uint64_t count = 0;
@@ -169,23 +169,23 @@ struct MemoryStat {
   uint64_t events = 0, allocations = 0, frees = 0;
   int64_t peakBytes = 0, peakTs = 0, finalBytes = 0;
   int32_t peakEvent = -1;         // index into Trace::memory
-  int32_t op = kNoSlice;           // innermost host op enclosing the peak
+  int32_t op = kNoSlice;          // innermost host op enclosing the peak
   std::vector<uint32_t> opStack;  // host ops enclosing the peak, outermost first
 };
 
 struct Summary {
   std::optional<Window> window;
   int64_t deviceTotalNs = 0;
-  std::vector<KernelStat> kernels;     // by total time, descending (all)
-  std::vector<OpDeviceStat> ops;       // by device time, descending (all)
+  std::vector<KernelStat> kernels;  // by total time, descending (all)
+  std::vector<OpDeviceStat> ops;    // by device time, descending (all)
   LinkStat links;
-  std::vector<StreamStat> streams;     // by device, stream
+  std::vector<StreamStat> streams;  // by device, stream
   std::vector<DeviceStat> devices;
   std::vector<IdleGap> gaps;           // largest first, at most options.gaps
   std::vector<MemoryStat> memory;      // device memory (type != CPU)
-  std::vector<MemoryStat> hostMemory; // CPU memory, for reference
+  std::vector<MemoryStat> hostMemory;  // CPU memory, for reference
   KernelClasses classes;
-  std::vector<IdleBreakdown> idle;     // by device, stream
+  std::vector<IdleBreakdown> idle;  // by device, stream
   LaunchStats launches;
   Communication communication;
 };

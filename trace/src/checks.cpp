@@ -19,7 +19,8 @@ namespace {
 // warning-level check; strict makes every finding fail.
 class Sink {
  public:
-  Sink(CheckResult& r, int limit, bool strict) : r_(r), limit_(static_cast<size_t>(std::max(limit, 0))), strict_(strict) {}
+  Sink(CheckResult& r, int limit, bool strict)
+      : r_(r), limit_(static_cast<size_t>(std::max(limit, 0))), strict_(strict) {}
   template <typename MakeMessage>
   void add(MakeMessage&& makeMessage, std::vector<EventRef> events, bool artifact = false) {
     bool warns = !strict_ && (artifact || r_.severity == Severity::Warning);
@@ -74,8 +75,9 @@ void checkEventsWellFormed(const Context& c, Sink& sink) {
   const Trace& t = c.t;
   for (uint32_t i = 0; i < t.malformed.size(); ++i) {
     const Malformed& m = t.malformed[i];
-    sink.add([&] { return (m.name != kNoString ? "\"" + std::string(t.str(m.name)) + "\": " : std::string()) + m.reason; },
-             {{EventRef::kMalformed, i}});
+    sink.add(
+        [&] { return (m.name != kNoString ? "\"" + std::string(t.str(m.name)) + "\": " : std::string()) + m.reason; },
+        {{EventRef::kMalformed, i}});
   }
   // Only the first kMaxMalformedKept are kept; count the rest too.
   for (uint64_t k = t.malformed.size(); k < t.malformedCount; ++k) sink.add([] { return std::string(); }, {});
@@ -97,10 +99,14 @@ void checkDeviceArgs(const Context& c, Sink& sink) {
     bool breaks = false;
     auto need = [&](const IntArg& a, const char* name, bool positive, bool required) {
       std::string problem;
-      if (!a.present) problem = std::string("no \"") + name + "\"";
-      else if (!a.isInt) problem = std::string("\"") + name + "\" is not an integer";
-      else if (positive && a.value < 1) problem = std::string("\"") + name + "\" is " + std::to_string(a.value) + ", not >= 1";
-      else return;
+      if (!a.present)
+        problem = std::string("no \"") + name + "\"";
+      else if (!a.isInt)
+        problem = std::string("\"") + name + "\" is not an integer";
+      else if (positive && a.value < 1)
+        problem = std::string("\"") + name + "\" is " + std::to_string(a.value) + ", not >= 1";
+      else
+        return;
       // stream 0 is still a device event to HTA (stream >= 0): it only loses
       // iterations and the call graph (those need stream > 0).
       if (required && (!a.present || !a.isInt)) breaks = true;
@@ -125,8 +131,8 @@ void checkDeviceLanesMatchArgs(const Context& c, Sink& sink) {
     sink.add(
         [&] {
           return nameOf(t, s) + " is on pid " + t.keyText(lane.pid) + " tid " + t.keyText(lane.tid) +
-                 " but its args say device " + (s.device.ok() ? std::to_string(s.device.value) : "?") +
-                 " stream " + (s.stream.ok() ? std::to_string(s.stream.value) : "?");
+                 " but its args say device " + (s.device.ok() ? std::to_string(s.device.value) : "?") + " stream " +
+                 (s.stream.ok() ? std::to_string(s.stream.value) : "?");
         },
         {sliceRef(i)});
   }
@@ -202,7 +208,10 @@ void checkDeviceRowsNamed(const Context& c, Sink& sink) {
     }
     if (seenLanes.insert(s.lane).second && t.threads[s.lane].name == kNoString)
       sink.add(
-          [&] { return "device row pid " + t.keyText(pid) + " tid " + t.keyText(t.lanes[s.lane].tid) + " has no thread_name"; },
+          [&] {
+            return "device row pid " + t.keyText(pid) + " tid " + t.keyText(t.lanes[s.lane].tid) +
+                   " has no thread_name";
+          },
           {sliceRef(i)});
   }
 }
@@ -228,7 +237,7 @@ std::vector<std::vector<uint32_t>> flowGroups(const Trace& t) {
 }
 
 void splitGroup(const Trace& t, const std::vector<uint32_t>& g, std::vector<uint32_t>& starts,
-                 std::vector<uint32_t>& finishes) {
+                std::vector<uint32_t>& finishes) {
   starts.clear();
   finishes.clear();
   for (uint32_t i : g) {
@@ -383,8 +392,9 @@ void checkDeviceRowsNest(const Context& c, Sink& sink) {
         const Slice& top = t.slices[open.back()];
         // Device-versus-device overlap belongs to device_rows_disjoint.
         if (s.end() > top.end() && !(t.isDevice(s) && t.isDevice(top)))
-          sink.add([&] { return nameOf(t, s) + " crosses the end of " + nameOf(t, top) + " by " + us(s.end() - top.end()); },
-                   {sliceRef(open.back()), sliceRef(i)});
+          sink.add(
+              [&] { return nameOf(t, s) + " crosses the end of " + nameOf(t, top) + " by " + us(s.end() - top.end()); },
+              {sliceRef(open.back()), sliceRef(i)});
       }
       open.push_back(i);
     }
@@ -405,8 +415,9 @@ void checkHostRowsNest(const Context& c, Sink& sink) {
       while (!open.empty() && t.slices[open.back()].end() <= s.ts) open.pop_back();
       if (!open.empty() && s.end() > t.slices[open.back()].end()) {
         const Slice& top = t.slices[open.back()];
-        sink.add([&] { return nameOf(t, s) + " crosses the end of " + nameOf(t, top) + " by " + us(s.end() - top.end()); },
-                 {sliceRef(open.back()), sliceRef(i)});
+        sink.add(
+            [&] { return nameOf(t, s) + " crosses the end of " + nameOf(t, top) + " by " + us(s.end() - top.end()); },
+            {sliceRef(open.back()), sliceRef(i)});
       }
       open.push_back(i);
     }
@@ -504,13 +515,14 @@ const std::vector<CheckEntry>& entries() {
       {{"json_valid", Severity::Error, "the file is valid JSON (UTF-8) with a traceEvents array",
         "every consumer (Perfetto, chrome://tracing, HTA, torch-tb-profiler)",
         "the file does not open, or opens cut short at the error", ""},
-       checkJsonValid, false},
+       checkJsonValid,
+       false},
       {{"events_well_formed", Severity::Error,
         "every event has a ph; complete events have numeric ts, dur >= 0, pid and tid; flows have an id",
         "Perfetto's and chrome://tracing's JSON import; HTA's loader",
-        "Perfetto drops the event (json_parser_failure); HTA drops events without dur; flows without id are lost",
-        ""},
-       checkEventsWellFormed, true},
+        "Perfetto drops the event (json_parser_failure); HTA drops events without dur; flows without id are lost", ""},
+       checkEventsWellFormed,
+       true},
       {{"device_args", Severity::Error,
         "device events (kernels, copies, memsets) carry integer device, stream >= 1 and correlation args",
         "HolisticTraceAnalysis (a GPU event is one with integer stream >= 0 and correlation >= 0)",
@@ -518,83 +530,100 @@ const std::vector<CheckEntry>& entries() {
         "work: it is missing from the kernel, temporal and idle breakdowns",
         "stream 0 (HIP's default stream: HTA keeps it but gives it no iteration or call graph), a missing device "
         "(only torch-tb-profiler reads it), and vendor records without a correlation (MTIA's event_wait/record)"},
-       checkDeviceArgs, true},
+       checkDeviceArgs,
+       true},
       {{"device_lanes_below_host", Severity::Warning,
         "every device process sorts after every host process (process_sort_index, else pid)", kViewers,
         "device rows are drawn above the host threads instead of below them, as Kineto lays out CUDA traces "
         "(layout only: nothing is lost)",
         ""},
-       checkDeviceLanesBelowHost, true},
+       checkDeviceLanesBelowHost,
+       true},
       {{"flow_pairs", Severity::Error, "every flow (ac2g) id has exactly one start and one finish", kViewers,
         "a flow id with two starts draws its arrow from the wrong slice (Perfetto counts flow_duplicate_id; "
         "chrome://tracing keys flows by id alone)",
         "a start without finish, a finish without start, or several finishes: Kineto writes such halves itself "
         "for runtime calls with no device work and for split DMA; viewers simply draw no arrow"},
-       checkFlowPairs, true},
+       checkFlowPairs,
+       true},
       {{"flow_forward", Severity::Error, "no flow finishes before it starts", kViewers,
         "the launch arrow points back in time: the device work appears to cause its own launch", ""},
-       checkFlowForward, true},
-      {{"flow_distinct_lanes", Severity::Error, "a flow's start and finish are on different (pid, tid) lanes",
-        kViewers, "the host-to-device arrow loops on one row and links no device work", ""},
-       checkFlowDistinctLanes, true},
-      {{"flow_start_in_host_slice", Severity::Error,
-        "every flow start lies inside a complete event of its host thread", kViewers,
+       checkFlowForward,
+       true},
+      {{"flow_distinct_lanes", Severity::Error, "a flow's start and finish are on different (pid, tid) lanes", kViewers,
+        "the host-to-device arrow loops on one row and links no device work", ""},
+       checkFlowDistinctLanes,
+       true},
+      {{"flow_start_in_host_slice", Severity::Error, "every flow start lies inside a complete event of its host thread",
+        kViewers,
         "chrome://tracing reports 'does not start at an actual slice' and drops the arrow; Perfetto counts "
         "flow_no_enclosing_slice",
         ""},
-       checkFlowStartInHostSlice, true},
+       checkFlowStartInHostSlice,
+       true},
       {{"device_rows_disjoint", Severity::Error,
         "device events on one stream row never overlap, partially or by nesting (a stream runs one thing at a time)",
         "Perfetto (slices must nest per pid/tid); HTA's stream utilisation",
         "Perfetto moves a partly overlapping slice to an overflow track (slice_spill_overlapping_complete_event; "
         "older versions lost it); HTA counts the overlapped time twice in the kernel breakdown",
         ""},
-       checkDeviceRowsDisjoint, true},
+       checkDeviceRowsDisjoint,
+       true},
       {{"device_rows_nest", Severity::Error,
         "annotations on device rows nest with the device events (no partial overlap)", "Perfetto, HTA",
         "a sync span or annotation partly overlapping a kernel or copy on the same row spills to an overflow "
         "track in Perfetto (lost before 2026-06), so the row no longer shows what ran",
         ""},
-       checkDeviceRowsNest, true},
+       checkDeviceRowsNest,
+       true},
       {{"device_events_in_window", Severity::Warning, "device events lie inside the profiling window",
         "the profiler plugin's clock mapping (openreg's own contract; no viewer breaks)",
         "nothing is lost in a viewer; Kineto drops device records outside the window, so one outside means its "
         "device timestamps were mapped to the host clock wrongly",
         ""},
-       checkDeviceEventsInWindow, true},
+       checkDeviceEventsInWindow,
+       true},
       {{"correlation_unique", Severity::Error, "no two device events share a correlation id",
         "HTA (pairs device work with its launch by correlation); torch's linked attribution",
         "two different kernels under one correlation are both paired with one launch: HTA's launch delays and "
         "the op that launched them are wrong for one of them",
         "several records of the same work under one id (MTIA splits one DMA into requests): each pairs with its "
         "own launch correctly"},
-       checkCorrelationUnique, true},
-      {{"device_lanes_match_args", Severity::Warning, "a device event's pid is its device arg and its tid its stream arg",
+       checkCorrelationUnique,
+       true},
+      {{"device_lanes_match_args", Severity::Warning,
+        "a device event's pid is its device arg and its tid its stream arg",
         "torch-tb-profiler (warns when pid != args.device)", "a warning there; HTA reads the args, viewers the lanes",
         ""},
-       checkDeviceLanesMatchArgs, true},
+       checkDeviceLanesMatchArgs,
+       true},
       {{"device_rows_named", Severity::Warning, "device processes have a process_name and stream rows a thread_name",
         kViewers, "rows are labelled with bare numbers", ""},
-       checkDeviceRowsNamed, true},
+       checkDeviceRowsNamed,
+       true},
       {{"flow_finish_bound", Severity::Warning, "every flow finish binds to a slice of its row", kViewers,
         "the arrow ends nowhere and is not drawn", ""},
-       checkFlowFinishBound, true},
+       checkFlowFinishBound,
+       true},
       {{"device_events_linked", Severity::Warning, "every device event is linked to the host op that launched it",
         "torch's key_averages() and events() (linked attribution); HTA's op-to-kernel views",
         "the event's time is attributed to no op (no 'Self DEVICE' time)", ""},
-       checkDeviceEventsLinked, true},
+       checkDeviceEventsLinked,
+       true},
       {{"device_events_launched", Severity::Warning,
         "every device event has a host runtime call with the same correlation",
         "HTA's launch statistics and idle-time breakdown",
         "no launch delay and no host-wait attribution for that event", ""},
-       checkDeviceEventsLaunched, true},
+       checkDeviceEventsLaunched,
+       true},
       {{"host_rows_nest", Severity::Error,
         "complete events on a host thread, Python frames aside, nest (no partial overlap)",
         "Perfetto (slices must nest per pid/tid); HTA's call stacks",
         "a partly overlapping op or runtime call spills to an overflow track in Perfetto and breaks HTA's "
         "call-stack parent links",
         ""},
-       checkHostRowsNest, true},
+       checkHostRowsNest,
+       true},
   };
   return kEntries;
 }
@@ -602,10 +631,14 @@ const std::vector<CheckEntry>& entries() {
 const char* severityName(Severity s) { return s == Severity::Error ? "error" : "warning"; }
 const char* statusName(CheckResult::Status s) {
   switch (s) {
-    case CheckResult::kPass: return "pass";
-    case CheckResult::kFail: return "fail";
-    case CheckResult::kWarn: return "warn";
-    case CheckResult::kSkipped: return "skipped";
+    case CheckResult::kPass:
+      return "pass";
+    case CheckResult::kFail:
+      return "fail";
+    case CheckResult::kWarn:
+      return "warn";
+    case CheckResult::kSkipped:
+      return "skipped";
   }
   return "?";
 }
@@ -613,8 +646,10 @@ const char* statusName(CheckResult::Status s) {
 void writeIntArg(JsonWriter& w, const char* name, const IntArg& a) {
   if (!a.present) return;
   w.key(name);
-  if (a.isInt) w.value(a.value);
-  else w.value("<not an integer>");
+  if (a.isInt)
+    w.value(a.value);
+  else
+    w.value("<not an integer>");
 }
 
 }  // namespace
@@ -645,8 +680,8 @@ CheckReport runChecks(const Trace& t, const CheckOptions& options) {
     CheckResult r;
     r.name = e.info.name;
     r.severity = e.info.severity;
-    bool selected = options.only.empty() ||
-                    std::find(options.only.begin(), options.only.end(), r.name) != options.only.end();
+    bool selected =
+        options.only.empty() || std::find(options.only.begin(), options.only.end(), r.name) != options.only.end();
     bool skipped = std::find(options.skip.begin(), options.skip.end(), r.name) != options.skip.end();
     Sink sink(r, options.examples, options.strict);
     if (!selected || skipped) {
@@ -668,16 +703,22 @@ void writeEventRef(JsonWriter& w, const Trace& t, const EventRef& ref) {
   auto lane = [&](uint32_t id) {
     const Lane& l = t.lanes[id];
     w.key("pid");
-    if (l.pid.isString) w.value(t.str(static_cast<uint32_t>(l.pid.value)));
-    else w.value(l.pid.value);
+    if (l.pid.isString)
+      w.value(t.str(static_cast<uint32_t>(l.pid.value)));
+    else
+      w.value(l.pid.value);
     w.key("tid");
-    if (l.tid.isString) w.value(t.str(static_cast<uint32_t>(l.tid.value)));
-    else w.value(l.tid.value);
+    if (l.tid.isString)
+      w.value(t.str(static_cast<uint32_t>(l.tid.value)));
+    else
+      w.value(l.tid.value);
   };
   auto strOrNull = [&](const char* key, uint32_t id) {
     w.key(key);
-    if (id == kNoString) w.null();
-    else w.value(t.str(id));
+    if (id == kNoString)
+      w.null();
+    else
+      w.value(t.str(id));
   };
   w.beginObject();
   switch (ref.kind) {
@@ -700,8 +741,10 @@ void writeEventRef(JsonWriter& w, const Trace& t, const EventRef& ref) {
       const FlowPoint& f = t.flows[ref.index];
       w.field("index", f.origin.index).field("offset", f.origin.offset).field("ph", std::string(1, f.ph));
       w.key("id");
-      if (f.id.isString) w.value(t.str(static_cast<uint32_t>(f.id.value)));
-      else w.value(f.id.value);
+      if (f.id.isString)
+        w.value(t.str(static_cast<uint32_t>(f.id.value)));
+      else
+        w.value(f.id.value);
       strOrNull("cat", f.cat);
       strOrNull("name", f.name);
       lane(f.lane);

@@ -43,7 +43,8 @@ void forEachDeviceLane(const Trace& t, F&& f) {
 std::string canonicalCollective(std::string_view raw) {
   std::string key;
   for (char c : raw)
-    if (std::isalpha(static_cast<unsigned char>(c))) key.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    if (std::isalpha(static_cast<unsigned char>(c)))
+      key.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
   for (bool again = true; again;) {
     again = false;
     for (std::string_view suffix : {"coalesced", "intotensor", "tensor", "base"}) {
@@ -54,10 +55,10 @@ std::string canonicalCollective(std::string_view raw) {
     }
   }
   static const std::map<std::string, std::string, std::less<>> kNames = {
-      {"allreduce", "AllReduce"}, {"allgather", "AllGather"},   {"reducescatter", "ReduceScatter"},
-      {"broadcast", "Broadcast"}, {"reduce", "Reduce"},         {"alltoall", "AllToAll"},
-      {"alltoallv", "AllToAll"},  {"sendrecv", "SendRecv"},     {"send", "Send"},
-      {"recv", "Recv"},           {"barrier", "Barrier"},       {"gather", "Gather"},
+      {"allreduce", "AllReduce"}, {"allgather", "AllGather"}, {"reducescatter", "ReduceScatter"},
+      {"broadcast", "Broadcast"}, {"reduce", "Reduce"},       {"alltoall", "AllToAll"},
+      {"alltoallv", "AllToAll"},  {"sendrecv", "SendRecv"},   {"send", "Send"},
+      {"recv", "Recv"},           {"barrier", "Barrier"},     {"gather", "Gather"},
       {"scatter", "Scatter"}};
   auto it = kNames.find(key);
   return it != kNames.end() ? it->second : std::string(raw);
@@ -77,11 +78,10 @@ int64_t elementSize(std::string_view dtype) {
   std::string d;
   for (char c : dtype) d.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
   static const std::map<std::string, int64_t, std::less<>> kSizes = {
-      {"float", 4},   {"float32", 4}, {"f32", 4},    {"half", 2},    {"float16", 2}, {"f16", 2},
-      {"bfloat16", 2}, {"bf16", 2},   {"double", 8}, {"float64", 8}, {"f64", 8},     {"int", 4},
-      {"int32", 4},   {"i32", 4},     {"long", 8},   {"int64", 8},   {"i64", 8},     {"short", 2},
-      {"int16", 2},   {"i16", 2},     {"byte", 1},   {"uint8", 1},   {"u8", 1},      {"char", 1},
-      {"int8", 1},    {"i8", 1},      {"bool", 1}};
+      {"float", 4}, {"float32", 4}, {"f32", 4},     {"half", 2},  {"float16", 2}, {"f16", 2},   {"bfloat16", 2},
+      {"bf16", 2},  {"double", 8},  {"float64", 8}, {"f64", 8},   {"int", 4},     {"int32", 4}, {"i32", 4},
+      {"long", 8},  {"int64", 8},   {"i64", 8},     {"short", 2}, {"int16", 2},   {"i16", 2},   {"byte", 1},
+      {"uint8", 1}, {"u8", 1},      {"char", 1},    {"int8", 1},  {"i8", 1},      {"bool", 1}};
   auto it = kSizes.find(d);
   return it != kSizes.end() ? it->second : 0;
 }
@@ -182,7 +182,9 @@ void writeIdle(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOpt
   auto fields = [&](const IdleBreakdown& b) {
     w.field("idle_ns", b.totalNs());
     w.field("host_wait_ns", b.hostWaitNs).field("kernel_wait_ns", b.kernelWaitNs).field("other_ns", b.otherNs);
-    w.field("host_wait_gaps", b.hostWaitGaps).field("kernel_wait_gaps", b.kernelWaitGaps).field("other_gaps", b.otherGaps);
+    w.field("host_wait_gaps", b.hostWaitGaps)
+        .field("kernel_wait_gaps", b.kernelWaitGaps)
+        .field("other_gaps", b.otherGaps);
     w.field("host_wait_share", ratio(b.hostWaitNs, b.totalNs()));
     w.field("kernel_wait_share", ratio(b.kernelWaitNs, b.totalNs()));
     w.field("other_share", ratio(b.otherNs, b.totalNs()));
@@ -237,11 +239,15 @@ void writeCommunication(JsonWriter& w, const Trace& t, const Summary& s) {
   const Communication& c = s.communication;
   w.key("communication").beginObject();
   w.key("rank");
-  if (t.rank) w.value(*t.rank);
-  else w.null();
+  if (t.rank)
+    w.value(*t.rank);
+  else
+    w.null();
   w.key("world_size");
-  if (t.worldSize) w.value(*t.worldSize);
-  else w.null();
+  if (t.worldSize)
+    w.value(*t.worldSize);
+  else
+    w.null();
   w.field("comm_ns", c.commNs);
   w.field("compute_ns", c.computeNs);
   w.field("overlap_ns", c.overlapNs);
@@ -255,15 +261,21 @@ void writeCommunication(JsonWriter& w, const Trace& t, const Summary& s) {
     w.field("bytes", k.bytes);
     w.field("device_ns", k.deviceNs);
     w.key("group_size");
-    if (k.groupSize > 0) w.value(k.groupSize);
-    else w.null();
+    if (k.groupSize > 0)
+      w.value(k.groupSize);
+    else
+      w.null();
     // GB/s = bytes per ns.
     w.key("algbw_gbps");
-    if (k.bytes > 0 && k.deviceNs > 0) w.value(ratio(k.bytes, k.deviceNs));
-    else w.null();
+    if (k.bytes > 0 && k.deviceNs > 0)
+      w.value(ratio(k.bytes, k.deviceNs));
+    else
+      w.null();
     w.key("busbw_gbps");
-    if (k.bytes > 0 && k.deviceNs > 0 && k.groupSize > 0) w.value(ratio(k.bytes, k.deviceNs) * busFactor(k.collective, k.groupSize));
-    else w.null();
+    if (k.bytes > 0 && k.deviceNs > 0 && k.groupSize > 0)
+      w.value(ratio(k.bytes, k.deviceNs) * busFactor(k.collective, k.groupSize));
+    else
+      w.null();
     w.endObject();
   }
   w.endArray();
@@ -273,8 +285,10 @@ void writeCommunication(JsonWriter& w, const Trace& t, const Summary& s) {
     w.beginObject();
     w.field("collective", in.collective);
     w.key("seq");
-    if (in.seq >= 0) w.value(in.seq);
-    else w.null();
+    if (in.seq >= 0)
+      w.value(in.seq);
+    else
+      w.null();
     w.key("group");
     writeName(w, t, in.group);
     w.key("kernel");
@@ -304,10 +318,14 @@ int64_t intersectionNs(const std::vector<Interval>& a, const std::vector<Interva
 
 const char* kernelClassName(KernelClass c) {
   switch (c) {
-    case KernelClass::Compute: return "compute";
-    case KernelClass::Communication: return "communication";
-    case KernelClass::Memory: return "memory";
-    case KernelClass::Other: break;
+    case KernelClass::Compute:
+      return "compute";
+    case KernelClass::Communication:
+      return "communication";
+    case KernelClass::Memory:
+      return "memory";
+    case KernelClass::Other:
+      break;
   }
   return "other";
 }
@@ -462,8 +480,8 @@ Communication computeCommunication(const Trace& t) {
     std::string_view kernel = t.str(s.name);
     CollectiveInstance in;
     in.slice = i;
-    in.collective = a && a->collective != kNoString ? canonicalCollective(t.str(a->collective))
-                                                     : collectiveFromKernelName(kernel);
+    in.collective =
+        a && a->collective != kNoString ? canonicalCollective(t.str(a->collective)) : collectiveFromKernelName(kernel);
     if (a) {
       in.bytes = collectiveBytes(t, *a, in.collective, kernel);
       in.seq = a->seq.ok() ? a->seq.value : -1;
@@ -480,9 +498,8 @@ Communication computeCommunication(const Trace& t) {
     st.groupSize = std::max(st.groupSize, n);
     out.instances.push_back(std::move(in));
   }
-  std::stable_sort(out.instances.begin(), out.instances.end(), [&](const auto& x, const auto& y) {
-    return t.slices[x.slice].ts < t.slices[y.slice].ts;
-  });
+  std::stable_sort(out.instances.begin(), out.instances.end(),
+                   [&](const auto& x, const auto& y) { return t.slices[x.slice].ts < t.slices[y.slice].ts; });
   for (auto& [name, st] : stats) out.collectives.push_back(st);
   std::sort(out.collectives.begin(), out.collectives.end(), [](const auto& x, const auto& y) {
     if (x.deviceNs != y.deviceNs) return x.deviceNs > y.deviceNs;

@@ -143,9 +143,7 @@ std::unique_ptr<ByteSource> maybeGunzip(std::unique_ptr<ByteSource> raw, const s
 
 inline bool isSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 inline bool isDigit(char c) { return c >= '0' && c <= '9'; }
-inline bool isNumberChar(char c) {
-  return isDigit(c) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
-}
+inline bool isNumberChar(char c) { return isDigit(c) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'; }
 
 // JSON number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
 bool validNumber(std::string_view s) {
@@ -273,13 +271,20 @@ void JsonReader::expect(char c) {
 JsonKind JsonReader::peekKind() {
   int c = peekNonspace();
   switch (c) {
-    case '"': return JsonKind::String;
-    case '{': return JsonKind::Object;
-    case '[': return JsonKind::Array;
-    case 't': return JsonKind::True;
-    case 'f': return JsonKind::False;
-    case 'n': return JsonKind::Null;
-    case -1: fail("expected a value but the input ended");
+    case '"':
+      return JsonKind::String;
+    case '{':
+      return JsonKind::Object;
+    case '[':
+      return JsonKind::Array;
+    case 't':
+      return JsonKind::True;
+    case 'f':
+      return JsonKind::False;
+    case 'n':
+      return JsonKind::Null;
+    case -1:
+      fail("expected a value but the input ended");
     default:
       if (c == '-' || isDigit(static_cast<char>(c))) return JsonKind::Number;
       fail(std::string("unexpected character '") + static_cast<char>(c) + "'");
@@ -363,23 +368,43 @@ void JsonReader::appendEscape() {
     for (int i = 0; i < 4; ++i) {
       char h = next();
       v <<= 4;
-      if (h >= '0' && h <= '9') v |= static_cast<uint32_t>(h - '0');
-      else if (h >= 'a' && h <= 'f') v |= static_cast<uint32_t>(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') v |= static_cast<uint32_t>(h - 'A' + 10);
-      else fail("bad \\u escape");
+      if (h >= '0' && h <= '9')
+        v |= static_cast<uint32_t>(h - '0');
+      else if (h >= 'a' && h <= 'f')
+        v |= static_cast<uint32_t>(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F')
+        v |= static_cast<uint32_t>(h - 'A' + 10);
+      else
+        fail("bad \\u escape");
     }
     return v;
   };
   char e = next();
   switch (e) {
-    case '"': scratch_.push_back('"'); break;
-    case '\\': scratch_.push_back('\\'); break;
-    case '/': scratch_.push_back('/'); break;
-    case 'b': scratch_.push_back('\b'); break;
-    case 'f': scratch_.push_back('\f'); break;
-    case 'n': scratch_.push_back('\n'); break;
-    case 'r': scratch_.push_back('\r'); break;
-    case 't': scratch_.push_back('\t'); break;
+    case '"':
+      scratch_.push_back('"');
+      break;
+    case '\\':
+      scratch_.push_back('\\');
+      break;
+    case '/':
+      scratch_.push_back('/');
+      break;
+    case 'b':
+      scratch_.push_back('\b');
+      break;
+    case 'f':
+      scratch_.push_back('\f');
+      break;
+    case 'n':
+      scratch_.push_back('\n');
+      break;
+    case 'r':
+      scratch_.push_back('\r');
+      break;
+    case 't':
+      scratch_.push_back('\t');
+      break;
     case 'u': {
       uint32_t cp = hex4();
       if (cp >= 0xD800 && cp <= 0xDBFF) {
@@ -394,7 +419,8 @@ void JsonReader::appendEscape() {
       appendUtf8(scratch_, cp);
       break;
     }
-    default: fail(std::string("bad escape '\\") + e + "'");
+    default:
+      fail(std::string("bad escape '\\") + e + "'");
   }
 }
 
@@ -433,8 +459,7 @@ void JsonReader::expectLiteral(std::string_view word) {
   }
   // "trueX" must not pass as true.
   if (pos_ == end_) refill();
-  if (pos_ < end_ && (std::isalnum(static_cast<unsigned char>(*pos_)) || *pos_ == '_'))
-    fail("invalid literal");
+  if (pos_ < end_ && (std::isalnum(static_cast<unsigned char>(*pos_)) || *pos_ == '_')) fail("invalid literal");
 }
 
 bool JsonReader::readBool() {
@@ -518,11 +543,21 @@ void JsonReader::skipValue() {
   std::string_view key;
   for (;;) {
     switch (peekKind()) {
-      case JsonKind::String: readString(); break;
-      case JsonKind::Number: readNumber(); break;
-      case JsonKind::True: expectLiteral("true"); break;
-      case JsonKind::False: expectLiteral("false"); break;
-      case JsonKind::Null: expectLiteral("null"); break;
+      case JsonKind::String:
+        readString();
+        break;
+      case JsonKind::Number:
+        readNumber();
+        break;
+      case JsonKind::True:
+        expectLiteral("true");
+        break;
+      case JsonKind::False:
+        expectLiteral("false");
+        break;
+      case JsonKind::Null:
+        expectLiteral("null");
+        break;
       case JsonKind::Object:
         beginObject();
         if (nextKey(key)) continue;

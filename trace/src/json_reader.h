@@ -50,8 +50,7 @@ class JsonReader {
   static constexpr size_t kDefaultBufferSize = size_t{1} << 20;
   static constexpr int kMaxDepth = 4096;
 
-  explicit JsonReader(std::unique_ptr<ByteSource> source,
-                      size_t bufferSize = kDefaultBufferSize);
+  explicit JsonReader(std::unique_ptr<ByteSource> source, size_t bufferSize = kDefaultBufferSize);
 
   // Kind of the next value, after whitespace. Fails at end of input or on a
   // character that cannot start a value.

@@ -75,14 +75,14 @@ Setter stringsOption(const char* name, std::vector<std::string>& out, bool* give
 LoadOptions parseLoadOptions(std::string_view json) {
   LoadOptions o;
   parseObject(json, {
-                         {"device_categories", stringsOption("device_categories", o.deviceCategories)},
-                         {"infer_device_categories", boolOption("infer_device_categories", o.inferDeviceCategories)},
-                         {"runtime_categories",
-                          stringsOption("runtime_categories", o.runtimeCategories, &o.runtimeCategoriesGiven)},
-                         {"annotation_categories", stringsOption("annotation_categories", o.annotationCategories)},
-                         {"op_categories", stringsOption("op_categories", o.opCategories)},
-                         {"flow_categories", stringsOption("flow_categories", o.flowCategories)},
-                     });
+                        {"device_categories", stringsOption("device_categories", o.deviceCategories)},
+                        {"infer_device_categories", boolOption("infer_device_categories", o.inferDeviceCategories)},
+                        {"runtime_categories",
+                         stringsOption("runtime_categories", o.runtimeCategories, &o.runtimeCategoriesGiven)},
+                        {"annotation_categories", stringsOption("annotation_categories", o.annotationCategories)},
+                        {"op_categories", stringsOption("op_categories", o.opCategories)},
+                        {"flow_categories", stringsOption("flow_categories", o.flowCategories)},
+                    });
   return o;
 }
 
@@ -99,12 +99,12 @@ SummaryOptions parseSummaryOptions(std::string_view json) {
 CheckOptions parseCheckOptions(std::string_view json) {
   CheckOptions o;
   parseObject(json, {
-                         {"examples", intOption("examples", o.examples)},
-                         {"skip", stringsOption("skip", o.skip)},
-                         {"only", stringsOption("only", o.only)},
-                         {"window_slack_ns", int64Option("window_slack_ns", o.windowSlackNs)},
-                         {"strict", boolOption("strict", o.strict)},
-                     });
+                        {"examples", intOption("examples", o.examples)},
+                        {"skip", stringsOption("skip", o.skip)},
+                        {"only", stringsOption("only", o.only)},
+                        {"window_slack_ns", int64Option("window_slack_ns", o.windowSlackNs)},
+                        {"strict", boolOption("strict", o.strict)},
+                    });
   return o;
 }
 

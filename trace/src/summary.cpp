@@ -71,13 +71,20 @@ HostActivity describeGap(const Trace& t, int64_t a, int64_t b) {
 
 const char* roleName(CategoryRole r) {
   switch (r) {
-    case CategoryRole::Device: return "device";
-    case CategoryRole::Runtime: return "runtime";
-    case CategoryRole::Annotation: return "annotation";
-    case CategoryRole::Op: return "op";
-    case CategoryRole::Python: return "python";
-    case CategoryRole::Span: return "span";
-    case CategoryRole::Other: break;
+    case CategoryRole::Device:
+      return "device";
+    case CategoryRole::Runtime:
+      return "runtime";
+    case CategoryRole::Annotation:
+      return "annotation";
+    case CategoryRole::Op:
+      return "op";
+    case CategoryRole::Python:
+      return "python";
+    case CategoryRole::Span:
+      return "span";
+    case CategoryRole::Other:
+      break;
   }
   return "other";
 }
@@ -110,8 +117,10 @@ void writeMemory(JsonWriter& w, const Trace& t, const std::vector<MemoryStat>& s
     w.field("final_bytes", m.finalBytes);
     w.field("peak_event_index", m.peakEvent >= 0 ? t.memory[m.peakEvent].origin.index : 0u);
     w.key("op");
-    if (m.op == kNoSlice) w.null();
-    else writeSliceBrief(w, t, static_cast<uint32_t>(m.op));
+    if (m.op == kNoSlice)
+      w.null();
+    else
+      writeSliceBrief(w, t, static_cast<uint32_t>(m.op));
     w.key("op_stack").beginArray();
     for (uint32_t i : m.opStack) w.value(t.str(t.slices[i].name));
     w.endArray();
@@ -127,13 +136,17 @@ bool startsWith(std::string_view s, std::string_view prefix) { return s.substr(0
 double ratio(int64_t num, int64_t den) { return den > 0 ? static_cast<double>(num) / static_cast<double>(den) : 0.0; }
 
 void writeKey(JsonWriter& w, const Trace& t, const Key& k) {
-  if (k.isString) w.value(t.str(static_cast<uint32_t>(k.value)));
-  else w.value(k.value);
+  if (k.isString)
+    w.value(t.str(static_cast<uint32_t>(k.value)));
+  else
+    w.value(k.value);
 }
 
 void writeName(JsonWriter& w, const Trace& t, uint32_t id) {
-  if (id == kNoString) w.null();
-  else w.value(t.str(id));
+  if (id == kNoString)
+    w.null();
+  else
+    w.value(t.str(id));
 }
 
 int64_t mergeUnion(std::vector<Interval>& iv) {
@@ -155,17 +168,28 @@ int64_t mergeUnion(std::vector<Interval>& iv) {
 const char* deviceTypeName(int64_t type) {
   // c10::DeviceType values (torch._C._autograd.DeviceType).
   switch (type) {
-    case 0: return "CPU";
-    case 1: return "CUDA";
-    case 6: return "HIP";
-    case 9: return "XLA";
-    case 12: return "XPU";
-    case 13: return "MPS";
-    case 14: return "Meta";
-    case 15: return "HPU";
-    case 19: return "MTIA";
-    case 20: return "PrivateUse1";
-    default: return "unknown";
+    case 0:
+      return "CPU";
+    case 1:
+      return "CUDA";
+    case 6:
+      return "HIP";
+    case 9:
+      return "XLA";
+    case 12:
+      return "XPU";
+    case 13:
+      return "MPS";
+    case 14:
+      return "Meta";
+    case 15:
+      return "HPU";
+    case 19:
+      return "MTIA";
+    case 20:
+      return "PrivateUse1";
+    default:
+      return "unknown";
   }
 }
 
@@ -195,8 +219,10 @@ std::string describeHostStack(const Trace& t, const std::vector<uint32_t>& stack
   }
   std::vector<std::string_view> steps;
   for (size_t k = 0; k < stack.size(); ++k) {
-    if (isStep(stack[k])) steps.push_back(name(stack[k]));
-    else if (k >= firstCall && !isPython(stack[k])) parts.push_back(name(stack[k]));
+    if (isStep(stack[k]))
+      steps.push_back(name(stack[k]));
+    else if (k >= firstCall && !isPython(stack[k]))
+      parts.push_back(name(stack[k]));
   }
   std::string out;
   if (parts.empty() && !steps.empty()) return std::string(steps.back()) + ", outside any op";
@@ -388,7 +414,8 @@ Summary computeSummary(const Trace& t, const SummaryOptions& options) {
     if (!(x.pid == y.pid)) return x.pid < y.pid;
     return x.tid < y.tid;
   };
-  std::sort(s.classes.streams.begin(), s.classes.streams.end(), [&](const auto& a, const auto& b) { return byLane(a.lane, b.lane); });
+  std::sort(s.classes.streams.begin(), s.classes.streams.end(),
+            [&](const auto& a, const auto& b) { return byLane(a.lane, b.lane); });
   s.launches = computeLaunchStats(t, options);
   s.communication = computeCommunication(t);
   return s;
@@ -500,7 +527,8 @@ std::string summaryToJson(const Trace& t, const Summary& s, const SummaryOptions
   w.key("links").beginObject();
   w.field("device_events", s.links.deviceEvents);
   w.field("linked", s.links.linked);
-  w.field("share", s.links.deviceEvents ? static_cast<double>(s.links.linked) / static_cast<double>(s.links.deviceEvents) : 0.0);
+  w.field("share",
+          s.links.deviceEvents ? static_cast<double>(s.links.linked) / static_cast<double>(s.links.deviceEvents) : 0.0);
   w.field("via_external_id", s.links.viaExternalId);
   w.field("via_correlation", s.links.viaCorrelation);
   w.key("by_category").beginArray();

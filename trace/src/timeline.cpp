@@ -14,7 +14,7 @@ namespace {
 
 struct Block {
   int64_t start, end;
-  uint32_t name;      // of the longest slice merged into it
+  uint32_t name;  // of the longest slice merged into it
   int64_t longest;
 };
 
@@ -40,7 +40,8 @@ std::vector<Block> mergeBlocks(const Trace& t, const std::vector<uint32_t>& sort
 std::string laneLabel(const Trace& t, uint32_t lane, const char* pidWord, const char* tidWord) {
   const Lane& l = t.lanes[lane];
   const Trace::ProcessInfo* p = t.process(l.pid);
-  std::string proc = p && p->name != kNoString ? std::string(t.str(p->name)) : std::string(pidWord) + " " + t.keyText(l.pid);
+  std::string proc =
+      p && p->name != kNoString ? std::string(t.str(p->name)) : std::string(pidWord) + " " + t.keyText(l.pid);
   uint32_t th = t.threads[lane].name;
   std::string thread = th != kNoString ? std::string(t.str(th)) : std::string(tidWord) + " " + t.keyText(l.tid);
   return proc + " / " + thread;
@@ -97,7 +98,11 @@ std::string timelineJson(const Trace& t, const TimelineOptions& options) {
     w.field("events", static_cast<uint64_t>(idx.size()));
     w.key("blocks").beginArray();
     for (const Block& b : mergeBlocks(t, idx, resolution))
-      w.beginArray().value(b.start - t.originNs).value(b.end - t.originNs).value(static_cast<uint64_t>(intern(b.name))).endArray();
+      w.beginArray()
+          .value(b.start - t.originNs)
+          .value(b.end - t.originNs)
+          .value(static_cast<uint64_t>(intern(b.name)))
+          .endArray();
     w.endArray();
     w.endObject();
   }
@@ -132,7 +137,11 @@ std::string timelineJson(const Trace& t, const TimelineOptions& options) {
     w.field("ops", static_cast<uint64_t>(top.size()));
     w.key("blocks").beginArray();
     for (const Block& b : mergeBlocks(t, top, resolution))
-      w.beginArray().value(b.start - t.originNs).value(b.end - t.originNs).value(static_cast<uint64_t>(intern(b.name))).endArray();
+      w.beginArray()
+          .value(b.start - t.originNs)
+          .value(b.end - t.originNs)
+          .value(static_cast<uint64_t>(intern(b.name)))
+          .endArray();
     w.endArray();
     w.endObject();
   }

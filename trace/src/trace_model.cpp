@@ -47,8 +47,8 @@ std::string formatUs(int64_t ns) {
   bool negative = ns < 0;
   uint64_t a = negative ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
   char buf[48];
-  std::snprintf(buf, sizeof buf, "%s%llu.%03llu", negative ? "-" : "",
-                static_cast<unsigned long long>(a / 1000), static_cast<unsigned long long>(a % 1000));
+  std::snprintf(buf, sizeof buf, "%s%llu.%03llu", negative ? "-" : "", static_cast<unsigned long long>(a / 1000),
+                static_cast<unsigned long long>(a % 1000));
   return buf;
 }
 
@@ -82,8 +82,7 @@ struct EventFields {
   int64_t ts = 0, dur = 0;
   bool hasTs = false, hasDur = false;
   bool bpE = false;
-  IntArg externalId, device, stream, correlation, deviceType, deviceId, totalAllocated, bytes,
-      sortIndex;
+  IntArg externalId, device, stream, correlation, deviceType, deviceId, totalAllocated, bytes, sortIndex;
   CommArgs comm;
   bool hasComm = false;
   uint32_t strArg = kNoString;
@@ -225,44 +224,100 @@ class Loader {
     while (r_.nextKey(key)) {
       switch (key.size()) {
         case 3:
-          if (key == "Seq") { readIntOrNumericString(e.comm.seq); e.hasComm = true; continue; }
+          if (key == "Seq") {
+            readIntOrNumericString(e.comm.seq);
+            e.hasComm = true;
+            continue;
+          }
           break;
         case 4:
-          if (key == "name") { e.strArg = readInternedString(); continue; }
+          if (key == "name") {
+            e.strArg = readInternedString();
+            continue;
+          }
           break;
         case 5:
-          if (key == "Bytes") { readIntArg(e.bytes); continue; }
-          if (key == "dtype") { e.comm.dtype = readInternedString(); continue; }
+          if (key == "Bytes") {
+            readIntArg(e.bytes);
+            continue;
+          }
+          if (key == "dtype") {
+            e.comm.dtype = readInternedString();
+            continue;
+          }
           break;
         case 6:
-          if (key == "device") { readIntArg(e.device); continue; }
-          if (key == "stream") { readIntArg(e.stream); continue; }
-          if (key == "labels") { e.strArg = readInternedString(); continue; }
+          if (key == "device") {
+            readIntArg(e.device);
+            continue;
+          }
+          if (key == "stream") {
+            readIntArg(e.stream);
+            continue;
+          }
+          if (key == "labels") {
+            e.strArg = readInternedString();
+            continue;
+          }
           break;
         case 9:
-          if (key == "Device Id") { readIntArg(e.deviceId); continue; }
+          if (key == "Device Id") {
+            readIntArg(e.deviceId);
+            continue;
+          }
           break;
         case 10:
-          if (key == "sort_index") { readIntArg(e.sortIndex); continue; }
-          if (key == "Group size") { readIntArg(e.comm.groupSize); continue; }
+          if (key == "sort_index") {
+            readIntArg(e.sortIndex);
+            continue;
+          }
+          if (key == "Group size") {
+            readIntArg(e.comm.groupSize);
+            continue;
+          }
           break;
         case 13:
-          if (key == "In msg nelems") { readIntArg(e.comm.inNelems); continue; }
+          if (key == "In msg nelems") {
+            readIntArg(e.comm.inNelems);
+            continue;
+          }
           break;
         case 14:
-          if (key == "Out msg nelems") { readIntArg(e.comm.outNelems); continue; }
+          if (key == "Out msg nelems") {
+            readIntArg(e.comm.outNelems);
+            continue;
+          }
           break;
         case 18:
-          if (key == "Process Group Name") { e.comm.group = readInternedString(); continue; }
+          if (key == "Process Group Name") {
+            e.comm.group = readInternedString();
+            continue;
+          }
           break;
         case 11:
-          if (key == "External id") { readIntArg(e.externalId); continue; }
-          if (key == "correlation") { readIntArg(e.correlation); continue; }
-          if (key == "Device Type") { readIntArg(e.deviceType); continue; }
+          if (key == "External id") {
+            readIntArg(e.externalId);
+            continue;
+          }
+          if (key == "correlation") {
+            readIntArg(e.correlation);
+            continue;
+          }
+          if (key == "Device Type") {
+            readIntArg(e.deviceType);
+            continue;
+          }
           break;
         case 15:
-          if (key == "Total Allocated") { readIntArg(e.totalAllocated); continue; }
-          if (key == "Collective name") { e.comm.collective = readInternedString(); e.hasComm = true; continue; }
+          if (key == "Total Allocated") {
+            readIntArg(e.totalAllocated);
+            continue;
+          }
+          if (key == "Collective name") {
+            e.comm.collective = readInternedString();
+            e.hasComm = true;
+            continue;
+          }
           break;
         default:
           break;
@@ -289,23 +344,49 @@ class Loader {
             }
             continue;
           }
-          if (key == "ts") { e.hasTs = readTime(e.ts); continue; }
-          if (key == "id") { e.hasId = readKey(e.id); continue; }
+          if (key == "ts") {
+            e.hasTs = readTime(e.ts);
+            continue;
+          }
+          if (key == "id") {
+            e.hasId = readKey(e.id);
+            continue;
+          }
           if (key == "bp") {
-            if (r_.peekKind() == JsonKind::String) e.bpE = r_.readString() == "e";
-            else r_.skipValue();
+            if (r_.peekKind() == JsonKind::String)
+              e.bpE = r_.readString() == "e";
+            else
+              r_.skipValue();
             continue;
           }
           break;
         case 3:
-          if (key == "pid") { e.hasPid = readKey(e.pid); continue; }
-          if (key == "tid") { e.hasTid = readKey(e.tid); continue; }
-          if (key == "cat") { e.cat = readInternedString(); continue; }
-          if (key == "dur") { e.hasDur = readTime(e.dur); continue; }
+          if (key == "pid") {
+            e.hasPid = readKey(e.pid);
+            continue;
+          }
+          if (key == "tid") {
+            e.hasTid = readKey(e.tid);
+            continue;
+          }
+          if (key == "cat") {
+            e.cat = readInternedString();
+            continue;
+          }
+          if (key == "dur") {
+            e.hasDur = readTime(e.dur);
+            continue;
+          }
           break;
         case 4:
-          if (key == "name") { e.name = readInternedString(); continue; }
-          if (key == "args") { readArgs(e); continue; }
+          if (key == "name") {
+            e.name = readInternedString();
+            continue;
+          }
+          if (key == "args") {
+            readArgs(e);
+            continue;
+          }
           break;
         default:
           break;
@@ -503,9 +584,7 @@ void buildIndexes(Trace& t) {
   t.laneKind.resize(t.lanes.size());
   for (size_t i = 0; i < t.lanes.size(); ++i) {
     const Key& pid = t.lanes[i].pid;
-    t.laneKind[i] = devicePids.count(pid) ? LaneKind::Device
-                     : pid.isString        ? LaneKind::Other
-                                            : LaneKind::Host;
+    t.laneKind[i] = devicePids.count(pid) ? LaneKind::Device : pid.isString ? LaneKind::Other : LaneKind::Host;
   }
 
   t.laneSlices.assign(t.lanes.size(), {});
@@ -571,8 +650,7 @@ void buildIndexes(Trace& t) {
 int32_t Trace::innermostAt(uint32_t lane, int64_t t, uint32_t roles) const {
   if (lane >= laneSlices.size()) return kNoSlice;
   const auto& v = laneSlices[lane];
-  auto it = std::upper_bound(v.begin(), v.end(), t,
-                             [&](int64_t value, uint32_t i) { return value < slices[i].ts; });
+  auto it = std::upper_bound(v.begin(), v.end(), t, [&](int64_t value, uint32_t i) { return value < slices[i].ts; });
   if (it == v.begin()) return kNoSlice;
   auto matches = [&](uint32_t i) {
     const Slice& s = slices[i];
@@ -631,8 +709,7 @@ std::unique_ptr<Trace> loadTrace(JsonReader& reader, const LoadOptions& options)
   } catch (const JsonError& e) {
     t->parseError = ParseError{e.offset(), e.reason()};
   }
-  if (!t->parseError && !t->hasTraceEvents)
-    t->parseError = ParseError{0, "the document has no \"traceEvents\" array"};
+  if (!t->parseError && !t->hasTraceEvents) t->parseError = ParseError{0, "the document has no \"traceEvents\" array"};
   t->bytesRead = reader.offset();
   buildIndexes(*t);
   return t;

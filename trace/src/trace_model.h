@@ -53,9 +53,7 @@ struct Key {
   int64_t value = 0;
   bool isString = false;  // value is then a StringTable id
   bool operator==(const Key&) const = default;
-  bool operator<(const Key& o) const {
-    return isString != o.isString ? !isString : value < o.value;
-  }
+  bool operator<(const Key& o) const { return isString != o.isString ? !isString : value < o.value; }
 };
 
 struct Lane {
@@ -82,7 +80,7 @@ struct Origin {
   uint32_t index = 0;   // position in traceEvents
 };
 
-struct Slice {  // ph "X"
+struct Slice {              // ph "X"
   int64_t ts = 0, dur = 0;  // ns
   int64_t end() const { return ts + dur; }
   Origin origin;
@@ -95,10 +93,10 @@ struct Slice {  // ph "X"
 // (and that openreg's collectives carry). Kept beside the slices, since few
 // events have them.
 struct CommArgs {
-  uint32_t slice = 0;                        // index into Trace::slices
-  uint32_t collective = kNoString;           // "Collective name"
-  uint32_t dtype = kNoString;                // "dtype"
-  uint32_t group = kNoString;                // "Process Group Name"
+  uint32_t slice = 0;                          // index into Trace::slices
+  uint32_t collective = kNoString;             // "Collective name"
+  uint32_t dtype = kNoString;                  // "dtype"
+  uint32_t group = kNoString;                  // "Process Group Name"
   IntArg inNelems, outNelems, groupSize, seq;  // "In msg nelems", ..., "Seq"
 };
 
@@ -122,7 +120,7 @@ struct MemoryPoint {  // ph "i", name "[memory]"
 struct MetaEvent {  // ph "M"
   Origin origin;
   uint32_t lane = 0;
-  uint32_t name = kNoString;  // "process_name", "thread_sort_index", ...
+  uint32_t name = kNoString;    // "process_name", "thread_sort_index", ...
   uint32_t strArg = kNoString;  // args.name / args.labels
   IntArg sortIndex;
 };
@@ -171,7 +169,7 @@ class Trace {
   uint64_t eventCount = 0;
   uint64_t bytesRead = 0;
   std::array<uint64_t, 256> phaseCounts{};  // by the ph character
-  std::optional<int64_t> recordWindowEnd;  // "Record Window End" instant
+  std::optional<int64_t> recordWindowEnd;   // "Record Window End" instant
   std::optional<ParseError> parseError;
   bool hasTraceEvents = false;
 
@@ -179,8 +177,8 @@ class Trace {
   LoadOptions options;
   std::vector<CategoryRole> categoryRole;  // by string id
   std::vector<LaneKind> laneKind;          // by lane
-  std::vector<uint32_t> deviceCategories, runtimeCategories, annotationCategories,
-      opCategories, flowCategories;       // resolved string ids
+  std::vector<uint32_t> deviceCategories, runtimeCategories, annotationCategories, opCategories,
+      flowCategories;  // resolved string ids
 
   // ---- indexes ----
   // Slices of each lane sorted by (ts, longer first, file order).
@@ -193,9 +191,7 @@ class Trace {
   // Earliest timestamp: reported times are relative to it.
   int64_t originNs = 0;
 
-  CategoryRole role(uint32_t cat) const {
-    return cat < categoryRole.size() ? categoryRole[cat] : CategoryRole::Other;
-  }
+  CategoryRole role(uint32_t cat) const { return cat < categoryRole.size() ? categoryRole[cat] : CategoryRole::Other; }
   bool isDevice(const Slice& s) const { return role(s.cat) == CategoryRole::Device; }
   std::string_view str(uint32_t id) const { return strings.view(id); }
   std::string keyText(const Key& k) const;

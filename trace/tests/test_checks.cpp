@@ -250,7 +250,7 @@ TEST(Checks, IdenticalKernelsOnOneStream) {
 
 TEST(Checks, BackToBackAndInstantKernelsDoNotOverlap) {
   TraceBuilder b = clean();
-  b.kernel("instant", 25'000, 0, 0, 7, 52, 2);  // at gemm's end
+  b.kernel("instant", 25'000, 0, 0, 7, 52, 2);   // at gemm's end
   b.kernel("next", 29'000, 1'000, 0, 7, 53, 3);  // at add's end
   CheckReport r = check(b, {.skip = {"device_events_launched"}});
   EXPECT_EQ(failing(r), std::set<std::string>{});
@@ -315,7 +315,8 @@ TEST(Checks, EveryCheckNamesItsConsumer) {
 
 TEST(Checks, LaneDisagreesWithArgs) {
   TraceBuilder b = clean();
-  b.kernel("misplaced", 60'000, 1'000, 0, 8, 70, 2, "kernel", R"("External id":2,"device":0,"stream":9,"correlation":70)");
+  b.kernel("misplaced", 60'000, 1'000, 0, 8, 70, 2, "kernel",
+           R"("External id":2,"device":0,"stream":9,"correlation":70)");
   CheckReport r = check(b, {.skip = {"device_events_launched"}});
   EXPECT_TRUE(r.ok);
   EXPECT_EQ(failing(r), std::set<std::string>{"device_lanes_match_args"});

@@ -17,11 +17,16 @@ JsonReader readerFor(const std::string& text, size_t buffer = JsonReader::kDefau
 // Renders any value back to a canonical string, exercising every token kind.
 std::string canonical(JsonReader& r) {
   switch (r.peekKind()) {
-    case JsonKind::String: return "s(" + std::string(r.readString()) + ")";
-    case JsonKind::Number: return "n(" + std::string(r.readNumber()) + ")";
+    case JsonKind::String:
+      return "s(" + std::string(r.readString()) + ")";
+    case JsonKind::Number:
+      return "n(" + std::string(r.readNumber()) + ")";
     case JsonKind::True:
-    case JsonKind::False: return r.readBool() ? "true" : "false";
-    case JsonKind::Null: r.readNull(); return "null";
+    case JsonKind::False:
+      return r.readBool() ? "true" : "false";
+    case JsonKind::Null:
+      r.readNull();
+      return "null";
     case JsonKind::Object: {
       std::string out = "{";
       r.beginObject();
@@ -218,9 +223,7 @@ TEST(Gzip, TruncatedStreamIsAnIoError) {
   EXPECT_THROW(r.skipValue(), IoError);
 }
 
-TEST(FileSource, MissingFileIsAnIoError) {
-  EXPECT_THROW(openFileSource("/nonexistent/trace.json"), IoError);
-}
+TEST(FileSource, MissingFileIsAnIoError) { EXPECT_THROW(openFileSource("/nonexistent/trace.json"), IoError); }
 
 }  // namespace
 }  // namespace openreg::trace

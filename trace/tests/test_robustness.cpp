@@ -65,9 +65,15 @@ TEST(Robustness, RandomByteEdits) {
       size_t pos = rng() % s.size();
       char c = alphabet[rng() % alphabet.size()];
       switch (rng() % 3) {
-        case 0: s[pos] = c; break;
-        case 1: s.erase(pos, 1 + rng() % 8); break;
-        default: s.insert(pos, 1, c); break;
+        case 0:
+          s[pos] = c;
+          break;
+        case 1:
+          s.erase(pos, 1 + rng() % 8);
+          break;
+        default:
+          s.insert(pos, 1, c);
+          break;
       }
     }
     analyseEverything(s);
@@ -81,8 +87,10 @@ TEST(Robustness, ExtremeValues) {
   b.raw(R"({"ph":"X","cat":"kernel","name":"huge2","pid":0,"tid":1,"ts":-2000000000000000,"dur":2000000000000000,
             "args":{"device":0,"stream":1,"correlation":-9223372036854775808}})");
   b.raw(R"({"ph":"X","cat":"kernel","name":"too big","pid":0,"tid":1,"ts":9e300,"dur":1})");
-  b.raw(R"({"ph":"X","cat":"cpu_op","name":"op","pid":9223372036854775807,"tid":-9223372036854775808,"ts":0,"dur":1e-9})");
-  b.raw(R"({"ph":"i","name":"[memory]","pid":1,"tid":1,"ts":1,"args":{"Device Type":20,"Total Allocated":9223372036854775807}})");
+  b.raw(
+      R"({"ph":"X","cat":"cpu_op","name":"op","pid":9223372036854775807,"tid":-9223372036854775808,"ts":0,"dur":1e-9})");
+  b.raw(
+      R"({"ph":"i","name":"[memory]","pid":1,"tid":1,"ts":1,"args":{"Device Type":20,"Total Allocated":9223372036854775807}})");
   EXPECT_TRUE(analyseEverything(b.json()));
   auto t = b.load();
   EXPECT_EQ(t->malformedCount, 1u);  // 9e300 us is out of range

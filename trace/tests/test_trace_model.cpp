@@ -92,7 +92,8 @@ TEST(TraceModel, CountsMalformedEvents) {
 TEST(TraceModel, InfersDeviceCategoriesFromArgs) {
   TraceBuilder b;
   b.kernel("ccp", 0, 10, 0, 3, 1, 1, "mtia_ccp_events");
-  b.raw(R"({"ph":"X","cat":"mtia_runtime","name":"launch","pid":1000,"tid":1000,"ts":0,"dur":1,"args":{"correlation":1}})");
+  b.raw(
+      R"({"ph":"X","cat":"mtia_runtime","name":"launch","pid":1000,"tid":1000,"ts":0,"dur":1,"args":{"correlation":1}})");
   auto t = b.load();
   EXPECT_TRUE(t->isDevice(t->slices[0]));
   EXPECT_EQ(t->role(t->slices[1].cat), CategoryRole::Runtime);

@@ -29,7 +29,8 @@ class TraceBuilder {
                R"(,"args":{"External id":)" + std::to_string(externalId) + "}}");
   }
 
-  TraceBuilder& python(const std::string& name, int64_t ts, int64_t dur, int64_t pid = kHostPid, int64_t tid = kHostTid) {
+  TraceBuilder& python(const std::string& name, int64_t ts, int64_t dur, int64_t pid = kHostPid,
+                       int64_t tid = kHostTid) {
     return raw(R"({"ph":"X","cat":"python_function","name":")" + name + R"(","pid":)" + std::to_string(pid) +
                R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + us(ts) + R"(,"dur":)" + us(dur) + "}");
   }
@@ -52,15 +53,14 @@ class TraceBuilder {
                                        R"(,"correlation":)" + std::to_string(correlation)
                                  : args;
     return raw(R"({"ph":"X","cat":")" + cat + R"(","name":")" + name + R"(","pid":)" + std::to_string(device) +
-               R"(,"tid":)" + std::to_string(stream) + R"(,"ts":)" + us(ts) + R"(,"dur":)" + us(dur) +
-               R"(,"args":{)" + a + "}}");
+               R"(,"tid":)" + std::to_string(stream) + R"(,"ts":)" + us(ts) + R"(,"dur":)" + us(dur) + R"(,"args":{)" +
+               a + "}}");
   }
 
   TraceBuilder& flow(char ph, int64_t id, int64_t ts, int64_t pid, int64_t tid) {
     std::string bp = ph == 'f' ? R"(,"bp":"e")" : "";
-    return raw(std::string(R"({"ph":")") + ph + R"(","id":)" + std::to_string(id) + R"(,"pid":)" +
-               std::to_string(pid) + R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + us(ts) +
-               R"(,"cat":"ac2g","name":"ac2g")" + bp + "}");
+    return raw(std::string(R"({"ph":")") + ph + R"(","id":)" + std::to_string(id) + R"(,"pid":)" + std::to_string(pid) +
+               R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + us(ts) + R"(,"cat":"ac2g","name":"ac2g")" + bp + "}");
   }
 
   // One op launching one kernel, linked both ways, with its arrow.
@@ -76,10 +76,10 @@ class TraceBuilder {
   TraceBuilder& memory(int64_t ts, int64_t deviceType, int64_t deviceId, int64_t total, int64_t bytes,
                        int64_t pid = kHostPid, int64_t tid = kHostTid) {
     return raw(R"({"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":)" + std::to_string(pid) +
-               R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + us(ts) + R"(,"args":{"Total Reserved":0,"Total Allocated":)" +
-               std::to_string(total) + R"(,"Bytes":)" + std::to_string(bytes) + R"(,"Device Id":)" +
-               std::to_string(deviceId) + R"(,"Device Type":)" + std::to_string(deviceType) +
-               R"(,"Addr":94717755884672}})");
+               R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + us(ts) +
+               R"(,"args":{"Total Reserved":0,"Total Allocated":)" + std::to_string(total) + R"(,"Bytes":)" +
+               std::to_string(bytes) + R"(,"Device Id":)" + std::to_string(deviceId) + R"(,"Device Type":)" +
+               std::to_string(deviceType) + R"(,"Addr":94717755884672}})");
   }
 
   TraceBuilder& process(int64_t pid, const std::string& name, int64_t sortIndex) {
@@ -104,13 +104,15 @@ class TraceBuilder {
   }
 
   TraceBuilder& span(int64_t ts, int64_t dur) {
-    return raw(R"({"ph":"X","cat":"Trace","ts":)" + us(ts) + R"(,"dur":)" + us(dur) +
-               R"json(,"pid":"Spans","tid":"PyTorch Profiler","name":"PyTorch Profiler (0)","args":{"Op count":0}})json");
+    return raw(
+        R"({"ph":"X","cat":"Trace","ts":)" + us(ts) + R"(,"dur":)" + us(dur) +
+        R"json(,"pid":"Spans","tid":"PyTorch Profiler","name":"PyTorch Profiler (0)","args":{"Op count":0}})json");
   }
 
   std::string json() const {
-    std::string out = "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n  \"displayTimeUnit\": \"ms\",\n"
-                      "  \"baseTimeNanoseconds\": 1700000000000000000,\n  \"traceEvents\": [";
+    std::string out =
+        "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n  \"displayTimeUnit\": \"ms\",\n"
+        "  \"baseTimeNanoseconds\": 1700000000000000000,\n  \"traceEvents\": [";
     for (size_t i = 0; i < events_.size(); ++i) {
       out += i ? ",\n  " : "\n  ";
       out += events_[i];

@@ -41,9 +41,7 @@ int64_t product(c10::IntArrayRef values) {
   return result;
 }
 
-Dims spatial(c10::IntArrayRef sizes) {
-  return Dims(sizes.begin() + 2, sizes.end());
-}
+Dims spatial(c10::IntArrayRef sizes) { return Dims(sizes.begin() + 2, sizes.end()); }
 
 // ---- Kernel bodies (executor thread; CPU views of device memory) ----------
 
@@ -135,9 +133,9 @@ at::Tensor convBackwardWeight(const at::Tensor& gout, const at::Tensor& x, c10::
   const int64_t outChannels = weightSizes[0];
   const at::Tensor cols = im2col(x, g, outSizes);  // [N, G, C/G*taps, L]
   const at::Tensor colsByGroup = cols.permute({1, 0, 3, 2}).reshape({g.groups, -1, cols.size(2)});
-  const at::Tensor goutByGroup =
-      gout.reshape({n, g.groups, outChannels / g.groups, -1}).permute({1, 2, 0, 3}).reshape(
-          {g.groups, outChannels / g.groups, -1});
+  const at::Tensor goutByGroup = gout.reshape({n, g.groups, outChannels / g.groups, -1})
+                                     .permute({1, 2, 0, 3})
+                                     .reshape({g.groups, outChannels / g.groups, -1});
   return at::bmm(goutByGroup, colsByGroup).reshape(weightSizes);
 }
 
@@ -145,9 +143,12 @@ at::Tensor convBackwardWeight(const at::Tensor& gout, const at::Tensor& x, c10::
 
 const char* layoutName(size_t dims) {
   switch (dims) {
-    case 1: return "ncw";
-    case 2: return "nchw";
-    default: return "ncdhw";
+    case 1:
+      return "ncw";
+    case 2:
+      return "nchw";
+    default:
+      return "ncdhw";
   }
 }
 
@@ -173,10 +174,10 @@ struct ConvCall {
 ConvCall describeConv(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
                       c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
                       c10::IntArrayRef outputPadding, int64_t groups) {
-  TORCH_CHECK(weight.dim() >= 3 && weight.dim() <= 5, "convolution: expected a 3-d to 5-d weight, got ",
-              weight.dim(), "-d");
-  TORCH_CHECK(input.dim() == weight.dim(), "convolution: expected a ", weight.dim(), "-d input for a ",
-              weight.dim(), "-d weight, got ", input.dim(), "-d");
+  TORCH_CHECK(weight.dim() >= 3 && weight.dim() <= 5, "convolution: expected a 3-d to 5-d weight, got ", weight.dim(),
+              "-d");
+  TORCH_CHECK(input.dim() == weight.dim(), "convolution: expected a ", weight.dim(), "-d input for a ", weight.dim(),
+              "-d weight, got ", input.dim(), "-d");
   TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "convolution: input type (", input.scalar_type(),
               ") and weight type (", weight.scalar_type(), ") should be the same");
   TORCH_CHECK(at::isFloatingType(input.scalar_type()), "convolution: openreg computes floating dtypes, got ",
@@ -226,8 +227,8 @@ c10::MemoryFormat resultFormat(const at::Tensor& input, const at::Tensor& weight
 at::Tensor emptyDeviceIn(c10::IntArrayRef sizes, c10::ScalarType dtype, c10::MemoryFormat format) {
   if (format != c10::MemoryFormat::ChannelsLast) return emptyDevice(sizes, dtype);
   const std::vector<int64_t> strides = c10::get_channels_last_strides_2d(sizes);
-  return emptyDeviceLike(at::detail::empty_strided_meta(sizes, strides, dtype, std::nullopt, std::nullopt,
-                                                         std::nullopt));
+  return emptyDeviceLike(
+      at::detail::empty_strided_meta(sizes, strides, dtype, std::nullopt, std::nullopt, std::nullopt));
 }
 
 at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
@@ -244,10 +245,10 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
   sizes.append(outSizes.begin(), outSizes.end());
   const bool hasBias = biasOpt.has_value() && biasOpt->defined();
   if (hasBias) {
-    TORCH_CHECK(biasOpt->dim() == 1 && biasOpt->size(0) == outChannels, "convolution: expected a bias of ",
-                outChannels, " elements, got ", biasOpt->sizes());
-    TORCH_CHECK(biasOpt->scalar_type() == input.scalar_type(), "convolution: bias type (",
-                biasOpt->scalar_type(), ") and input type (", input.scalar_type(), ") should be the same");
+    TORCH_CHECK(biasOpt->dim() == 1 && biasOpt->size(0) == outChannels, "convolution: expected a bias of ", outChannels,
+                " elements, got ", biasOpt->sizes());
+    TORCH_CHECK(biasOpt->scalar_type() == input.scalar_type(), "convolution: bias type (", biasOpt->scalar_type(),
+                ") and input type (", input.scalar_type(), ") should be the same");
   }
   at::Tensor out = emptyDeviceIn(sizes, input.scalar_type(), resultFormat(input, weight));
   if (out.numel() == 0) return out;
@@ -286,8 +287,7 @@ void launchBackwardData(const at::Tensor& gradOutput, const at::Tensor& weight, 
                convKernelName(call.transposed, call.geometry.dims(), pass, gradOutput.scalar_type()),
                gemmShape(gradInput.size(1) / call.geometry.groups, positionsOf.numel() / positionsOf.size(1),
                          call.geometry.groups),
-               [go = describeTensor(gradOutput), w = describeTensor(weight), gi = describeTensor(gradInput),
-                call]() {
+               [go = describeTensor(gradOutput), w = describeTensor(weight), gi = describeTensor(gradInput), call]() {
                  const at::Tensor gov = computeCopy(go.view());
                  const at::Tensor wv = computeCopy(w.view());
                  at::Tensor giv = gi.view();
@@ -298,19 +298,18 @@ void launchBackwardData(const at::Tensor& gradOutput, const at::Tensor& weight, 
 
 void launchBackwardWeight(const at::Tensor& gradOutput, const at::Tensor& input, const at::Tensor& gradWeight,
                           const ConvCall& call) {
-  launchKernel(streamFor(gradOutput),
-               convKernelName(call.transposed, call.geometry.dims(), "bwd_filter_im2col_gemm",
-                              gradOutput.scalar_type()),
-               gemmShape(gradWeight.size(0) / call.geometry.groups, gradWeight.numel() / gradWeight.size(0),
-                         call.geometry.groups),
-               [go = describeTensor(gradOutput), x = describeTensor(input), gw = describeTensor(gradWeight),
-                call]() {
-                 const at::Tensor gov = computeCopy(go.view());
-                 const at::Tensor xv = computeCopy(x.view());
-                 at::Tensor gwv = gw.view();
-                 gwv.copy_(call.transposed ? convBackwardWeight(xv, gov, gwv.sizes(), call.geometry)
-                                           : convBackwardWeight(gov, xv, gwv.sizes(), call.geometry));
-               });
+  launchKernel(
+      streamFor(gradOutput),
+      convKernelName(call.transposed, call.geometry.dims(), "bwd_filter_im2col_gemm", gradOutput.scalar_type()),
+      gemmShape(gradWeight.size(0) / call.geometry.groups, gradWeight.numel() / gradWeight.size(0),
+                call.geometry.groups),
+      [go = describeTensor(gradOutput), x = describeTensor(input), gw = describeTensor(gradWeight), call]() {
+        const at::Tensor gov = computeCopy(go.view());
+        const at::Tensor xv = computeCopy(x.view());
+        at::Tensor gwv = gw.view();
+        gwv.copy_(call.transposed ? convBackwardWeight(xv, gov, gwv.sizes(), call.geometry)
+                                  : convBackwardWeight(gov, xv, gwv.sizes(), call.geometry));
+      });
 }
 
 void launchBackwardBias(const at::Tensor& gradOutput, const at::Tensor& gradBias) {
@@ -359,9 +358,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", TORCH_FN(convolutionOverrideable));
   m.impl("convolution_backward_overrideable", TORCH_FN(convolutionBackwardOverrideable));
-  recordOpPath("aten::convolution_overrideable", OpPath::kDevice,
+  recordOpPath("aten::convolution_overrideable", OpPath::Device,
                "conv{1,2,3}d_fwd_im2col_gemm / conv_transpose{1,2,3}d_fwd_gemm_col2im");
-  recordOpPath("aten::convolution_backward_overrideable", OpPath::kDevice,
+  recordOpPath("aten::convolution_backward_overrideable", OpPath::Device,
                "conv*_bwd_data_* + conv*_bwd_filter_im2col_gemm + conv_bwd_bias_reduce");
 }
 

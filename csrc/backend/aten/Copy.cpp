@@ -23,25 +23,21 @@ namespace openreg::backend {
 
 namespace {
 
-bool isDense(const at::Tensor& t) {
-  return t.is_non_overlapping_and_dense();
-}
+bool isDense(const at::Tensor& t) { return t.is_non_overlapping_and_dense(); }
 
 bool sameLayout(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && a.strides() == b.strides();
 }
 
 // A dense tensor's elements occupy [data_ptr, data_ptr + nbytes).
-size_t denseBytes(const at::Tensor& t) {
-  return static_cast<size_t>(t.numel()) * t.itemsize();
-}
+size_t denseBytes(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.itemsize(); }
 
 // dst = src (with broadcast and dtype conversion) as a kernel on dst's device.
 void launchCopyKernel(const at::Tensor& dst, const at::Tensor& src) {
-  const std::string name = src.scalar_type() == dst.scalar_type()
-                               ? kernelName("copy_strided", dst.scalar_type())
-                               : std::string("copy_") + dtypeSuffix(src.scalar_type()) + "_to_" +
-                                     dtypeSuffix(dst.scalar_type());
+  const std::string name =
+      src.scalar_type() == dst.scalar_type()
+          ? kernelName("copy_strided", dst.scalar_type())
+          : std::string("copy_") + dtypeSuffix(src.scalar_type()) + "_to_" + dtypeSuffix(dst.scalar_type());
   launchKernel(streamFor(dst), name, elementwiseShape(dst.numel()),
                [d = describeTensor(dst), s = describeTensor(src)]() { d.view().copy_(s.view()); });
 }
@@ -56,8 +52,8 @@ at::Tensor emptyLike(const at::Tensor& like, const at::TensorOptions& options) {
 void copyWithinDevice(const at::Tensor& dst, const at::Tensor& src) {
   c10::DeviceGuard guard(dst.device());
   if (src.scalar_type() == dst.scalar_type() && sameLayout(src, dst) && isDense(src)) {
-    OPENREG_CHECK(orMemcpyAsync(dst.data_ptr(), src.const_data_ptr(), denseBytes(dst), orMemcpyDeviceToDevice,
-                                streamFor(dst)));
+    OPENREG_CHECK(
+        orMemcpyAsync(dst.data_ptr(), src.const_data_ptr(), denseBytes(dst), orMemcpyDeviceToDevice, streamFor(dst)));
     return;
   }
   launchCopyKernel(dst, src);
@@ -92,8 +88,8 @@ void copyAcrossDevices(const at::Tensor& dst, const at::Tensor& src) {
   streamWaitStream(dstStream, srcStream);
   {
     c10::DeviceGuard guard(dst.device());
-    OPENREG_CHECK(orMemcpyAsync(target.data_ptr(), staged.const_data_ptr(), denseBytes(staged),
-                                orMemcpyDeviceToDevice, nativeStream(dstStream)));
+    OPENREG_CHECK(orMemcpyAsync(target.data_ptr(), staged.const_data_ptr(), denseBytes(staged), orMemcpyDeviceToDevice,
+                                nativeStream(dstStream)));
     if (!target.is_same(dst)) launchCopyKernel(dst, target);
   }
   // The source side may free (and reuse) its memory once the copy is done.
@@ -134,8 +130,8 @@ void copyDeviceToHost(const at::Tensor& dst, const at::Tensor& src, bool nonBloc
   if (!(isDense(dst) && sameLayout(staged, dst))) {
     hostTarget = at::empty_strided(staged.sizes(), staged.strides(), dst.options().pinned_memory(false));
   }
-  OPENREG_CHECK(orMemcpyAsync(hostTarget.data_ptr(), staged.const_data_ptr(), denseBytes(staged),
-                              orMemcpyDeviceToHost, nativeStream(stream)));
+  OPENREG_CHECK(orMemcpyAsync(hostTarget.data_ptr(), staged.const_data_ptr(), denseBytes(staged), orMemcpyDeviceToHost,
+                              nativeStream(stream)));
   if (nonBlocking && hostTarget.is_same(dst) && isPinnedPointer(dst.storage().data())) {
     recordPinnedUse(dst.storage().data_ptr(), stream);
     return;
@@ -176,12 +172,13 @@ bool fillBits(c10::ScalarType type, const c10::Scalar& value, uint64_t* bits) {
   if (c10::isComplexType(type) || c10::isQIntType(type) || c10::isFloat8Type(type)) return false;
   bool ok = false;
   AT_DISPATCH_V2(type, "openreg_fill_bits", AT_WRAP([&] {
-    const scalar_t converted = value.to<scalar_t>();
-    uint64_t pattern = 0;
-    std::memcpy(&pattern, &converted, sizeof(scalar_t));
-    *bits = pattern;
-    ok = true;
-  }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+                   const scalar_t converted = value.to<scalar_t>();
+                   uint64_t pattern = 0;
+                   std::memcpy(&pattern, &converted, sizeof(scalar_t));
+                   *bits = pattern;
+                   ok = true;
+                 }),
+                 AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
   return ok;
 }
 
@@ -233,9 +230,7 @@ at::Tensor& fillTensor(at::Tensor& self, const at::Tensor& value) {
   return self;
 }
 
-at::Tensor& zero(at::Tensor& self) {
-  return fillScalar(self, 0);
-}
+at::Tensor& zero(at::Tensor& self) { return fillScalar(self, 0); }
 
 }  // namespace
 
@@ -245,11 +240,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Scalar", TORCH_FN(fillScalar));
   m.impl("fill_.Tensor", TORCH_FN(fillTensor));
   m.impl("zero_", TORCH_FN(zero));
-  recordOpPath("aten::_copy_from", OpPath::kCopy, "memcpy / copy_strided / copy_<from>_to_<to>");
-  recordOpPath("aten::_copy_from_and_resize", OpPath::kCopy, "memcpy / copy_strided");
-  recordOpPath("aten::fill_.Scalar", OpPath::kCopy, "memset / fill");
-  recordOpPath("aten::fill_.Tensor", OpPath::kDevice, "fill");
-  recordOpPath("aten::zero_", OpPath::kCopy, "memset / fill");
+  recordOpPath("aten::_copy_from", OpPath::Copy, "memcpy / copy_strided / copy_<from>_to_<to>");
+  recordOpPath("aten::_copy_from_and_resize", OpPath::Copy, "memcpy / copy_strided");
+  recordOpPath("aten::fill_.Scalar", OpPath::Copy, "memset / fill");
+  recordOpPath("aten::fill_.Tensor", OpPath::Device, "fill");
+  recordOpPath("aten::zero_", OpPath::Copy, "memset / fill");
 }
 
 }  // namespace openreg::backend

@@ -77,13 +77,13 @@ c10::SmallVector<ArgRef, 8> argRefs(c10::ArrayRef<c10::IValue> args) {
 // descriptors (never owning references, see Launch.h), 0-dim CPU tensors
 // become scalars, everything else is kept as is.
 struct PackedArg {
-  enum class Kind : uint8_t { kValue, kTensor, kScalarTensor, kTensorList, kOptionalTensorList };
-  Kind kind = Kind::kValue;
+  enum class Kind : uint8_t { Value, Tensor, ScalarTensor, TensorList, OptionalTensorList };
+  Kind kind = Kind::Value;
   bool wrappedNumber = false;
   c10::ScalarType scalarType = c10::ScalarType::Undefined;
-  uint32_t first = 0;  // kTensor and lists: index into PackedCall::tensors
+  uint32_t first = 0;  // Tensor and lists: index into PackedCall::tensors
   uint32_t count = 0;  // lists: number of elements
-  c10::IValue value;   // kValue; kScalarTensor: the scalar
+  c10::IValue value;   // Value; ScalarTensor: the scalar
 };
 
 struct PackedCall {
@@ -95,7 +95,7 @@ struct PackedCall {
       std::visit(Overloaded{
                      [&](TensorRef t) { addTensor(t.get()); },
                      [&](TensorListRef list) {
-                       PackedArg& arg = startList(PackedArg::Kind::kTensorList);
+                       PackedArg& arg = startList(PackedArg::Kind::TensorList);
                        for (const at::Tensor& t : list.get()) addListElement(t);
                        arg.count = static_cast<uint32_t>(tensors.size()) - arg.first;
                      },
@@ -108,7 +108,7 @@ struct PackedCall {
   void addValue(const c10::IValue& value) {
     if (value.isTensorList() || isOptionalTensorListWithTensors(value)) {
       PackedArg& arg =
-          startList(value.isTensorList() ? PackedArg::Kind::kTensorList : PackedArg::Kind::kOptionalTensorList);
+          startList(value.isTensorList() ? PackedArg::Kind::TensorList : PackedArg::Kind::OptionalTensorList);
       for (const c10::IValue& element : value.toListRef()) {
         addListElement(element.isTensor() ? element.toTensor() : at::Tensor());
       }
@@ -125,13 +125,13 @@ struct PackedCall {
     if (!tensor.defined()) {
       arg.value = c10::IValue(tensor);
     } else if (tensor.device().is_privateuseone()) {
-      arg.kind = PackedArg::Kind::kTensor;
+      arg.kind = PackedArg::Kind::Tensor;
       arg.first = static_cast<uint32_t>(tensors.size());
       describeTensorInto(tensor, tensors.emplace_back().emplace());
     } else {
       // commonDevice() admitted only 0-dim CPU tensors. Read directly: a
       // dispatched item() would add aten::item to every profile.
-      arg.kind = PackedArg::Kind::kScalarTensor;
+      arg.kind = PackedArg::Kind::ScalarTensor;
       arg.value = at::native::_local_scalar_dense_cpu(tensor);
       arg.scalarType = tensor.scalar_type();
       arg.wrappedNumber = tensor.unsafeGetTensorImpl()->is_wrapped_number();
@@ -159,26 +159,26 @@ struct PackedCall {
     stack.reserve(args.size());
     for (const PackedArg& arg : args) {
       switch (arg.kind) {
-        case PackedArg::Kind::kValue:
+        case PackedArg::Kind::Value:
           stack.push_back(arg.value);
           break;
-        case PackedArg::Kind::kTensor:
+        case PackedArg::Kind::Tensor:
           stack.emplace_back(tensors[arg.first]->view());
           break;
-        case PackedArg::Kind::kScalarTensor: {
+        case PackedArg::Kind::ScalarTensor: {
           at::Tensor scalar = at::scalar_tensor(arg.value.toScalar(), at::TensorOptions().dtype(arg.scalarType));
           if (arg.wrappedNumber) scalar.unsafeGetTensorImpl()->set_wrapped_number(true);
           stack.emplace_back(std::move(scalar));
           break;
         }
-        case PackedArg::Kind::kTensorList: {
+        case PackedArg::Kind::TensorList: {
           c10::List<at::Tensor> list;
           list.reserve(arg.count);
           for (uint32_t i = 0; i < arg.count; ++i) list.push_back(tensors[arg.first + i]->view());
           stack.emplace_back(std::move(list));
           break;
         }
-        case PackedArg::Kind::kOptionalTensorList: {
+        case PackedArg::Kind::OptionalTensorList: {
           c10::List<std::optional<at::Tensor>> list;
           list.reserve(arg.count);
           for (uint32_t i = 0; i < arg.count; ++i) {
@@ -320,21 +320,20 @@ LaunchPlan planLaunch(const KernelSpec& spec, const KernelNames& names, c10::Arr
                       const at::Tensor& output) {
   const at::Tensor& named = spec.dtypeArg >= 0 ? tensorArg(args, spec.dtypeArg) : namingTensor(args);
   switch (spec.style) {
-    case KernelStyle::kElementwise:
+    case KernelStyle::Elementwise:
       return {names.get(named.scalar_type()), elementwiseShape(output.numel())};
-    case KernelStyle::kReduction: {
+    case KernelStyle::Reduction: {
       const int64_t outputsCount = std::max<int64_t>(1, output.numel());
       return {names.get(named.scalar_type()),
               reductionShape(outputsCount, std::max<int64_t>(1, named.numel() / outputsCount))};
     }
-    case KernelStyle::kRowwise: {
+    case KernelStyle::Rowwise: {
       const int64_t dim =
           spec.dimArg >= 0 ? c10::maybe_wrap_dim(std::get<c10::IValue>(args[spec.dimArg]).toInt(), named.dim()) : -1;
       const int64_t rowLength = named.dim() == 0 ? 1 : named.size(dim < 0 ? named.dim() - 1 : dim);
-      return {names.get(named.scalar_type()),
-              rowwiseShape(rowLength == 0 ? 0 : named.numel() / rowLength, rowLength)};
+      return {names.get(named.scalar_type()), rowwiseShape(rowLength == 0 ? 0 : named.numel() / rowLength, rowLength)};
     }
-    case KernelStyle::kGemm: {
+    case KernelStyle::Gemm: {
       const at::Tensor& lhs = tensorArg(args, spec.lhs);
       const at::Tensor& rhs = tensorArg(args, spec.rhs);
       const int64_t batch = lhs.dim() == 3 ? lhs.size(0) : 1;
@@ -391,8 +390,8 @@ at::Tensor emptyDevice(c10::IntArrayRef sizes, c10::ScalarType dtype) {
 
 KernelArgs::KernelArgs(c10::ArrayRef<c10::IValue> values) : owned_(argRefs(values)), refs_(owned_) {}
 
-void launchCpuOp(const c10::OperatorHandle& op, const KernelArgs& args, c10::DeviceIndex device,
-                 KernelNameRef kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs) {
+void launchCpuOp(const c10::OperatorHandle& op, const KernelArgs& args, c10::DeviceIndex device, KernelNameRef kernel,
+                 const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs) {
   auto call = std::make_unique<CpuOpKernel>(op, args.refs());
   call->copyResultsInto(outputs);
   launchKernelObject(currentNativeStream(device), kernel.c_str(), shape, std::move(call));
@@ -404,7 +403,7 @@ struct detail::StructuredLauncher::State {
         bodyOp(spec.functionalOverload != nullptr ? findOp(outOp.schema().name().c_str(), spec.functionalOverload)
                                                   : outOp),
         bodyInputs(bodyOp.schema().arguments().size()),
-        names(spec.base, spec.style == KernelStyle::kGemm) {}
+        names(spec.base, spec.style == KernelStyle::Gemm) {}
 
   const KernelSpec spec;
   // The .out overload, or the functional one (spec.functionalOverload).
@@ -418,9 +417,7 @@ detail::StructuredLauncher::StructuredLauncher(const c10::OperatorHandle& outOp,
 
 detail::StructuredLauncher::~StructuredLauncher() = default;
 
-const KernelSpec& detail::StructuredLauncher::spec() const {
-  return state_->spec;
-}
+const KernelSpec& detail::StructuredLauncher::spec() const { return state_->spec; }
 
 void detail::StructuredLauncher::launch(c10::Device device, c10::ArrayRef<ArgRef> args,
                                         c10::ArrayRef<at::Tensor> outputs, const at::Tensor* result) const {
@@ -586,7 +583,7 @@ detail::StructuredFamily detail::findStructuredFamily(const char* outSchema, boo
 void detail::registerFamilyKernel(torch::Library& m, const c10::OperatorHandle& op, torch::CppFunction kernel,
                                   const KernelSpec& spec) {
   const std::string schema = schemaName(op.operator_name());
-  recordOpPath("aten::" + schema, OpPath::kDevice, spec.base);
+  recordOpPath("aten::" + schema, OpPath::Device, spec.base);
   m.impl(schema.c_str(), std::move(kernel));
 }
 

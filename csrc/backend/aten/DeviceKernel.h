@@ -57,19 +57,19 @@ at::Tensor emptyDevice(c10::IntArrayRef sizes, c10::ScalarType dtype);
 
 // How a kernel's name and launch shape derive from its arguments.
 enum class KernelStyle {
-  kElementwise,  // <base>_<dtype>; grid over the output elements
-  kReduction,    // <base>_<dtype>; one block per output element
-  kRowwise,      // <base>_<dtype>; one block per row along `dimArg`
-  kGemm,         // <base>_<dtype>_<nn|nt|tn|tt> from operands lhs/rhs
+  Elementwise,  // <base>_<dtype>; grid over the output elements
+  Reduction,    // <base>_<dtype>; one block per output element
+  Rowwise,      // <base>_<dtype>; one block per row along `dimArg`
+  Gemm,         // <base>_<dtype>_<nn|nt|tn|tt> from operands lhs/rhs
 };
 
 struct KernelSpec {
   std::string base;
-  KernelStyle style = KernelStyle::kElementwise;
+  KernelStyle style = KernelStyle::Elementwise;
   int dtypeArg = -1;  // argument whose dtype names the kernel (-1: first tensor)
-  int lhs = -1;       // kGemm operands
+  int lhs = -1;       // Gemm operands
   int rhs = -1;
-  int dimArg = -1;    // kRowwise: the reduced dimension
+  int dimArg = -1;  // Rowwise: the reduced dimension
   // Run `meta` on meta-device twins of the tensor arguments and resize the
   // device tensors afterwards. For the few ops (range factories, eye) whose
   // Meta kernel is their CPU kernel and computes unless given meta tensors.
@@ -96,18 +96,10 @@ void registerMetaKernel(torch::Library& m, const char* schema, c10::KernelFuncti
 using ArgRef = std::variant<c10::IValue, std::reference_wrapper<const at::Tensor>,
                             std::reference_wrapper<const at::ITensorListRef>>;
 
-inline ArgRef argRef(const at::Tensor& t) {
-  return std::cref(t);
-}
-inline ArgRef argRef(const std::optional<at::Tensor>& t) {
-  return t.has_value() ? argRef(*t) : ArgRef{};
-}
-inline ArgRef argRef(const at::ITensorListRef& list) {
-  return std::cref(list);
-}
-inline ArgRef argRef(const c10::IValue& value) {
-  return value.isTensor() ? argRef(value.toTensor()) : ArgRef{value};
-}
+inline ArgRef argRef(const at::Tensor& t) { return std::cref(t); }
+inline ArgRef argRef(const std::optional<at::Tensor>& t) { return t.has_value() ? argRef(*t) : ArgRef{}; }
+inline ArgRef argRef(const at::ITensorListRef& list) { return std::cref(list); }
+inline ArgRef argRef(const c10::IValue& value) { return value.isTensor() ? argRef(value.toTensor()) : ArgRef{value}; }
 template <class T>
 ArgRef argRef(const T& value) {
   return ArgRef{c10::IValue(value)};
@@ -133,8 +125,8 @@ c10::Device commonDevice(c10::ArrayRef<ArgRef> args, const c10::OperatorHandle& 
 class KernelArgs {
  public:
   KernelArgs(c10::ArrayRef<ArgRef> refs) : refs_(refs) {}
-  template <size_t N>
-  KernelArgs(const std::array<ArgRef, N>& refs) : refs_(refs) {}
+  template <size_t kN>
+  KernelArgs(const std::array<ArgRef, kN>& refs) : refs_(refs) {}
   KernelArgs(c10::ArrayRef<c10::IValue> values);
   KernelArgs(const std::vector<c10::IValue>& values) : KernelArgs(c10::ArrayRef<c10::IValue>(values)) {}
   KernelArgs(const KernelArgs&) = delete;  // refs_ may point into owned_
@@ -162,8 +154,8 @@ class KernelNameRef {
 // implementation on `args`. With `outputs` empty the op writes its results
 // into out= arguments; otherwise its returned tensors are copied into
 // `outputs` in order (undefined entries are skipped).
-void launchCpuOp(const c10::OperatorHandle& op, const KernelArgs& args, c10::DeviceIndex device,
-                 KernelNameRef kernel, const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs = {});
+void launchCpuOp(const c10::OperatorHandle& op, const KernelArgs& args, c10::DeviceIndex device, KernelNameRef kernel,
+                 const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs = {});
 
 namespace detail {
 
@@ -281,7 +273,7 @@ class InplaceKernel<at::Tensor& (*)(at::Tensor&, A...)> {
     const std::array<ArgRef, sizeof...(A) + 1> refs{argRef(self), argRef(args)...};
     const c10::Device device = commonDevice(refs, op_);
     c10::DeviceGuard guard(device);
-    meta_(self, args...);  // checks that self can hold the result
+    meta_(self, args...);                                              // checks that self can hold the result
     launcher_->launch(device, refs, c10::ArrayRef<at::Tensor>(self));  // no copy of self
     return self;
   }
@@ -292,9 +284,7 @@ class InplaceKernel<at::Tensor& (*)(at::Tensor&, A...)> {
   c10::OperatorHandle op_;
 };
 
-inline const at::Tensor& firstOf(const at::Tensor& t) {
-  return t;
-}
+inline const at::Tensor& firstOf(const at::Tensor& t) { return t; }
 template <class... T>
 const at::Tensor& firstOf(const std::tuple<T...>& t) {
   return std::get<0>(t);
@@ -335,36 +325,36 @@ template <class R>
 struct OutReturn;
 template <>
 struct OutReturn<at::Tensor&> {
-  static constexpr size_t count = 1;
+  static constexpr size_t kCount = 1;
   using Functional = at::Tensor;
 };
 template <class... T>
 struct OutReturn<std::tuple<T...>> {
-  static constexpr size_t count = sizeof...(T);
+  static constexpr size_t kCount = sizeof...(T);
   using Functional = std::tuple<std::decay_t<T>...>;
 };
 template <class R, class Args, class Indices>
 struct FunctionOf;
-template <class R, class Args, size_t... I>
-struct FunctionOf<R, Args, std::index_sequence<I...>> {
-  using type = R (*)(std::tuple_element_t<I, Args>...);
+template <class R, class Args, size_t... kI>
+struct FunctionOf<R, Args, std::index_sequence<kI...>> {
+  using type = R (*)(std::tuple_element_t<kI, Args>...);
 };
 template <class Args, class Indices>
 struct InplaceOf;
-template <class Args, size_t... I>
-struct InplaceOf<Args, std::index_sequence<I...>> {
-  using type = at::Tensor& (*)(at::Tensor&, std::tuple_element_t<I + 1, Args>...);
+template <class Args, size_t... kI>
+struct InplaceOf<Args, std::index_sequence<kI...>> {
+  using type = at::Tensor& (*)(at::Tensor&, std::tuple_element_t<kI + 1, Args>...);
 };
 }  // namespace detail
 
 template <class R, class... A>
 struct StructuredSignatures<R (*)(A...)> {
-  static constexpr size_t inputs = sizeof...(A) - detail::OutReturn<R>::count;
-  static_assert(inputs > 0, "a structured family with a functional overload takes inputs");
+  static constexpr size_t kInputs = sizeof...(A) - detail::OutReturn<R>::kCount;
+  static_assert(kInputs > 0, "a structured family with a functional overload takes inputs");
   using Out = R (*)(A...);
   using Functional = typename detail::FunctionOf<typename detail::OutReturn<R>::Functional, std::tuple<A...>,
-                                                 std::make_index_sequence<inputs>>::type;
-  using Inplace = typename detail::InplaceOf<std::tuple<A...>, std::make_index_sequence<inputs - 1>>::type;
+                                                 std::make_index_sequence<kInputs>>::type;
+  using Inplace = typename detail::InplaceOf<std::tuple<A...>, std::make_index_sequence<kInputs - 1>>::type;
 };
 
 // Registers a structured family: `outSchema` (e.g. "add.out") and its
@@ -388,9 +378,9 @@ void registerStructured(torch::Library& m, const char* outSchema, OutFn out,
   }
   if (family.inplace.has_value() && inplace != nullptr) {
     using Inplace = typename StructuredSignatures<OutFn>::Inplace;
-    detail::registerFamilyKernel(
-        m, *family.inplace, torch::CppFunction(detail::InplaceKernel<Inplace>(inplace, launcher, *family.inplace)),
-        spec);
+    detail::registerFamilyKernel(m, *family.inplace,
+                                 torch::CppFunction(detail::InplaceKernel<Inplace>(inplace, launcher, *family.inplace)),
+                                 spec);
   }
 }
 
@@ -415,13 +405,13 @@ void registerStructuredFunctional(torch::Library& m, const char* functionalSchem
 // family (pow, eq, ...).
 #define OPENREG_STRUCTURED_INPLACE_META_WITH_INPLACE(name) &at::meta::name##_
 #define OPENREG_STRUCTURED_INPLACE_META_NO_INPLACE(name) nullptr
-#define OPENREG_STRUCTURED_SIG(m, schema, name, OutSig, inplace, ...)                                   \
-  ::openreg::backend::registerStructured<OutSig>(m, schema, &at::meta::name##_outf, &at::meta::name,    \
-                                                 OPENREG_STRUCTURED_INPLACE_META_##inplace(name),       \
+#define OPENREG_STRUCTURED_SIG(m, schema, name, OutSig, inplace, ...)                                \
+  ::openreg::backend::registerStructured<OutSig>(m, schema, &at::meta::name##_outf, &at::meta::name, \
+                                                 OPENREG_STRUCTURED_INPLACE_META_##inplace(name),    \
                                                  ::openreg::backend::KernelSpec{__VA_ARGS__})
 #define OPENREG_STRUCTURED(m, schema, name, inplace, ...) \
   OPENREG_STRUCTURED_SIG(m, schema, name, decltype(&at::meta::name##_outf), inplace, __VA_ARGS__)
 
-#define OPENREG_META_KERNEL(m, schema, meta_fn, ...)                                                   \
+#define OPENREG_META_KERNEL(m, schema, meta_fn, ...)                                                              \
   ::openreg::backend::registerMetaKernel(m, schema, c10::KernelFunction::makeFromUnboxedRuntimeFunction(meta_fn), \
                                          ::openreg::backend::KernelSpec{__VA_ARGS__})

@@ -57,35 +57,34 @@ void foreachInplace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     } else {
       continue;
     }
-    TORCH_CHECK(length == self.size() || (length == 0 && op.schema().name().find("_fused_") != std::string::npos), op.schema().operator_name(), ": tensor lists must have the same number of ",
-                "elements, got ", self.size(), " and ", length);
+    TORCH_CHECK(length == self.size() || (length == 0 && op.schema().name().find("_fused_") != std::string::npos),
+                op.schema().operator_name(), ": tensor lists must have the same number of ", "elements, got ",
+                self.size(), " and ", length);
   }
   const c10::Device device = commonDevice(args, op);
   c10::DeviceGuard guard(device);
-  launchCpuOp(op, args, device.index(), kernelName(foreachKernelBase(op.schema().operator_name()), self[0].scalar_type()),
+  launchCpuOp(op, args, device.index(),
+              kernelName(foreachKernelBase(op.schema().operator_name()), self[0].scalar_type()),
               multiTensorShape(self));
   torch::jit::drop(*stack, numArgs);
 }
 
 constexpr const char* kInplaceForeachOps[] = {
-    "_foreach_abs_",           "_foreach_acos_",          "_foreach_add_.List",       "_foreach_add_.Scalar",
-    "_foreach_add_.ScalarList", "_foreach_add_.Tensor",   "_foreach_addcdiv_.Scalar", "_foreach_addcdiv_.ScalarList",
-    "_foreach_addcdiv_.Tensor", "_foreach_addcmul_.Scalar", "_foreach_addcmul_.ScalarList",
-    "_foreach_addcmul_.Tensor", "_foreach_asin_",          "_foreach_atan_",           "_foreach_ceil_",
-    "_foreach_clamp_max_.List", "_foreach_clamp_max_.Scalar", "_foreach_clamp_max_.ScalarList",
-    "_foreach_clamp_min_.List", "_foreach_clamp_min_.Scalar", "_foreach_clamp_min_.ScalarList", "_foreach_cos_",
-    "_foreach_cosh_",          "_foreach_div_.List",      "_foreach_div_.Scalar",     "_foreach_div_.ScalarList",
-    "_foreach_div_.Tensor",    "_foreach_erf_",           "_foreach_erfc_",           "_foreach_exp_",
-    "_foreach_expm1_",         "_foreach_floor_",         "_foreach_frac_",           "_foreach_lerp_.List",
-    "_foreach_lerp_.Scalar",   "_foreach_lerp_.ScalarList", "_foreach_lgamma_",       "_foreach_log10_",
-    "_foreach_log1p_",         "_foreach_log2_",          "_foreach_log_",            "_foreach_maximum_.List",
-    "_foreach_maximum_.Scalar", "_foreach_maximum_.ScalarList", "_foreach_minimum_.List",
-    "_foreach_minimum_.Scalar", "_foreach_minimum_.ScalarList", "_foreach_mul_.List", "_foreach_mul_.Scalar",
-    "_foreach_mul_.ScalarList", "_foreach_mul_.Tensor",   "_foreach_neg_",            "_foreach_pow_.List",
-    "_foreach_pow_.Scalar",    "_foreach_pow_.ScalarList", "_foreach_reciprocal_",    "_foreach_round_",
-    "_foreach_rsqrt_",         "_foreach_sigmoid_",       "_foreach_sign_",           "_foreach_sin_",
-    "_foreach_sinh_",          "_foreach_sqrt_",          "_foreach_sub_.List",       "_foreach_sub_.Scalar",
-    "_foreach_sub_.ScalarList", "_foreach_tan_",          "_foreach_tanh_",           "_foreach_trunc_",
+    "_foreach_abs_", "_foreach_acos_", "_foreach_add_.List", "_foreach_add_.Scalar", "_foreach_add_.ScalarList",
+    "_foreach_add_.Tensor", "_foreach_addcdiv_.Scalar", "_foreach_addcdiv_.ScalarList", "_foreach_addcdiv_.Tensor",
+    "_foreach_addcmul_.Scalar", "_foreach_addcmul_.ScalarList", "_foreach_addcmul_.Tensor", "_foreach_asin_",
+    "_foreach_atan_", "_foreach_ceil_", "_foreach_clamp_max_.List", "_foreach_clamp_max_.Scalar",
+    "_foreach_clamp_max_.ScalarList", "_foreach_clamp_min_.List", "_foreach_clamp_min_.Scalar",
+    "_foreach_clamp_min_.ScalarList", "_foreach_cos_", "_foreach_cosh_", "_foreach_div_.List", "_foreach_div_.Scalar",
+    "_foreach_div_.ScalarList", "_foreach_div_.Tensor", "_foreach_erf_", "_foreach_erfc_", "_foreach_exp_",
+    "_foreach_expm1_", "_foreach_floor_", "_foreach_frac_", "_foreach_lerp_.List", "_foreach_lerp_.Scalar",
+    "_foreach_lerp_.ScalarList", "_foreach_lgamma_", "_foreach_log10_", "_foreach_log1p_", "_foreach_log2_",
+    "_foreach_log_", "_foreach_maximum_.List", "_foreach_maximum_.Scalar", "_foreach_maximum_.ScalarList",
+    "_foreach_minimum_.List", "_foreach_minimum_.Scalar", "_foreach_minimum_.ScalarList", "_foreach_mul_.List",
+    "_foreach_mul_.Scalar", "_foreach_mul_.ScalarList", "_foreach_mul_.Tensor", "_foreach_neg_", "_foreach_pow_.List",
+    "_foreach_pow_.Scalar", "_foreach_pow_.ScalarList", "_foreach_reciprocal_", "_foreach_round_", "_foreach_rsqrt_",
+    "_foreach_sigmoid_", "_foreach_sign_", "_foreach_sin_", "_foreach_sinh_", "_foreach_sqrt_", "_foreach_sub_.List",
+    "_foreach_sub_.Scalar", "_foreach_sub_.ScalarList", "_foreach_tan_", "_foreach_tanh_", "_foreach_trunc_",
     "_foreach_zero_",
     // Fused optimizer steps (torch.optim's fused=True): one kernel per step.
     "_fused_adam_", "_fused_adam_.tensor_lr", "_fused_adamw_", "_fused_adamw_.tensor_lr", "_fused_sgd_",
@@ -109,9 +108,9 @@ std::vector<at::Tensor> foreachFunctional(const char* name, const char* overload
 std::vector<at::Tensor> foreachSqrt(at::TensorList self) {
   std::vector<at::Tensor> outputs;
   for (const at::Tensor& t : self) {
-    const auto type = c10::isIntegralType(t.scalar_type(), /*includeBool=*/true) ? c10::typeMetaToScalarType(
-                                                                                       c10::get_default_dtype())
-                                                                                 : t.scalar_type();
+    const auto type = c10::isIntegralType(t.scalar_type(), /*includeBool=*/true)
+                          ? c10::typeMetaToScalarType(c10::get_default_dtype())
+                          : t.scalar_type();
     outputs.push_back(at::empty_like(t, t.options().dtype(type), at::MemoryFormat::Contiguous));
   }
   return foreachFunctional("aten::_foreach_sqrt", "", "foreach_sqrt", {self.vec()}, std::move(outputs), self);
@@ -130,8 +129,7 @@ std::vector<at::Tensor> foreachNorm(at::TensorList self, const c10::Scalar& ord,
 at::Tensor& ampUpdateScale(at::Tensor& self, at::Tensor& growthTracker, const at::Tensor& foundInf,
                            double scaleGrowthFactor, double scaleBackoffFactor, int64_t growthInterval) {
   static const c10::OperatorHandle kOp = findOp("aten::_amp_update_scale_", "");
-  std::vector<c10::IValue> args{self, growthTracker, foundInf, scaleGrowthFactor, scaleBackoffFactor,
-                                growthInterval};
+  std::vector<c10::IValue> args{self, growthTracker, foundInf, scaleGrowthFactor, scaleBackoffFactor, growthInterval};
   const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
   launchCpuOp(kOp, args, device.index(), kernelName("amp_update_scale", self.scalar_type()), LaunchShape{});
@@ -142,17 +140,17 @@ at::Tensor& ampUpdateScale(at::Tensor& self, at::Tensor& growthTracker, const at
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_amp_update_scale_", TORCH_FN(ampUpdateScale));
-  recordOpPath("aten::_amp_update_scale_", OpPath::kDevice, "amp_update_scale");
+  recordOpPath("aten::_amp_update_scale_", OpPath::Device, "amp_update_scale");
   m.impl("_foreach_sqrt", TORCH_FN(foreachSqrt));
   m.impl("_foreach_norm.Scalar", TORCH_FN(foreachNorm));
-  recordOpPath("aten::_foreach_sqrt", OpPath::kDevice, "foreach_sqrt");
-  recordOpPath("aten::_foreach_norm.Scalar", OpPath::kDevice, "foreach_norm");
+  recordOpPath("aten::_foreach_sqrt", OpPath::Device, "foreach_sqrt");
+  recordOpPath("aten::_foreach_norm.Scalar", OpPath::Device, "foreach_norm");
   for (const char* op : kInplaceForeachOps) {
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&foreachInplace>());
     const std::string full = std::string("aten::") + op;
     const auto dot = full.find('.');
     const c10::OperatorName name(full.substr(0, dot), dot == std::string::npos ? "" : full.substr(dot + 1));
-    recordOpPath(full, OpPath::kDevice, foreachKernelBase(name));
+    recordOpPath(full, OpPath::Device, foreachKernelBase(name));
   }
 }
 

@@ -90,8 +90,7 @@ at::Tensor& indexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor
   const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
   at::native::resize_output(out, indexSelectShape(self, dim, index));
-  launchCpuOp(kOp, args, device.index(), kernelName("index_select", self.scalar_type()),
-              elementwiseShape(out.numel()));
+  launchCpuOp(kOp, args, device.index(), kernelName("index_select", self.scalar_type()), elementwiseShape(out.numel()));
   return out;
 }
 
@@ -114,8 +113,7 @@ at::Tensor& maskedFillScalar(at::Tensor& self, const at::Tensor& mask, const c10
   const auto args = refArgs(self, mask, value);
   const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
-  launchCpuOp(kOp, args, device.index(), kernelName("masked_fill", self.scalar_type()),
-              elementwiseShape(self.numel()));
+  launchCpuOp(kOp, args, device.index(), kernelName("masked_fill", self.scalar_type()), elementwiseShape(self.numel()));
   return self;
 }
 
@@ -127,8 +125,7 @@ at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at:
   const auto args = refArgs(self, mask, value);
   const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
-  launchCpuOp(kOp, args, device.index(), kernelName("masked_fill", self.scalar_type()),
-              elementwiseShape(self.numel()));
+  launchCpuOp(kOp, args, device.index(), kernelName("masked_fill", self.scalar_type()), elementwiseShape(self.numel()));
   return self;
 }
 
@@ -138,8 +135,7 @@ at::Tensor& indexFill(at::Tensor& self, int64_t dim, const at::Tensor& index, co
   const auto args = refArgs(self, dim, index, value);
   const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
-  launchCpuOp(kOp, args, device.index(), kernelName("index_fill", self.scalar_type()),
-              elementwiseShape(index.numel()));
+  launchCpuOp(kOp, args, device.index(), kernelName("index_fill", self.scalar_type()), elementwiseShape(index.numel()));
   return self;
 }
 
@@ -175,10 +171,9 @@ at::Tensor& nonzeroOut(const at::Tensor& self, at::Tensor& out) {
   const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
   at::Tensor count = at::empty({}, self.options().dtype(at::kLong));
-  launchKernel(streamFor(self), kernelName("count_nonzero", self.scalar_type()),
-               reductionShape(1, self.numel()), [s = describeTensor(self), c = describeTensor(count)]() {
-                 c.view().fill_(at::count_nonzero(s.view()));
-               });
+  launchKernel(
+      streamFor(self), kernelName("count_nonzero", self.scalar_type()), reductionShape(1, self.numel()),
+      [s = describeTensor(self), c = describeTensor(count)]() { c.view().fill_(at::count_nonzero(s.view())); });
   const int64_t found = count.item<int64_t>();
   at::native::resize_output(out, {found, self.dim()});
   launchCpuOp(kOp, args, device.index(), kernelName("nonzero", self.scalar_type()), elementwiseShape(self.numel()));
@@ -228,19 +223,15 @@ at::Tensor& maskedScatter(at::Tensor& self, const at::Tensor& mask, const at::Te
   return self;
 }
 
-at::Tensor isnan(const at::Tensor& self) {
-  return at::ne(self, self);
-}
+at::Tensor isnan(const at::Tensor& self) { return at::ne(self, self); }
 
 // Gathers with the input's shape, computed by the CPU op and copied out.
-at::Tensor sameShapeGather(const char* name, const char* kernel, c10::ArrayRef<ArgRef> args,
-                           const at::Tensor& self) {
+at::Tensor sameShapeGather(const char* name, const char* kernel, c10::ArrayRef<ArgRef> args, const at::Tensor& self) {
   const c10::OperatorHandle op = findOp(name, "");
   const c10::Device device = commonDevice(args, op);
   c10::DeviceGuard guard(device);
   at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
-  launchCpuOp(op, args, device.index(), kernelName(kernel, self.scalar_type()), elementwiseShape(self.numel()),
-              {out});
+  launchCpuOp(op, args, device.index(), kernelName(kernel, self.scalar_type()), elementwiseShape(self.numel()), {out});
   return out;
 }
 
@@ -252,9 +243,7 @@ at::Tensor roll(const at::Tensor& self, c10::IntArrayRef shifts, c10::IntArrayRe
   return sameShapeGather("aten::roll", "roll", refArgs(self, shifts, dims), self);
 }
 
-KernelSpec indexed(const char* base, int dtypeArg = 0) {
-  return KernelSpec{base, KernelStyle::kElementwise, dtypeArg};
-}
+KernelSpec indexed(const char* base, int dtypeArg = 0) { return KernelSpec{base, KernelStyle::Elementwise, dtypeArg}; }
 
 // See KernelSpec::functionalMetaOnTwins.
 KernelSpec indexedMetaOnTwins(const char* base) {
@@ -287,18 +276,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero.out", TORCH_FN(nonzeroOut));
   m.impl("masked_select", TORCH_FN(maskedSelect));
   m.impl("equal", TORCH_FN(equal));
-  recordOpPath("aten::equal", OpPath::kSync, "equal");
+  recordOpPath("aten::equal", OpPath::Sync, "equal");
   m.impl("isnan", TORCH_FN(isnan));
   m.impl("masked_scatter_", TORCH_FN(maskedScatter));
-  recordOpPath("aten::masked_scatter_", OpPath::kDevice, "masked_scatter");
+  recordOpPath("aten::masked_scatter_", OpPath::Device, "masked_scatter");
   m.impl("flip", TORCH_FN(flip));
   m.impl("roll", TORCH_FN(roll));
-  recordOpPath("aten::nonzero", OpPath::kSync, "count_nonzero + nonzero");
-  recordOpPath("aten::nonzero.out", OpPath::kSync, "count_nonzero + nonzero");
-  recordOpPath("aten::masked_select", OpPath::kSync, "count_nonzero + nonzero + index_gather");
-  recordOpPath("aten::isnan", OpPath::kDevice, "elementwise_ne");
-  recordOpPath("aten::flip", OpPath::kDevice, "flip");
-  recordOpPath("aten::roll", OpPath::kDevice, "roll");
+  recordOpPath("aten::nonzero", OpPath::Sync, "count_nonzero + nonzero");
+  recordOpPath("aten::nonzero.out", OpPath::Sync, "count_nonzero + nonzero");
+  recordOpPath("aten::masked_select", OpPath::Sync, "count_nonzero + nonzero + index_gather");
+  recordOpPath("aten::isnan", OpPath::Device, "elementwise_ne");
+  recordOpPath("aten::flip", OpPath::Device, "flip");
+  recordOpPath("aten::roll", OpPath::Device, "roll");
   for (const auto& [op, kernel] : std::initializer_list<std::pair<const char*, const char*>>{
            {"index.Tensor_out", "index_gather"},
            {"index.Tensor", "index_gather"},
@@ -310,7 +299,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
            {"index_fill_.int_Scalar", "index_fill"},
            {"index_fill_.int_Tensor", "index_fill"},
            {"embedding_dense_backward", "embedding_bwd"}}) {
-    recordOpPath(std::string("aten::") + op, OpPath::kDevice, kernel);
+    recordOpPath(std::string("aten::") + op, OpPath::Device, kernel);
   }
 
   OPENREG_STRUCTURED(m, "gather.out", gather, NO_INPLACE, indexed("gather"));

@@ -11,15 +11,13 @@ namespace openreg::backend {
 
 namespace {
 
-bool isReducedFloat(c10::ScalarType type) {
-  return type == at::kHalf || type == at::kBFloat16;
-}
+bool isReducedFloat(c10::ScalarType type) { return type == at::kHalf || type == at::kBFloat16; }
 
 // Statistics are float when a reduced-precision input meets float parameters,
 // as in ATen's CPU layer norm.
 c10::ScalarType layerNormStatType(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias) {
-  const bool floatParams = (weight.defined() && weight.scalar_type() == at::kFloat) ||
-                           (bias.defined() && bias.scalar_type() == at::kFloat);
+  const bool floatParams =
+      (weight.defined() && weight.scalar_type() == at::kFloat) || (bias.defined() && bias.scalar_type() == at::kFloat);
   return isReducedFloat(input.scalar_type()) && floatParams ? at::kFloat : input.scalar_type();
 }
 
@@ -101,10 +99,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_layer_norm_backward", TORCH_FN(nativeLayerNormBackward));
   m.impl("native_dropout_backward", TORCH_FN(nativeDropoutBackward));
   m.impl("mse_loss_backward", TORCH_FN(mseLossBackward));
-  recordOpPath("aten::mse_loss_backward", OpPath::kDevice, "mse_loss_bwd");
-  recordOpPath("aten::native_layer_norm", OpPath::kDevice, "layer_norm_fwd");
-  recordOpPath("aten::native_layer_norm_backward", OpPath::kDevice, "layer_norm_bwd");
-  recordOpPath("aten::native_dropout_backward", OpPath::kDevice, "dropout_bwd");
+  recordOpPath("aten::mse_loss_backward", OpPath::Device, "mse_loss_bwd");
+  recordOpPath("aten::native_layer_norm", OpPath::Device, "layer_norm_fwd");
+  recordOpPath("aten::native_layer_norm_backward", OpPath::Device, "layer_norm_bwd");
+  recordOpPath("aten::native_dropout_backward", OpPath::Device, "dropout_bwd");
 }
 
 }  // namespace openreg::backend

@@ -30,9 +30,7 @@ at::Tensor emptyLike(const at::Tensor& like) {
   return like.is_non_overlapping_and_dense() ? emptyDeviceLike(like) : emptyDevice(like.sizes(), like.scalar_type());
 }
 
-bool isReduced(c10::ScalarType type) {
-  return type == at::kHalf || type == at::kBFloat16;
-}
+bool isReduced(c10::ScalarType type) { return type == at::kHalf || type == at::kBFloat16; }
 
 // The statistics' dtype, as ATen's CPU batch norm picks it: float when a
 // reduced-precision input meets float parameters or running statistics.
@@ -41,8 +39,7 @@ c10::ScalarType statType(const at::Tensor& input, const std::optional<at::Tensor
   const auto isFloat = [](const std::optional<at::Tensor>& t) {
     return t.has_value() && t->defined() && t->scalar_type() == at::kFloat;
   };
-  return isReduced(input.scalar_type()) && (isFloat(weight) || isFloat(runningMean)) ? at::kFloat
-                                                                                     : input.scalar_type();
+  return isReduced(input.scalar_type()) && (isFloat(weight) || isFloat(runningMean)) ? at::kFloat : input.scalar_type();
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNorm(const at::Tensor& input,
@@ -62,8 +59,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNorm(const at::Tensor&
   const c10::ScalarType stats = statType(input, weight, runningMean);
   at::Tensor saveMean = emptyDevice({statSize}, stats);
   at::Tensor saveInvstd = emptyDevice({statSize}, stats);
-  launchCpuOp(kOp, args, device.index(), kernelName(training ? "batch_norm_fwd_train" : "batch_norm_fwd_infer",
-                                                   input.scalar_type()),
+  launchCpuOp(kOp, args, device.index(),
+              kernelName(training ? "batch_norm_fwd_train" : "batch_norm_fwd_infer", input.scalar_type()),
               rowwiseShape(channels, channels == 0 ? 0 : input.numel() / channels), {out, saveMean, saveInvstd});
   return {out, saveMean, saveInvstd};
 }
@@ -78,8 +75,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNormBackward(
                             c10::List<bool>({outputMask[0], outputMask[1], outputMask[2]}));
   const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
-  TORCH_CHECK(input.dim() >= 2, "batch_norm_backward: expected an input with at least 2 dimensions, got ",
-              input.dim());
+  TORCH_CHECK(input.dim() >= 2, "batch_norm_backward: expected an input with at least 2 dimensions, got ", input.dim());
   const int64_t channels = input.size(1);
   const bool hasWeight = weight.has_value() && weight->defined();
   const c10::ScalarType paramType = hasWeight ? weight->scalar_type() : input.scalar_type();
@@ -87,8 +83,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNormBackward(
   at::Tensor gradWeight = outputMask[1] ? emptyDevice({channels}, paramType) : at::Tensor();
   at::Tensor gradBias = outputMask[2] ? emptyDevice({channels}, paramType) : at::Tensor();
   launchCpuOp(kOp, args, device.index(), kernelName("batch_norm_bwd", input.scalar_type()),
-              rowwiseShape(channels, channels == 0 ? 0 : input.numel() / channels),
-              {gradInput, gradWeight, gradBias});
+              rowwiseShape(channels, channels == 0 ? 0 : input.numel() / channels), {gradInput, gradWeight, gradBias});
   return {gradInput, gradWeight, gradBias};
 }
 
@@ -129,7 +124,7 @@ void registerAllocating(torch::Library& m, const char* schema, const char* stem,
   const c10::OperatorHandle op = detail::findSchema(schema);
   m.impl(schema,
          torch::CppFunction::makeFromBoxedFunctor(std::make_unique<AllocatingKernel>(op, stem, std::move(allocate))));
-  recordOpPath(std::string("aten::") + schema, OpPath::kDevice, stem);
+  recordOpPath(std::string("aten::") + schema, OpPath::Device, stem);
 }
 
 // Results shaped like the arguments at `like`.
@@ -156,8 +151,7 @@ void registerAdaptiveAvgPool(torch::Library& m, const char* schema, const char* 
     const at::Tensor& self = args[0].toTensor();
     const auto outputSize = args[1].toDimVector();
     TORCH_CHECK(self.dim() > static_cast<int64_t>(dims) && outputSize.size() == dims,
-                "adaptive_avg_pool: expected an input of more than ", dims, " dimensions and ", dims,
-                " output sizes");
+                "adaptive_avg_pool: expected an input of more than ", dims, " dimensions and ", dims, " output sizes");
     c10::DimVector sizes(self.sizes().begin(), self.sizes().end() - dims);
     sizes.append(outputSize.begin(), outputSize.end());
     return std::vector<at::Tensor>{emptyDevice(sizes, self.scalar_type())};
@@ -258,9 +252,9 @@ std::vector<at::Tensor> allocateIm2col(c10::ArrayRef<c10::IValue> args) {
 std::vector<at::Tensor> allocateCol2im(c10::ArrayRef<c10::IValue> args) {
   const at::Tensor& self = args[0].toTensor();
   const auto outputSize = args[1].toDimVector(), kernel = args[2].toDimVector();
-  TORCH_CHECK((self.dim() == 2 || self.dim() == 3) && outputSize.size() == 2 && kernel.size() == 2 &&
-                  kernel[0] * kernel[1] > 0,
-              "col2im: expected a 2-d or 3-d input, an output size and a kernel size");
+  TORCH_CHECK(
+      (self.dim() == 2 || self.dim() == 3) && outputSize.size() == 2 && kernel.size() == 2 && kernel[0] * kernel[1] > 0,
+      "col2im: expected a 2-d or 3-d input, an output size and a kernel size");
   c10::DimVector sizes(self.sizes().begin(), self.sizes().end() - 2);
   sizes.push_back(self.size(self.dim() - 2) / (kernel[0] * kernel[1]));
   sizes.append(outputSize.begin(), outputSize.end());
@@ -283,8 +277,8 @@ std::vector<at::Tensor> allocateMaxUnpool(c10::ArrayRef<c10::IValue> args) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm", TORCH_FN(nativeBatchNorm));
   m.impl("native_batch_norm_backward", TORCH_FN(nativeBatchNormBackward));
-  recordOpPath("aten::native_batch_norm", OpPath::kDevice, "batch_norm_fwd_train / batch_norm_fwd_infer");
-  recordOpPath("aten::native_batch_norm_backward", OpPath::kDevice, "batch_norm_bwd");
+  recordOpPath("aten::native_batch_norm", OpPath::Device, "batch_norm_fwd_train / batch_norm_fwd_infer");
+  recordOpPath("aten::native_batch_norm_backward", OpPath::Device, "batch_norm_bwd");
   // Pooling: structured families (ATen's meta functions size the outputs).
   OPENREG_STRUCTURED(m, "max_pool2d_with_indices.out", max_pool2d_with_indices, NO_INPLACE, "max_pool2d_fwd");
   OPENREG_STRUCTURED(m, "max_pool2d_with_indices_backward.grad_input", max_pool2d_with_indices_backward, NO_INPLACE,

@@ -18,7 +18,8 @@ using BinaryTT = at::Tensor& (*)(const at::Tensor&, const at::Tensor&, at::Tenso
 using BinaryTS = at::Tensor& (*)(const at::Tensor&, const at::Scalar&, at::Tensor&);
 using BinaryST = at::Tensor& (*)(const at::Scalar&, const at::Tensor&, at::Tensor&);
 using UnaryInt = at::Tensor& (*)(const at::Tensor&, int64_t, at::Tensor&);
-using BinaryTTMode = at::Tensor& (*)(const at::Tensor&, const at::Tensor&, std::optional<c10::string_view>, at::Tensor&);
+using BinaryTTMode = at::Tensor& (*)(const at::Tensor&, const at::Tensor&, std::optional<c10::string_view>,
+                                     at::Tensor&);
 using TernaryTTS = at::Tensor& (*)(const at::Tensor&, const at::Tensor&, const at::Scalar&, at::Tensor&);
 using TernaryTTT = at::Tensor& (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::Tensor&);
 using ClampScalars = at::Tensor& (*)(const at::Tensor&, const std::optional<at::Scalar>&,
@@ -28,8 +29,8 @@ using ClampTensors = at::Tensor& (*)(const at::Tensor&, const std::optional<at::
 
 // Non-structured ops whose out= has a shape known from the inputs: resize
 // out, then launch the CPU kernel.
-void launchShapedOut(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::IntArrayRef shape,
-                     const char* base, c10::ScalarType nameType) {
+void launchShapedOut(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::IntArrayRef shape, const char* base,
+                     c10::ScalarType nameType) {
   const size_t numArgs = op.schema().arguments().size();
   c10::ArrayRef<c10::IValue> args = torch::jit::last(*stack, numArgs);
   const c10::Device device = commonDevice(args, op);
@@ -66,8 +67,7 @@ constexpr char kLogicalXor[] = "elementwise_logical_xor";
 // self and other.
 c10::DimVector whereShape(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
   TORCH_CHECK(condition.scalar_type() == at::kBool || condition.scalar_type() == at::kByte,
-              "where expected condition to be a boolean tensor, but got a tensor with dtype ",
-              condition.scalar_type());
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ", condition.scalar_type());
   auto shape = at::infer_size_dimvector(condition.sizes(), self.sizes());
   return at::infer_size_dimvector(shape, other.sizes());
 }
@@ -109,10 +109,7 @@ at::Tensor relu(const at::Tensor& self) {
   return reluOut(self, out);
 }
 
-at::Tensor& reluInplace(at::Tensor& self) {
-  return reluOut(self, self);
-}
-
+at::Tensor& reluInplace(at::Tensor& self) { return reluOut(self, self); }
 
 }  // namespace
 
@@ -245,17 +242,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("where.self", TORCH_FN(whereSelf));
   m.impl("relu", TORCH_FN(relu));
   m.impl("relu_", TORCH_FN(reluInplace));
-  for (const auto& [op, kernel] : std::initializer_list<std::pair<const char*, const char*>>{
-           {"abs.out", kAbs},
-           {"logical_not.out", kLogicalNot},
-           {"logical_and.out", kLogicalAnd},
-           {"logical_or.out", kLogicalOr},
-           {"logical_xor.out", kLogicalXor},
-           {"where.self_out", "where"},
-           {"where.self", "where"},
-           {"relu", "elementwise_relu"},
-           {"relu_", "elementwise_relu"}}) {
-    recordOpPath(std::string("aten::") + op, OpPath::kDevice, kernel);
+  for (const auto& [op, kernel] :
+       std::initializer_list<std::pair<const char*, const char*>>{{"abs.out", kAbs},
+                                                                  {"logical_not.out", kLogicalNot},
+                                                                  {"logical_and.out", kLogicalAnd},
+                                                                  {"logical_or.out", kLogicalOr},
+                                                                  {"logical_xor.out", kLogicalXor},
+                                                                  {"where.self_out", "where"},
+                                                                  {"where.self", "where"},
+                                                                  {"relu", "elementwise_relu"},
+                                                                  {"relu_", "elementwise_relu"}}) {
+    recordOpPath(std::string("aten::") + op, OpPath::Device, kernel);
   }
 }
 

@@ -78,12 +78,12 @@ at::Tensor& bernoulliFloat(at::Tensor& self, double p, std::optional<at::Generat
 
 at::Tensor& bernoulliTensor(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> generator) {
   TORCH_CHECK(p.device() == self.device() || (p.device().is_cpu() && p.dim() == 0),
-              "Expected all tensors to be on the same device, but found at least two devices, ", self.device(),
-              " and ", p.device(), "!");
+              "Expected all tensors to be on the same device, but found at least two devices, ", self.device(), " and ",
+              p.device(), "!");
   if (self.numel() == 0) return self;
   if (!p.device().is_privateuseone()) return bernoulliFloat(self, p.item<double>(), generator);
-  TORCH_CHECK(at::infer_size(self.sizes(), p.sizes()) == self.sizes(), "bernoulli_: probability of shape ",
-              p.sizes(), " cannot be broadcast to ", self.sizes());
+  TORCH_CHECK(at::infer_size(self.sizes(), p.sizes()) == self.sizes(), "bernoulli_: probability of shape ", p.sizes(),
+              " cannot be broadcast to ", self.sizes());
   launchRandom(self, generator, kernelName("rng_bernoulli", self.scalar_type()), self.numel(),
                [pd = describeTensor(p)](at::Tensor& view, at::Generator& g) { view.bernoulli_(pd.view(), g); });
   return self;
@@ -133,14 +133,14 @@ std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input, double
   at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool), at::MemoryFormat::Contiguous);
   const double keep = 1.0 - p;
   const double scale = keep == 0.0 ? 0.0 : 1.0 / keep;
-  launchRandom(mask, std::nullopt, kernelName("dropout_fwd", input.scalar_type()), input.numel(),
-               [in = describeTensor(input), out = describeTensor(output), keep, scale](at::Tensor& maskView,
-                                                                                         at::Generator& g) {
-                 maskView.bernoulli_(keep, g);
-                 at::Tensor outView = out.view();
-                 at::mul_out(outView, in.view(), maskView);
-                 outView.mul_(scale);
-               });
+  launchRandom(
+      mask, std::nullopt, kernelName("dropout_fwd", input.scalar_type()), input.numel(),
+      [in = describeTensor(input), out = describeTensor(output), keep, scale](at::Tensor& maskView, at::Generator& g) {
+        maskView.bernoulli_(keep, g);
+        at::Tensor outView = out.view();
+        at::mul_out(outView, in.view(), maskView);
+        outView.mul_(scale);
+      });
   return {output, mask};
 }
 
@@ -157,8 +157,8 @@ at::Tensor& randpermOut(int64_t n, std::optional<at::Generator> generator, at::T
 at::Tensor multinomial(const at::Tensor& self, int64_t numSamples, bool replacement,
                        std::optional<at::Generator> generator) {
   TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "multinomial only supports floating-point dtypes for input, got: ",
-              self.scalar_type());
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              "multinomial only supports floating-point dtypes for input, got: ", self.scalar_type());
   TORCH_CHECK(numSamples > 0, "cannot sample n_sample <= 0 samples");
   const int64_t categories = self.size(-1);
   TORCH_CHECK(replacement || numSamples <= categories,
@@ -190,22 +190,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_dropout", TORCH_FN(nativeDropout));
   m.impl("randperm.generator_out", TORCH_FN(randpermOut));
   m.impl("multinomial", TORCH_FN(multinomial));
-  for (const auto& [op, kernel] : std::initializer_list<std::pair<const char*, const char*>>{
-           {"uniform_", "rng_uniform"},
-           {"normal_", "rng_normal"},
-           {"random_", "rng_random"},
-           {"random_.to", "rng_random"},
-           {"random_.from", "rng_random"},
-           {"bernoulli_.float", "rng_bernoulli"},
-           {"bernoulli_.Tensor", "rng_bernoulli"},
-           {"exponential_", "rng_exponential"},
-           {"geometric_", "rng_geometric"},
-           {"log_normal_", "rng_log_normal"},
-           {"cauchy_", "rng_cauchy"},
-           {"native_dropout", "dropout_fwd"},
-           {"randperm.generator_out", "rng_randperm"},
-           {"multinomial", "rng_multinomial"}}) {
-    recordOpPath(std::string("aten::") + op, OpPath::kDevice, kernel);
+  for (const auto& [op, kernel] :
+       std::initializer_list<std::pair<const char*, const char*>>{{"uniform_", "rng_uniform"},
+                                                                  {"normal_", "rng_normal"},
+                                                                  {"random_", "rng_random"},
+                                                                  {"random_.to", "rng_random"},
+                                                                  {"random_.from", "rng_random"},
+                                                                  {"bernoulli_.float", "rng_bernoulli"},
+                                                                  {"bernoulli_.Tensor", "rng_bernoulli"},
+                                                                  {"exponential_", "rng_exponential"},
+                                                                  {"geometric_", "rng_geometric"},
+                                                                  {"log_normal_", "rng_log_normal"},
+                                                                  {"cauchy_", "rng_cauchy"},
+                                                                  {"native_dropout", "dropout_fwd"},
+                                                                  {"randperm.generator_out", "rng_randperm"},
+                                                                  {"multinomial", "rng_multinomial"}}) {
+    recordOpPath(std::string("aten::") + op, OpPath::Device, kernel);
   }
 }
 

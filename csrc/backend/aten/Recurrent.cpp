@@ -35,25 +35,24 @@ at::Tensor gatesWithBias(const TensorDesc& inputGates, const TensorDesc& hiddenG
   return gates;
 }
 
-void checkCell(const char* name, const at::Tensor& inputGates, const at::Tensor& hiddenGates,
-               const at::Tensor& state, const std::optional<at::Tensor>& inputBias,
-               const std::optional<at::Tensor>& hiddenBias, int64_t gateCount) {
+void checkCell(const char* name, const at::Tensor& inputGates, const at::Tensor& hiddenGates, const at::Tensor& state,
+               const std::optional<at::Tensor>& inputBias, const std::optional<at::Tensor>& hiddenBias,
+               int64_t gateCount) {
   TORCH_CHECK(state.dim() == 2, name, ": expected a 2-d hidden state, got ", state.dim(), "-d");
   const int64_t batch = state.size(0);
   const int64_t width = gateCount * state.size(1);
   for (const at::Tensor* gates : {&inputGates, &hiddenGates}) {
     TORCH_CHECK(gates->dim() == 2 && gates->size(0) == batch && gates->size(1) == width, name,
                 ": expected gates of size [", batch, ", ", width, "], got ", gates->sizes());
-    TORCH_CHECK(gates->scalar_type() == state.scalar_type(), name, ": expected gates of dtype ",
-                state.scalar_type(), ", got ", gates->scalar_type());
+    TORCH_CHECK(gates->scalar_type() == state.scalar_type(), name, ": expected gates of dtype ", state.scalar_type(),
+                ", got ", gates->scalar_type());
   }
   for (const std::optional<at::Tensor>* bias : {&inputBias, &hiddenBias}) {
     if (!bias->has_value() || !(*bias)->defined()) continue;
     TORCH_CHECK((*bias)->dim() == 1 && (*bias)->size(0) == width, name, ": expected a bias of ", width,
                 " elements, got ", (*bias)->sizes());
   }
-  TORCH_CHECK(at::isFloatingType(state.scalar_type()), name, ": expected a floating dtype, got ",
-              state.scalar_type());
+  TORCH_CHECK(at::isFloatingType(state.scalar_type()), name, ": expected a floating dtype, got ", state.scalar_type());
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fusedLstmCell(const at::Tensor& inputGates,
@@ -90,8 +89,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fusedLstmCellBackward(const std::
   static const c10::OperatorHandle kOp = findOp("aten::_thnn_fused_lstm_cell_backward_impl", "");
   const c10::Device device = commonDevice(refArgs(gradHy, gradCy, cx, cy, workspace), kOp);
   c10::DeviceGuard guard(device);
-  TORCH_CHECK(cx.dim() == 2 && cy.sizes() == cx.sizes(), "_thnn_fused_lstm_cell_backward: cx ", cx.sizes(),
-              " and cy ", cy.sizes(), " must be the same 2-d size");
+  TORCH_CHECK(cx.dim() == 2 && cy.sizes() == cx.sizes(), "_thnn_fused_lstm_cell_backward: cx ", cx.sizes(), " and cy ",
+              cy.sizes(), " must be the same 2-d size");
   TORCH_CHECK(workspace.dim() == 2 && workspace.size(0) == cx.size(0) && workspace.size(1) == 4 * cx.size(1),
               "_thnn_fused_lstm_cell_backward: expected a workspace of size [", cx.size(0), ", ", 4 * cx.size(1),
               "], got ", workspace.sizes());
@@ -158,15 +157,16 @@ std::tuple<at::Tensor, at::Tensor> fusedGruCell(const at::Tensor& inputGates, co
   return {hy, workspace};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedGruCellBackward(
-    const at::Tensor& gradHy, const at::Tensor& workspace, bool hasBias) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedGruCellBackward(const at::Tensor& gradHy,
+                                                                                            const at::Tensor& workspace,
+                                                                                            bool hasBias) {
   static const c10::OperatorHandle kOp = findOp("aten::_thnn_fused_gru_cell_backward", "");
   const c10::Device device = commonDevice(refArgs(gradHy, workspace), kOp);
   c10::DeviceGuard guard(device);
   TORCH_CHECK(gradHy.dim() == 2 && workspace.dim() == 2 && workspace.size(0) == gradHy.size(0) &&
                   workspace.size(1) == 5 * gradHy.size(1),
-              "_thnn_fused_gru_cell_backward: expected a workspace of size [", gradHy.size(0), ", ",
-              5 * gradHy.size(1), "], got ", workspace.sizes());
+              "_thnn_fused_gru_cell_backward: expected a workspace of size [", gradHy.size(0), ", ", 5 * gradHy.size(1),
+              "], got ", workspace.sizes());
   const c10::ScalarType dtype = gradHy.scalar_type();
   const int64_t batch = gradHy.size(0);
   const int64_t hidden = gradHy.size(1);
@@ -209,10 +209,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(fusedLstmCellBackward));
   m.impl("_thnn_fused_gru_cell", TORCH_FN(fusedGruCell));
   m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(fusedGruCellBackward));
-  recordOpPath("aten::_thnn_fused_lstm_cell", OpPath::kDevice, "lstm_cell_fwd_fused");
-  recordOpPath("aten::_thnn_fused_lstm_cell_backward_impl", OpPath::kDevice, "lstm_cell_bwd_fused");
-  recordOpPath("aten::_thnn_fused_gru_cell", OpPath::kDevice, "gru_cell_fwd_fused");
-  recordOpPath("aten::_thnn_fused_gru_cell_backward", OpPath::kDevice, "gru_cell_bwd_fused");
+  recordOpPath("aten::_thnn_fused_lstm_cell", OpPath::Device, "lstm_cell_fwd_fused");
+  recordOpPath("aten::_thnn_fused_lstm_cell_backward_impl", OpPath::Device, "lstm_cell_bwd_fused");
+  recordOpPath("aten::_thnn_fused_gru_cell", OpPath::Device, "gru_cell_fwd_fused");
+  recordOpPath("aten::_thnn_fused_gru_cell_backward", OpPath::Device, "gru_cell_bwd_fused");
 }
 
 }  // namespace openreg::backend

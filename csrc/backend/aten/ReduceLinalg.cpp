@@ -13,17 +13,11 @@ namespace openreg::backend {
 
 namespace {
 
-KernelSpec reduction(const char* base) {
-  return KernelSpec{base, KernelStyle::kReduction};
-}
-KernelSpec rowwise(const char* base, int dimArg) {
-  return KernelSpec{base, KernelStyle::kRowwise, -1, -1, -1, dimArg};
-}
-KernelSpec gemm(const char* base, int lhs, int rhs) {
-  return KernelSpec{base, KernelStyle::kGemm, -1, lhs, rhs};
-}
+KernelSpec reduction(const char* base) { return KernelSpec{base, KernelStyle::Reduction}; }
+KernelSpec rowwise(const char* base, int dimArg) { return KernelSpec{base, KernelStyle::Rowwise, -1, -1, -1, dimArg}; }
+KernelSpec gemm(const char* base, int lhs, int rhs) { return KernelSpec{base, KernelStyle::Gemm, -1, lhs, rhs}; }
 KernelSpec elementwise(const char* base, int dtypeArg = -1) {
-  return KernelSpec{base, KernelStyle::kElementwise, dtypeArg};
+  return KernelSpec{base, KernelStyle::Elementwise, dtypeArg};
 }
 KernelSpec viaFunctional(KernelSpec spec) {
   spec.functionalOverload = "";
@@ -31,7 +25,7 @@ KernelSpec viaFunctional(KernelSpec spec) {
 }
 // Range factories and eye: their Meta kernel is the CPU kernel (see KernelSpec).
 KernelSpec factory(const char* base, int outArg) {
-  KernelSpec spec{base, KernelStyle::kElementwise, outArg};
+  KernelSpec spec{base, KernelStyle::Elementwise, outArg};
   spec.metaOnTwins = true;
   return spec;
 }
@@ -59,12 +53,10 @@ c10::DimVector reducedShape(const at::Tensor& self, at::OptionalIntArrayRef dim,
   return at::native::shape_from_dim_mask(self, mask, keepdim);
 }
 
-c10::ScalarType realType(c10::ScalarType type) {
-  return c10::toRealValueType(type);
-}
+c10::ScalarType realType(c10::ScalarType type) { return c10::toRealValueType(type); }
 
-void launchReduction(const char* schemaName, const char* overload, c10::ArrayRef<ArgRef> args,
-                     const at::Tensor& self, c10::ArrayRef<at::Tensor> outputs, const char* base, bool functional) {
+void launchReduction(const char* schemaName, const char* overload, c10::ArrayRef<ArgRef> args, const at::Tensor& self,
+                     c10::ArrayRef<at::Tensor> outputs, const char* base, bool functional) {
   const c10::OperatorHandle op = findOp(schemaName, overload);
   const int64_t outputsCount = std::max<int64_t>(1, outputs[0].numel());
   launchCpuOp(op, args, self.device().index(), kernelName(base, self.scalar_type()),
@@ -76,9 +68,8 @@ at::Tensor& varCorrectionOut(const at::Tensor& self, at::OptionalIntArrayRef dim
                              const std::optional<c10::Scalar>& correction, bool keepdim, at::Tensor& out) {
   c10::DeviceGuard guard(self.device());
   at::native::resize_output(out, reducedShape(self, dim, keepdim));
-  launchReduction("aten::var", "correction_out",
-                  refArgs(self, dim, correction, keepdim, out), self,
-                  {out}, "reduce_var", false);
+  launchReduction("aten::var", "correction_out", refArgs(self, dim, correction, keepdim, out), self, {out},
+                  "reduce_var", false);
   return out;
 }
 
@@ -92,9 +83,8 @@ at::Tensor& stdCorrectionOut(const at::Tensor& self, at::OptionalIntArrayRef dim
                              const std::optional<c10::Scalar>& correction, bool keepdim, at::Tensor& out) {
   c10::DeviceGuard guard(self.device());
   at::native::resize_output(out, reducedShape(self, dim, keepdim));
-  launchReduction("aten::std", "correction_out",
-                  refArgs(self, dim, correction, keepdim, out), self,
-                  {out}, "reduce_std", false);
+  launchReduction("aten::std", "correction_out", refArgs(self, dim, correction, keepdim, out), self, {out},
+                  "reduce_std", false);
   return out;
 }
 
@@ -110,9 +100,8 @@ std::tuple<at::Tensor, at::Tensor> varMeanCorrection(const at::Tensor& self, at:
   const auto shape = reducedShape(self, dim, keepdim);
   at::Tensor var = at::empty(shape, self.options().dtype(realType(self.scalar_type())));
   at::Tensor mean = at::empty(shape, self.options());
-  launchReduction("aten::var_mean", "correction",
-                  refArgs(self, dim, correction, keepdim), self,
-                  {var, mean}, "reduce_var_mean", true);
+  launchReduction("aten::var_mean", "correction", refArgs(self, dim, correction, keepdim), self, {var, mean},
+                  "reduce_var_mean", true);
   return {var, mean};
 }
 
@@ -122,9 +111,8 @@ std::tuple<at::Tensor, at::Tensor> stdMeanCorrection(const at::Tensor& self, at:
   const auto shape = reducedShape(self, dim, keepdim);
   at::Tensor std = at::empty(shape, self.options().dtype(realType(self.scalar_type())));
   at::Tensor mean = at::empty(shape, self.options());
-  launchReduction("aten::std_mean", "correction",
-                  refArgs(self, dim, correction, keepdim), self,
-                  {std, mean}, "reduce_std_mean", true);
+  launchReduction("aten::std_mean", "correction", refArgs(self, dim, correction, keepdim), self, {std, mean},
+                  "reduce_std_mean", true);
   return {std, mean};
 }
 
@@ -138,22 +126,18 @@ at::Tensor reduceAll(const at::Tensor& self, const char* name, const char* base)
   return out;
 }
 
-at::Tensor maxAll(const at::Tensor& self) {
-  return reduceAll(self, "max", "reduce_max");
-}
-at::Tensor minAll(const at::Tensor& self) {
-  return reduceAll(self, "min", "reduce_min");
-}
+at::Tensor maxAll(const at::Tensor& self) { return reduceAll(self, "max", "reduce_max"); }
+at::Tensor minAll(const at::Tensor& self) { return reduceAll(self, "min", "reduce_min"); }
 
 // dot / vdot: 1-D x 1-D -> 0-dim.
 at::Tensor dotLike(const at::Tensor& self, const at::Tensor& other, const char* name) {
-  TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(), "D and ",
-              other.dim(), "D tensors");
+  TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(), "D and ", other.dim(),
+              "D tensors");
   TORCH_CHECK(self.scalar_type() == other.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
               self.scalar_type(), " and ", other.scalar_type());
-  TORCH_CHECK(self.numel() == other.numel(), "inconsistent tensor size, expected tensor [", self.numel(),
-              "] and src [", other.numel(), "] to have the same number of elements, but got ", self.numel(), " and ",
-              other.numel(), " elements respectively");
+  TORCH_CHECK(self.numel() == other.numel(), "inconsistent tensor size, expected tensor [", self.numel(), "] and src [",
+              other.numel(), "] to have the same number of elements, but got ", self.numel(), " and ", other.numel(),
+              " elements respectively");
   TORCH_CHECK(self.device() == other.device(), "Expected all tensors to be on the same device, but found at least ",
               "two devices, ", self.device(), " and ", other.device(), "!");
   c10::DeviceGuard guard(self.device());
@@ -162,12 +146,8 @@ at::Tensor dotLike(const at::Tensor& self, const at::Tensor& other, const char* 
   return out;
 }
 
-at::Tensor dot(const at::Tensor& self, const at::Tensor& other) {
-  return dotLike(self, other, "dot");
-}
-at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) {
-  return dotLike(self, other, "vdot");
-}
+at::Tensor dot(const at::Tensor& self, const at::Tensor& other) { return dotLike(self, other, "dot"); }
+at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) { return dotLike(self, other, "vdot"); }
 
 }  // namespace
 
@@ -224,8 +204,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_STRUCTURED(m, "_log_softmax_backward_data.out", _log_softmax_backward_data, NO_INPLACE,
                      rowwise("log_softmax_bwd", 2));
   OPENREG_STRUCTURED(m, "nll_loss_forward.output", nll_loss_forward, NO_INPLACE, reduction("nll_loss_fwd"));
-  OPENREG_STRUCTURED(m, "nll_loss_backward.grad_input", nll_loss_backward, NO_INPLACE,
-                     elementwise("nll_loss_bwd", 1));
+  OPENREG_STRUCTURED(m, "nll_loss_backward.grad_input", nll_loss_backward, NO_INPLACE, elementwise("nll_loss_bwd", 1));
   OPENREG_STRUCTURED(m, "mse_loss.out", mse_loss, NO_INPLACE, viaFunctional(reduction("mse_loss_fwd")));
   OPENREG_STRUCTURED(m, "smooth_l1_loss.out", smooth_l1_loss, NO_INPLACE,
                      viaFunctional(reduction("smooth_l1_loss_fwd")));
@@ -240,22 +219,21 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   registerSpec(m, "logspace.out", metaOf(&at::meta::logspace_outf), factory("logspace", 4));
   registerSpec(m, "eye.out", metaOf(static_cast<at::Tensor& (*)(int64_t, at::Tensor&)>(&at::meta::eye_outf)),
                factory("eye", 1));
-  registerSpec(m, "eye.m_out",
-               metaOf(static_cast<at::Tensor& (*)(int64_t, int64_t, at::Tensor&)>(&at::meta::eye_outf)),
+  registerSpec(m, "eye.m_out", metaOf(static_cast<at::Tensor& (*)(int64_t, int64_t, at::Tensor&)>(&at::meta::eye_outf)),
                factory("eye", 2));
 
-  for (const auto& [op, kernel] : std::initializer_list<std::pair<const char*, const char*>>{
-           {"var.correction_out", "reduce_var"},
-           {"var.correction", "reduce_var"},
-           {"std.correction_out", "reduce_std"},
-           {"std.correction", "reduce_std"},
-           {"var_mean.correction", "reduce_var_mean"},
-           {"std_mean.correction", "reduce_std_mean"},
-           {"max", "reduce_max"},
-           {"min", "reduce_min"},
-           {"dot", "dot"},
-           {"vdot", "vdot"}}) {
-    recordOpPath(std::string("aten::") + op, OpPath::kDevice, kernel);
+  for (const auto& [op, kernel] :
+       std::initializer_list<std::pair<const char*, const char*>>{{"var.correction_out", "reduce_var"},
+                                                                  {"var.correction", "reduce_var"},
+                                                                  {"std.correction_out", "reduce_std"},
+                                                                  {"std.correction", "reduce_std"},
+                                                                  {"var_mean.correction", "reduce_var_mean"},
+                                                                  {"std_mean.correction", "reduce_std_mean"},
+                                                                  {"max", "reduce_max"},
+                                                                  {"min", "reduce_min"},
+                                                                  {"dot", "dot"},
+                                                                  {"vdot", "vdot"}}) {
+    recordOpPath(std::string("aten::") + op, OpPath::Device, kernel);
   }
 }
 

@@ -42,8 +42,8 @@ void resizeStorageBytes(c10::StorageImpl* storage, size_t newBytes) {
 
 void ensureStorageFits(c10::TensorImpl* self) {
   if (self->numel() == 0) return;
-  const size_t needed = at::detail::computeStorageNbytes(self->sizes(), self->strides(), self->itemsize(),
-                                                         self->storage_offset());
+  const size_t needed =
+      at::detail::computeStorageNbytes(self->sizes(), self->strides(), self->itemsize(), self->storage_offset());
   const c10::Storage& storage = self->unsafe_storage();
   if (needed > storage.nbytes()) resizeStorageBytes(storage.unsafeGetStorageImpl(), needed);
 }
@@ -56,26 +56,21 @@ at::Tensor emptyMemoryFormat(c10::IntArrayRef size, std::optional<c10::ScalarTyp
                              std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                              std::optional<bool> pinMemory, std::optional<c10::MemoryFormat> memoryFormat) {
   TORCH_CHECK(!pinMemory.value_or(false), "openreg: only CPU tensors can be pinned");
-  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided, "openreg supports strided tensors only, got ",
-              *layout);
+  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided, "openreg supports strided tensors only, got ", *layout);
   c10::OptionalDeviceGuard guard(device);
-  return at::detail::empty_generic(size, deviceAllocator(), kOpenRegKeys, c10::dtype_or_default(dtype),
-                                   memoryFormat);
+  return at::detail::empty_generic(size, deviceAllocator(), kOpenRegKeys, c10::dtype_or_default(dtype), memoryFormat);
 }
 
 at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
                         std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                         std::optional<bool> pinMemory) {
   TORCH_CHECK(!pinMemory.value_or(false), "openreg: only CPU tensors can be pinned");
-  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided, "openreg supports strided tensors only, got ",
-              *layout);
+  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided, "openreg supports strided tensors only, got ", *layout);
   c10::OptionalDeviceGuard guard(device);
-  return at::detail::empty_strided_generic(size, stride, deviceAllocator(), kOpenRegKeys,
-                                           c10::dtype_or_default(dtype));
+  return at::detail::empty_strided_generic(size, stride, deviceAllocator(), kOpenRegKeys, c10::dtype_or_default(dtype));
 }
 
-const at::Tensor& resize(const at::Tensor& self, c10::IntArrayRef size,
-                         std::optional<c10::MemoryFormat> memoryFormat) {
+const at::Tensor& resize(const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> memoryFormat) {
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
   if (impl->sizes() != size || memoryFormat.has_value()) {
     impl->set_sizes_contiguous(size);
@@ -161,13 +156,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
   for (const char* op : {"empty.memory_format", "empty_strided", "resize_", "set_.source_Storage_storage_offset",
                          "set_.source_Storage", "set_.source_Tensor", "set_"}) {
-    recordOpPath(std::string("aten::") + op, OpPath::kFactory);
+    recordOpPath(std::string("aten::") + op, OpPath::Factory);
   }
-  recordOpPath("aten::record_stream", OpPath::kView);
-  recordOpPath("aten::_has_compatible_shallow_copy_type", OpPath::kView);
-  recordOpPath("aten::_local_scalar_dense", OpPath::kSync, "memcpy DtoH");
+  recordOpPath("aten::record_stream", OpPath::View);
+  recordOpPath("aten::_has_compatible_shallow_copy_type", OpPath::View);
+  recordOpPath("aten::_local_scalar_dense", OpPath::Sync, "memcpy DtoH");
   for (const char* op : {"view", "as_strided", "_reshape_alias", "unfold", "view_as_real", "view_as_complex"}) {
-    recordOpPath(std::string("aten::") + op, OpPath::kView);
+    recordOpPath(std::string("aten::") + op, OpPath::View);
   }
 }
 

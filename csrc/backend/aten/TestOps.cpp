@@ -55,8 +55,7 @@ at::Tensor waitGate(const at::Tensor& self, int64_t gate, double timeoutS) {
     Gates& g = gates();
     std::unique_lock<std::mutex> lock(g.mutex);
     ++g.waiting[gate];
-    const bool opened = g.changed.wait_for(lock, std::chrono::duration<double>(timeoutS),
-                                           [&] { return g.open[gate]; });
+    const bool opened = g.changed.wait_for(lock, std::chrono::duration<double>(timeoutS), [&] { return g.open[gate]; });
     if (--g.waiting[gate] == 0) g.waiting.erase(gate);
     g.open.erase(gate);
     if (!opened) throw std::runtime_error("gate " + std::to_string(gate) + " was not opened in time");
@@ -89,8 +88,8 @@ TORCH_LIBRARY(openreg, m) {
 TORCH_LIBRARY_IMPL(openreg, PrivateUse1, m) {
   m.impl("_fail_kernel", TORCH_FN(failKernel));
   m.impl("_wait_gate", TORCH_FN(waitGate));
-  recordOpPath("openreg::_fail_kernel", OpPath::kDevice, "test_fail_kernel");
-  recordOpPath("openreg::_wait_gate", OpPath::kDevice, "test_wait_gate");
+  recordOpPath("openreg::_fail_kernel", OpPath::Device, "test_fail_kernel");
+  recordOpPath("openreg::_wait_gate", OpPath::Device, "test_wait_gate");
 }
 
 }  // namespace openreg::backend

@@ -16,7 +16,7 @@ std::string replayLibrary(const char* name) {
   return std::string(dir != nullptr ? dir : ".") + "/lib" + name + ".so";
 }
 
-} // namespace
+}  // namespace
 
 TEST(ActivityApi, ResolvesAFullImplementation) {
   ActivityApi api(replayLibrary("openreg_activity_replay"));

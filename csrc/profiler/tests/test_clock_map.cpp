@@ -18,8 +18,8 @@ struct Model {
 
   uint64_t device(uint64_t host) const {
     const double tau = static_cast<double>(host - host0);
-    return static_cast<uint64_t>(std::llround(offset + tau + skewPpm * 1e-6 * tau +
-                                              0.5 * driftPpmPerS * 1e-6 * tau * tau / 1e9));
+    return static_cast<uint64_t>(
+        std::llround(offset + tau + skewPpm * 1e-6 * tau + 0.5 * driftPpmPerS * 1e-6 * tau * tau / 1e9));
   }
 };
 
@@ -32,7 +32,7 @@ std::vector<ClockPoint> samples(const Model& m, uint64_t from, uint64_t to, uint
   return out;
 }
 
-} // namespace
+}  // namespace
 
 TEST(ClockMap, EmptyMapsNothing) {
   ClockMap map;
@@ -93,11 +93,9 @@ TEST(ClockMap, ExtrapolatesWithTheNearestSegment) {
 
 TEST(ClockMap, RejectsContradictoryAndUncertainSamples) {
   std::vector<ClockPoint> points = {
-      {1'000'000, 5'000'000, 100},
-      {2'000'000, 6'000'000, 100},
-      {1'500'000, 7'000'000, 100},      // host went backwards
-      {3'000'000, 8'000'000, 100},
-      {9'000'000, 8'500'000, 5'000'000}, // far less certain than the rest
+      {1'000'000, 5'000'000, 100}, {2'000'000, 6'000'000, 100},
+      {1'500'000, 7'000'000, 100},                                     // host went backwards
+      {3'000'000, 8'000'000, 100}, {9'000'000, 8'500'000, 5'000'000},  // far less certain than the rest
   };
   ClockMap map(points);
   EXPECT_EQ(map.rejected(), 2u);

@@ -9,9 +9,9 @@ using namespace openreg::profiler;
 namespace {
 
 orError_t nextRecord(const uint8_t* buffer, size_t validSize, const orActivityRecord** record) {
-  size_t offset = *record == nullptr ? 0
-                                     : static_cast<size_t>(reinterpret_cast<const uint8_t*>(*record) - buffer) +
-                                         (*record)->size;
+  size_t offset = *record == nullptr
+                      ? 0
+                      : static_cast<size_t>(reinterpret_cast<const uint8_t*>(*record) - buffer) + (*record)->size;
   if (offset >= validSize) return orErrorMaxLimitReached;
   *record = reinterpret_cast<const orActivityRecord*>(buffer + offset);
   return orSuccess;
@@ -25,7 +25,7 @@ size_t writeKernel(uint8_t* buffer, uint64_t corr) {
   return sizeof(k);
 }
 
-} // namespace
+}  // namespace
 
 TEST(RecordBuffers, RefusesPastTheLimitAndRecycles) {
   RecordBufferPool pool(4096, 2 * 4096);

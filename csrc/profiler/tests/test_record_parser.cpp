@@ -41,7 +41,7 @@ struct Writer {
   }
 };
 
-} // namespace
+}  // namespace
 
 TEST(RecordParser, CopiesEveryKnownKind) {
   Writer w;
@@ -123,8 +123,8 @@ TEST(RecordParser, SkipsUnknownKindsAndReadsLongerRecords) {
 
 TEST(RecordParser, CountsTruncatedRecordsAndMalformedBuffers) {
   Writer w;
-  w.raw(OR_ACTIVITY_KIND_KERNEL, 16);  // far shorter than a kernel record
-  w.raw(OR_ACTIVITY_KIND_RUNTIME, 12); // size not a multiple of 8: stops iteration
+  w.raw(OR_ACTIVITY_KIND_KERNEL, 16);   // far shorter than a kernel record
+  w.raw(OR_ACTIVITY_KIND_RUNTIME, 12);  // size not a multiple of 8: stops iteration
   RecordSet out;
   parseBuffer(&nextRecord, w.bytes, w.used, out);
   EXPECT_EQ(out.truncatedRecords, 1u);

@@ -48,9 +48,12 @@ class Generator {
   uint64_t correlation() { return pick(10) == 0 ? rng_() : 1 + pick(64); }  // joins, duplicates, strays
   uint64_t hostTime() {
     switch (pick(10)) {
-      case 0: return rng_();
-      case 1: return UINT64_MAX - pick(1000);
-      default: return static_cast<uint64_t>(base_) + pick(20'000'000'000);
+      case 0:
+        return rng_();
+      case 1:
+        return UINT64_MAX - pick(1000);
+      default:
+        return static_cast<uint64_t>(base_) + pick(20'000'000'000);
     }
   }
   uint64_t deviceTime() { return pick(10) == 0 ? rng_() : 1'000'000'000'000 + pick(20'000'000'000); }
@@ -59,9 +62,14 @@ class Generator {
   void append(std::vector<uint8_t>& out, T record, orActivityKind kind) {
     size_t size = sizeof(T);
     switch (pick(8)) {
-      case 0: size = 8 * (1 + pick(sizeof(T) / 8)); break;  // truncated
-      case 1: size += 8 * (1 + pick(3)); break;            // from a newer runtime
-      default: break;
+      case 0:
+        size = 8 * (1 + pick(sizeof(T) / 8));
+        break;  // truncated
+      case 1:
+        size += 8 * (1 + pick(3));
+        break;  // from a newer runtime
+      default:
+        break;
     }
     record.header.kind = kind;
     record.header.size = static_cast<uint32_t>(size);
@@ -171,7 +179,7 @@ class Generator {
   int64_t base_ = 0;
 };
 
-} // namespace
+}  // namespace
 
 TEST(RecordsFuzz, GeneratedBuffersKeepTheTraceInvariants) {
   // OPENREG_FUZZ_SEEDS runs more (or other) seeds: "N" or "FIRST:LAST".

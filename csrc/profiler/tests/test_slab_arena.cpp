@@ -45,7 +45,10 @@ TEST(SlabArena, ASlabOutlivesItsArenaUntilItsObjectsGo) {
   SlabArena::release(survivor);
   EXPECT_EQ(SlabArena::slabsInUse(), before);
   { SlabArena unused; }
-  { SlabArena empty; SlabArena::release(empty.allocate(16)); }
+  {
+    SlabArena empty;
+    SlabArena::release(empty.allocate(16));
+  }
   EXPECT_EQ(SlabArena::slabsInUse(), before);
 }
 

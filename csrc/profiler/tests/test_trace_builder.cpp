@@ -82,7 +82,7 @@ std::vector<const TraceEvent*> ofType(const EmitResult& r, TraceEventType type) 
   return out;
 }
 
-} // namespace
+}  // namespace
 
 TEST(TraceBuilder, JoinsLaunchDeviceWorkAndOp) {
   Builder b;
@@ -156,9 +156,9 @@ TEST(TraceBuilder, IdsAreUniqueAndDuplicatesDropped) {
 
 TEST(TraceBuilder, KeepsOnlyTheWindowAndCountsTheRest) {
   Builder b;
-  b.launch(DeviceOpKind::Kernel, 0, 1, 5, 6, 8);        // before
-  b.launch(DeviceOpKind::Kernel, 0, 1, 20, 25, 30);     // inside
-  b.launch(DeviceOpKind::Kernel, 0, 1, 90, 95, 130);    // launched inside, ends after
+  b.launch(DeviceOpKind::Kernel, 0, 1, 5, 6, 8);      // before
+  b.launch(DeviceOpKind::Kernel, 0, 1, 20, 25, 30);   // inside
+  b.launch(DeviceOpKind::Kernel, 0, 1, 90, 95, 130);  // launched inside, ends after
   auto prepared = prepareTrace(b.records);
   auto r = emitTrace(prepared, window(10, 100), rangeName);
   auto kernels = ofType(r, TraceEventType::Kernel);
@@ -271,8 +271,7 @@ TEST(TraceBuilder, UnknownRangesAreCountedNotInvented) {
   Builder b;
   b.launch(DeviceOpKind::Kernel, 0, 1, 1, 10, 20, 1, 7);
   auto prepared = prepareTrace(b.records);
-  auto r = emitTrace(prepared, window(0, 1000),
-                     [](uint64_t) -> std::optional<std::string> { return std::nullopt; });
+  auto r = emitTrace(prepared, window(0, 1000), [](uint64_t) -> std::optional<std::string> { return std::nullopt; });
   EXPECT_TRUE(ofType(r, TraceEventType::UserAnnotation).empty());
   EXPECT_EQ(r.stats.annotationsWithoutRange, 1u);
 }
@@ -322,8 +321,14 @@ TEST(TraceBuilder, CommunicationIsAKernelLinkedToItsOpWithItsPayload) {
   op.name = "openregComm_AllReduce_Sum_f32";
   op.bytes = 1 << 20;
   op.eventId = b.records.communications.size();
-  b.records.communications.push_back({.collective = "allreduce", .dataType = "f32", .groupName = "0",
-                                      .count = 1024, .sequence = 3, .groupSize = 2, .rank = 1, .peer = -1});
+  b.records.communications.push_back({.collective = "allreduce",
+                                      .dataType = "f32",
+                                      .groupName = "0",
+                                      .count = 1024,
+                                      .sequence = 3,
+                                      .groupSize = 2,
+                                      .rank = 1,
+                                      .peer = -1});
   auto prepared = prepareTrace(b.records);
   EmitOptions kernelsOnly = window(0, 1000);
   auto r = emitTrace(prepared, kernelsOnly, rangeName);

@@ -55,7 +55,7 @@ EmitOptions window(int64_t start, int64_t end) {
   return o;
 }
 
-} // namespace
+}  // namespace
 
 // ---- merging ----
 
@@ -227,10 +227,10 @@ TEST(TraceSteps, TraceIdsInSubmissionOrder) {
 
 TEST(TraceSteps, RuntimeSelectionCountsWhatIsLeftOut) {
   ChunkedVector<RuntimeCall> calls;
-  calls.push_back(call(1, 50));    // before the window
-  calls.push_back(call(2, 110));   // before notBefore
-  calls.push_back(call(3, 200));   // emitted
-  calls.push_back(call(4, 995));   // ends past the window
+  calls.push_back(call(1, 50));   // before the window
+  calls.push_back(call(2, 110));  // before notBefore
+  calls.push_back(call(3, 200));  // emitted
+  calls.push_back(call(4, 995));  // ends past the window
   PreparedTrace trace;
   orderRuntimeCalls(calls, ExternalJoin{}, trace);
   EmitOptions o = window(100, 1000);
@@ -343,8 +343,8 @@ TEST(TraceSteps, SpansNestPerRowAndCountWhatCannot) {
     return p;
   };
   PreparedTrace trace;
-  trace.deviceOps = {withUser(prepared(k, 10, 20), 7),   withUser(prepared(k, 20, 30), 8),
-                     withUser(prepared(k, 30, 40), 7),   withUser(prepared(k, 35, 50), 9),
+  trace.deviceOps = {withUser(prepared(k, 10, 20), 7),    withUser(prepared(k, 20, 30), 8),
+                     withUser(prepared(k, 30, 40), 7),    withUser(prepared(k, 35, 50), 9),
                      withUser(prepared(wait, 50, 90), 7), withUser(prepared(k, 5, 6), 7),
                      withUser(prepared(k, 7, 8), 66)};
   RowMap rows;

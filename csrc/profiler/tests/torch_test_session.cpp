@@ -34,8 +34,8 @@ std::string replayPath() {
 // The replay library's test controls, from the same loaded instance.
 struct Replay {
   void* handle = dlopen(replayPath().c_str(), RTLD_NOW | RTLD_LOCAL);
-  int (*submit)(int, int, uint64_t, const char*, uint64_t, uint64_t, int) =
-      reinterpret_cast<decltype(submit)>(dlsym(handle, "orReplaySubmit"));
+  int (*submit)(int, int, uint64_t, const char*, uint64_t, uint64_t,
+                int) = reinterpret_cast<decltype(submit)>(dlsym(handle, "orReplaySubmit"));
   int (*synchronize)() = reinterpret_cast<decltype(synchronize)>(dlsym(handle, "orReplaySynchronize"));
   int (*isTracing)() = reinterpret_cast<decltype(isTracing)>(dlsym(handle, "orReplayIsTracing"));
   int (*registered)() = reinterpret_cast<decltype(registered)>(dlsym(handle, "orReplayRegistered"));
@@ -90,11 +90,11 @@ class SessionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { api = new ActivityApi(replayPath()); }
   static const ActivityApi* api;
-  Replay replay;
+  Replay replay_;
 };
 const ActivityApi* SessionTest::api = nullptr;
 
-} // namespace
+}  // namespace
 
 TEST(WindowLease, OneHolderAtATimeUntilReleased) {
   WindowLease first = WindowLease::tryAcquire();
@@ -115,8 +115,8 @@ TEST(WindowLease, OneHolderAtATimeUntilReleased) {
 }
 
 TEST(SessionRequest, OnlyDeviceTypesAskForASession) {
-  EXPECT_FALSE(SessionRequest::fromActivityTypes({ActivityType::CPU_OP, ActivityType::PRIVATEUSE1_RUNTIME,
-                                                  ActivityType::PRIVATEUSE1_DRIVER})
+  EXPECT_FALSE(SessionRequest::fromActivityTypes(
+                   {ActivityType::CPU_OP, ActivityType::PRIVATEUSE1_RUNTIME, ActivityType::PRIVATEUSE1_DRIVER})
                    .anyDeviceActivity());
   EXPECT_TRUE(SessionRequest::fromActivityTypes({ActivityType::GPU_MEMSET}).anyDeviceActivity());
 }
@@ -128,23 +128,26 @@ TEST_F(SessionTest, LinksThroughTruncatedOpIdsAndFlows) {
   const int64_t begin = now();
   session.pushCorrelationId(opId);
   session.start();
-  ASSERT_EQ(replay.submit(1, 0, 1, "k", 0, 10'000, 0), 0);
-  ASSERT_EQ(replay.submit(2, 0, 1, "", 4096, 10'000, 1), 0);
-  replay.synchronize();
+  ASSERT_EQ(replay_.submit(1, 0, 1, "k", 0, 10'000, 0), 0);
+  ASSERT_EQ(replay_.submit(2, 0, 1, "", 4096, 10'000, 1), 0);
+  replay_.synchronize();
   session.popCorrelationId();
   session.stop();
   const int64_t end = now();
-  EXPECT_EQ(replay.depth(1), 0) << "push/pop reached the runtime's stack";
+  EXPECT_EQ(replay_.depth(1), 0) << "push/pop reached the runtime's stack";
 
   libkineto::TraceSpan span(0, 0, "test");
   libkineto::GenericTraceActivity op(span, ActivityType::CPU_OP, "aten::op");
   op.id = 42;
   std::vector<int32_t> asked;
   RecordingLogger logger;
-  session.processTrace(logger, [&](int32_t id) -> const libkineto::ITraceActivity* {
-    asked.push_back(id);
-    return id == 42 ? &op : nullptr;
-  }, begin, end);
+  session.processTrace(
+      logger,
+      [&](int32_t id) -> const libkineto::ITraceActivity* {
+        asked.push_back(id);
+        return id == 42 ? &op : nullptr;
+      },
+      begin, end);
 
   auto kernels = logger.ofType(ActivityType::CONCURRENT_KERNEL);
   auto copies = logger.ofType(ActivityType::GPU_MEMCPY);
@@ -207,12 +210,13 @@ TEST_F(SessionTest, ActivitiesLiveAsLongAsTheTraceBuffer) {
     OpenregSession session(*api, everything());
     const int64_t begin = now();
     session.start();
-    for (int k = 0; k < 3000; ++k) ASSERT_EQ(replay.submit(1, 0, 1, "kernel_name_past_small_strings", 0, 1'000, 0), 0);
-    replay.synchronize();
+    for (int k = 0; k < 3000; ++k) ASSERT_EQ(replay_.submit(1, 0, 1, "kernel_name_past_small_strings", 0, 1'000, 0), 0);
+    replay_.synchronize();
     session.stop();
     const std::string before = session.getMetadata().at("openreg_profiler");
     EXPECT_NE(before.find("\"device_activities\":3000,"), std::string::npos) << before;
-    session.processTrace(logger, [](int32_t) { return nullptr; }, begin, now());
+    session.processTrace(
+        logger, [](int32_t) { return nullptr; }, begin, now());
     // The records are gone (the activities have what they need); the figures stay.
     EXPECT_EQ(session.getMetadata().at("openreg_profiler"), before);
     buffer = session.getTraceBuffer();
@@ -232,7 +236,7 @@ TEST_F(SessionTest, StopBeforeStartAndStartTwiceAreHarmless) {
   early.stop();
   early.start();  // after stop: refused, recorded
   EXPECT_FALSE(early.errors().empty());
-  EXPECT_EQ(replay.isTracing(), 0);
+  EXPECT_EQ(replay_.isTracing(), 0);
 
   OpenregSession twice(*api, everything());
   twice.start();
@@ -240,8 +244,8 @@ TEST_F(SessionTest, StopBeforeStartAndStartTwiceAreHarmless) {
   EXPECT_EQ(twice.errors().size(), 1u);
   twice.stop();
   twice.stop();
-  EXPECT_EQ(replay.isTracing(), 0);
-  EXPECT_EQ(replay.registered(), 0);
+  EXPECT_EQ(replay_.isTracing(), 0);
+  EXPECT_EQ(replay_.registered(), 0);
 }
 
 TEST_F(SessionTest, ASecondSessionStaysInertWhileTheFirstCollects) {
@@ -251,11 +255,11 @@ TEST_F(SessionTest, ASecondSessionStaysInertWhileTheFirstCollects) {
   second.start();
   ASSERT_EQ(second.errors().size(), 1u);
   EXPECT_NE(second.errors()[0].find("already collecting"), std::string::npos);
-  EXPECT_EQ(replay.isTracing(), 1) << "the first session keeps its window";
+  EXPECT_EQ(replay_.isTracing(), 1) << "the first session keeps its window";
   second.stop();
-  EXPECT_EQ(replay.isTracing(), 1);
+  EXPECT_EQ(replay_.isTracing(), 1);
   first.stop();
-  EXPECT_EQ(replay.isTracing(), 0);
+  EXPECT_EQ(replay_.isTracing(), 0);
   EXPECT_EQ(second.getMetadata().count("openreg_profiler_error"), 1u);
 }
 
@@ -282,7 +286,8 @@ TEST_F(SessionTest, SessionsOnTwoThreadsAtOnce) {
       session.popCorrelationId();
       session.stop();
       RecordingLogger logger;
-      session.processTrace(logger, [](int32_t) { return nullptr; }, begin, now());
+      session.processTrace(
+          logger, [](int32_t) { return nullptr; }, begin, now());
       const auto kernels = logger.ofType(ActivityType::CONCURRENT_KERNEL);
       std::set<int64_t> ids;
       for (const auto* k : kernels) ids.insert(k->correlationId());
@@ -305,18 +310,18 @@ TEST_F(SessionTest, SessionsOnTwoThreadsAtOnce) {
   EXPECT_EQ(owned + inert, 2 * kRounds);
   EXPECT_GE(owned.load(), 1);
   EXPECT_LE(kernelsSeen.load(), uint64_t{2 * kRounds * kKernelsPerRound}) << "no kernel counted twice";
-  EXPECT_EQ(replay.isTracing(), 0);
-  EXPECT_EQ(replay.registered(), 0);
+  EXPECT_EQ(replay_.isTracing(), 0);
+  EXPECT_EQ(replay_.registered(), 0);
 }
 
 TEST_F(SessionTest, DestroyingARunningSessionClosesTheWindow) {
   {
     OpenregSession session(*api, everything());
     session.start();
-    EXPECT_EQ(replay.isTracing(), 1);
+    EXPECT_EQ(replay_.isTracing(), 1);
   }
-  EXPECT_EQ(replay.isTracing(), 0);
-  EXPECT_EQ(replay.registered(), 0);
+  EXPECT_EQ(replay_.isTracing(), 0);
+  EXPECT_EQ(replay_.registered(), 0);
   OpenregSession next(*api, everything());
   next.start();
   EXPECT_TRUE(next.errors().empty());
@@ -328,10 +333,10 @@ TEST_F(SessionTest, UnmatchedPopsAreNotForwarded) {
   session.popCorrelationId();
   session.popUserCorrelationId();
   session.pushUserCorrelationId(7);
-  EXPECT_EQ(replay.depth(2), 1);
+  EXPECT_EQ(replay_.depth(2), 1);
   session.popUserCorrelationId();
   session.popUserCorrelationId();
-  EXPECT_EQ(replay.depth(2), 0);
+  EXPECT_EQ(replay_.depth(2), 0);
 }
 
 TEST(SessionWithoutLibrary, NamesTheLaneAndTheCause) {
@@ -342,7 +347,8 @@ TEST(SessionWithoutLibrary, NamesTheLaneAndTheCause) {
   session.popCorrelationId();
   session.stop();
   RecordingLogger logger;
-  session.processTrace(logger, [](int32_t) { return nullptr; }, 0, now());
+  session.processTrace(
+      logger, [](int32_t) { return nullptr; }, 0, now());
   EXPECT_TRUE(logger.activities.empty());
   auto info = session.getDeviceInfo();
   ASSERT_NE(info, nullptr);
@@ -366,15 +372,15 @@ TEST_F(SessionTest, DeferredStartBoundsOnlyOnDemandTraces) {
     OpenregSession session(*api, request);
     const int64_t begin = now();
     session.start();
-    ASSERT_EQ(replay.submit(1, 0, 1, "k", 0, 10'000, 0), 0);
-    replay.synchronize();
+    ASSERT_EQ(replay_.submit(1, 0, 1, "k", 0, 10'000, 0), 0);
+    replay_.synchronize();
     session.stop();
     const int64_t end = now();
     RecordingLogger logger;
-    session.processTrace(logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, begin, end);
+    session.processTrace(
+        logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, begin, end);
     EXPECT_EQ(logger.ofType(ActivityType::CONCURRENT_KERNEL).size(), onDemand ? 0u : 1u) << onDemand;
     const std::string meta = session.getMetadata().at("openreg_profiler");
-    EXPECT_NE(meta.find(onDemand ? "\"deferred_start\":true" : "\"deferred_start\":false"), std::string::npos)
-        << meta;
+    EXPECT_NE(meta.find(onDemand ? "\"deferred_start\":true" : "\"deferred_start\":false"), std::string::npos) << meta;
   }
 }

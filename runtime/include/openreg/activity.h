@@ -106,15 +106,15 @@ typedef enum orActivityApiId {
 /* An API call on a host thread. Host clock. */
 typedef struct orActivityRuntime {
   orActivityRecord header;
-  uint32_t apiId;         /* orActivityApiId */
+  uint32_t apiId; /* orActivityApiId */
   uint32_t processId;
   uint32_t threadId;      /* system thread id (gettid) */
   int32_t device;         /* device the call addressed, -1 if none */
   uint64_t correlationId; /* shared with the device record, if any */
   uint64_t start;         /* host epoch ns */
   uint64_t end;
-  const char* name;       /* e.g. "orLaunchKernel" */
-  int32_t status;         /* orError_t the call returned */
+  const char* name; /* e.g. "orLaunchKernel" */
+  int32_t status;   /* orError_t the call returned */
   uint32_t reserved;
 } orActivityRuntime;
 
@@ -122,10 +122,10 @@ typedef struct orActivityRuntime {
 typedef struct orActivityKernel {
   orActivityRecord header;
   int32_t device;
-  int32_t status;         /* orSuccess, or orErrorLaunchFailure */
-  uint64_t streamId;      /* orStreamGetId */
+  int32_t status;    /* orSuccess, or orErrorLaunchFailure */
+  uint64_t streamId; /* orStreamGetId */
   uint64_t correlationId;
-  uint64_t start;         /* device clock ns */
+  uint64_t start; /* device clock ns */
   uint64_t end;
   const char* name;
   orDim3 grid;
@@ -153,17 +153,17 @@ typedef enum orActivityMemoryKind {
 /* A copy's execution. Device clock. */
 typedef struct orActivityMemcpy {
   orActivityRecord header;
-  uint8_t copyKind;       /* orActivityMemcpyKind */
-  uint8_t srcKind;        /* orActivityMemoryKind */
-  uint8_t dstKind;        /* orActivityMemoryKind */
-  uint8_t isAsync;        /* 1 if queued by an ...Async call */
-  int32_t device;         /* device whose stream executed it */
-  int32_t srcDevice;      /* -1 for host */
-  int32_t dstDevice;      /* -1 for host */
+  uint8_t copyKind;  /* orActivityMemcpyKind */
+  uint8_t srcKind;   /* orActivityMemoryKind */
+  uint8_t dstKind;   /* orActivityMemoryKind */
+  uint8_t isAsync;   /* 1 if queued by an ...Async call */
+  int32_t device;    /* device whose stream executed it */
+  int32_t srcDevice; /* -1 for host */
+  int32_t dstDevice; /* -1 for host */
   uint64_t streamId;
   uint64_t correlationId;
   uint64_t bytes;
-  uint64_t start;         /* device clock ns */
+  uint64_t start; /* device clock ns */
   uint64_t end;
 } orActivityMemcpy;
 
@@ -171,29 +171,26 @@ typedef struct orActivityMemcpy {
 typedef struct orActivityMemset {
   orActivityRecord header;
   int32_t device;
-  uint32_t value;         /* the byte, 16- or 32-bit pattern */
+  uint32_t value; /* the byte, 16- or 32-bit pattern */
   uint64_t streamId;
   uint64_t correlationId;
   uint64_t bytes;
-  uint64_t start;         /* device clock ns */
+  uint64_t start; /* device clock ns */
   uint64_t end;
-  uint32_t elementSize;   /* 1, 2 or 4 */
+  uint32_t elementSize; /* 1, 2 or 4 */
   uint8_t isAsync;
   uint8_t reserved[3];
 } orActivityMemset;
 
-typedef enum orActivityMemoryOp {
-  OR_ACTIVITY_MEMORY_ALLOCATE = 1,
-  OR_ACTIVITY_MEMORY_RELEASE = 2
-} orActivityMemoryOp;
+typedef enum orActivityMemoryOp { OR_ACTIVITY_MEMORY_ALLOCATE = 1, OR_ACTIVITY_MEMORY_RELEASE = 2 } orActivityMemoryOp;
 
 /* A device or pinned allocation or release. Host clock. */
 typedef struct orActivityMemory {
   orActivityRecord header;
-  uint8_t memoryOp;       /* orActivityMemoryOp */
-  uint8_t memoryKind;     /* orActivityMemoryKind: DEVICE or PINNED */
+  uint8_t memoryOp;   /* orActivityMemoryOp */
+  uint8_t memoryKind; /* orActivityMemoryKind: DEVICE or PINNED */
   uint16_t reserved;
-  int32_t device;         /* -1 for pinned host memory */
+  int32_t device; /* -1 for pinned host memory */
   uint64_t address;
   uint64_t bytes;
   uint64_t timestamp;     /* host epoch ns */
@@ -209,22 +206,19 @@ typedef enum orActivitySyncType {
   OR_ACTIVITY_SYNC_STREAM_WAIT_EVENT = 4 /* the stream blocked on an event: device clock */
 } orActivitySyncType;
 
-typedef enum orActivityClockDomain {
-  OR_ACTIVITY_CLOCK_HOST = 1,
-  OR_ACTIVITY_CLOCK_DEVICE = 2
-} orActivityClockDomain;
+typedef enum orActivityClockDomain { OR_ACTIVITY_CLOCK_HOST = 1, OR_ACTIVITY_CLOCK_DEVICE = 2 } orActivityClockDomain;
 
 /* A synchronisation. Host syncs are stamped on the calling thread in the host
  * clock; a stream waiting on an event is stamped by the device in its clock,
  * from when the stream reached the wait to when it was released. */
 typedef struct orActivitySynchronization {
   orActivityRecord header;
-  uint32_t syncType;      /* orActivitySyncType */
-  uint32_t clockDomain;   /* orActivityClockDomain of start/end */
+  uint32_t syncType;    /* orActivitySyncType */
+  uint32_t clockDomain; /* orActivityClockDomain of start/end */
   int32_t device;
-  uint32_t threadId;      /* host syncs: the waiting thread; else 0 */
-  uint64_t streamId;      /* 0 if not about a stream */
-  uint64_t eventId;       /* 0 if not about an event */
+  uint32_t threadId; /* host syncs: the waiting thread; else 0 */
+  uint64_t streamId; /* 0 if not about a stream */
+  uint64_t eventId;  /* 0 if not about an event */
   uint64_t correlationId;
   uint64_t start;
   uint64_t end;
@@ -240,7 +234,7 @@ typedef enum orActivityExternalCorrelationKind {
 
 typedef struct orActivityExternalCorrelation {
   orActivityRecord header;
-  uint32_t externalKind;  /* orActivityExternalCorrelationKind */
+  uint32_t externalKind; /* orActivityExternalCorrelationKind */
   uint32_t reserved;
   uint64_t externalId;
   uint64_t correlationId;
@@ -255,13 +249,13 @@ typedef enum orActivityMarkerKind {
 /* A host-side marker. Host clock. A RANGE_END carries the id of its start. */
 typedef struct orActivityMarker {
   orActivityRecord header;
-  uint32_t markerKind;    /* orActivityMarkerKind */
+  uint32_t markerKind; /* orActivityMarkerKind */
   uint32_t threadId;
   uint64_t id;
-  uint64_t timestamp;     /* host epoch ns */
-  const char* name;       /* NULL on RANGE_END */
+  uint64_t timestamp; /* host epoch ns */
+  const char* name;   /* NULL on RANGE_END */
   uint32_t processId;
-  int32_t device;         /* current device of the thread */
+  int32_t device; /* current device of the thread */
 } orActivityMarker;
 
 typedef enum orActivityOverheadKind {
@@ -272,7 +266,7 @@ typedef enum orActivityOverheadKind {
 /* Time the tracing machinery itself cost a thread. Host clock. */
 typedef struct orActivityOverhead {
   orActivityRecord header;
-  uint32_t overheadKind;  /* orActivityOverheadKind */
+  uint32_t overheadKind; /* orActivityOverheadKind */
   uint32_t threadId;
   uint64_t start;
   uint64_t end;
@@ -297,10 +291,10 @@ typedef struct orActivityClockSync {
 typedef struct orActivityCommunication {
   orActivityRecord header;
   int32_t device;
-  int32_t status;         /* orSuccess, or orErrorLaunchFailure */
+  int32_t status; /* orSuccess, or orErrorLaunchFailure */
   uint64_t streamId;
   uint64_t correlationId;
-  uint64_t start;         /* device clock ns */
+  uint64_t start; /* device clock ns */
   uint64_t end;
   const char* name;       /* device event name, e.g. "openregComm_AllReduce_Sum_f32" */
   const char* collective; /* e.g. "allreduce", "send" (as record_param_comms names it) */
@@ -310,8 +304,8 @@ typedef struct orActivityCommunication {
   uint64_t bytes;         /* bytes of the local input */
   uint64_t sequence;      /* the group's collective (or p2p) sequence number */
   uint32_t groupSize;
-  int32_t rank;           /* the caller's rank in the group */
-  int32_t peer;           /* point-to-point: the other rank in the group; else -1 */
+  int32_t rank; /* the caller's rank in the group */
+  int32_t peer; /* point-to-point: the other rank in the group; else -1 */
   uint32_t reserved;
 } orActivityCommunication;
 
@@ -340,15 +334,13 @@ typedef void (*orActivityBufferRequestedFn)(void* userData, uint8_t** buffer, si
  * hold records. Never runs concurrently with itself; runs on the runtime's
  * delivery thread or inside orActivityFlushAll on the caller's thread. May
  * call orActivityGetNextRecord, not other runtime functions. */
-typedef void (*orActivityBufferCompletedFn)(void* userData, uint8_t* buffer, size_t size,
-                                            size_t validSize);
+typedef void (*orActivityBufferCompletedFn)(void* userData, uint8_t* buffer, size_t size, size_t validSize);
 
 /* Registers the client. Must be called while the window is closed
  * (orErrorNotSupported otherwise). Passing NULL for both unregisters, after
  * delivering what is pending. */
 OR_API orError_t orActivityRegisterCallbacks(orActivityBufferRequestedFn requested,
-                                             orActivityBufferCompletedFn completed,
-                                             void* userData);
+                                             orActivityBufferCompletedFn completed, void* userData);
 
 enum {
   /* Also hand back partially filled buffers, after waiting until the device
@@ -369,8 +361,7 @@ OR_API orError_t orActivityFlushAll(uint32_t flags);
  * if the buffer is malformed: a size below 8 or not a multiple of 8, a record
  * running past validSize, a misaligned buffer or a record pointer outside it.
  * Pure function: any thread, no state. */
-OR_API orError_t orActivityGetNextRecord(const uint8_t* buffer, size_t validSize,
-                                         const orActivityRecord** record);
+OR_API orError_t orActivityGetNextRecord(const uint8_t* buffer, size_t validSize, const orActivityRecord** record);
 
 /* Records dropped for lack of a buffer (or of host memory) since the runtime started, for one
  * device (device >= 0) or for all devices and host-only records
@@ -378,12 +369,12 @@ OR_API orError_t orActivityGetNextRecord(const uint8_t* buffer, size_t validSize
 OR_API orError_t orActivityGetNumDroppedRecords(int device, uint64_t* dropped);
 
 typedef struct orActivityStats {
-  uint32_t structSize;        /* set by the caller to sizeof(orActivityStats) */
+  uint32_t structSize; /* set by the caller to sizeof(orActivityStats) */
   uint32_t reserved;
   uint64_t recordsWritten;
   uint64_t recordsDropped;
   uint64_t buffersRequested;
-  uint64_t buffersRefused;    /* requests answered with NULL */
+  uint64_t buffersRefused; /* requests answered with NULL */
   uint64_t buffersCompleted;
   uint64_t bufferRequestNs;   /* time spent in the requested callback */
   uint64_t bufferCompletedNs; /* time spent in the completed callback */
@@ -397,11 +388,9 @@ OR_API orError_t orActivityGetStats(orActivityStats* stats);
 
 /* Per calling thread, one stack per kind. The tops are read when device
  * work is queued, on the queuing thread. */
-OR_API orError_t orActivityPushExternalCorrelationId(orActivityExternalCorrelationKind kind,
-                                                     uint64_t id);
+OR_API orError_t orActivityPushExternalCorrelationId(orActivityExternalCorrelationKind kind, uint64_t id);
 /* orErrorInvalidValue if that stack is empty. lastId may be NULL. */
-OR_API orError_t orActivityPopExternalCorrelationId(orActivityExternalCorrelationKind kind,
-                                                    uint64_t* lastId);
+OR_API orError_t orActivityPopExternalCorrelationId(orActivityExternalCorrelationKind kind, uint64_t* lastId);
 
 /* ---------------------------------------------------------------- clock */
 
@@ -447,7 +436,7 @@ OR_API orError_t orActivityMarkerInstant(const char* name);
 OR_API orError_t orActivityGetVersion(uint32_t* version);
 
 typedef struct orActivityDeviceInfo {
-  uint32_t structSize;      /* set by the caller */
+  uint32_t structSize; /* set by the caller */
   int32_t index;
   char name[64];
   uint64_t totalMemory;
@@ -461,7 +450,7 @@ OR_API orError_t orActivityGetDeviceCount(int* count);
 OR_API orError_t orActivityGetDeviceInfo(int device, orActivityDeviceInfo* info);
 
 typedef struct orActivityStreamInfo {
-  uint32_t structSize;      /* set by the caller */
+  uint32_t structSize; /* set by the caller */
   int32_t device;
   uint64_t streamId;
   int32_t priority;

@@ -94,12 +94,12 @@ OR_API orError_t orRuntimeGetVersion(int* version);
 
 typedef struct orDeviceProp {
   char name[64];
-  size_t totalGlobalMem;     /* bytes: the capacity orMalloc enforces */
-  int multiProcessorCount;   /* simulated compute units */
-  int clockRate;             /* kHz, nominal */
-  int executorThreads;       /* host threads serving this device's streams */
-  int streamPriorityLeast;   /* numerically largest (lowest) priority */
-  int streamPriorityGreatest;/* numerically smallest (highest) priority */
+  size_t totalGlobalMem;      /* bytes: the capacity orMalloc enforces */
+  int multiProcessorCount;    /* simulated compute units */
+  int clockRate;              /* kHz, nominal */
+  int executorThreads;        /* host threads serving this device's streams */
+  int streamPriorityLeast;    /* numerically largest (lowest) priority */
+  int streamPriorityGreatest; /* numerically smallest (highest) priority */
 } orDeviceProp;
 
 OR_API orError_t orGetDeviceCount(int* count);
@@ -160,8 +160,8 @@ typedef enum orMemoryType {
 
 typedef struct orPointerAttributes {
   orMemoryType type;
-  int device;          /* owning device, -1 for host memory */
-  void* basePointer;   /* start of the containing allocation, NULL if unregistered */
+  int device;        /* owning device, -1 for host memory */
+  void* basePointer; /* start of the containing allocation, NULL if unregistered */
   size_t allocationSize;
 } orPointerAttributes;
 
@@ -251,8 +251,7 @@ typedef enum orMemcpyKind {
  * the stream it waited on, as orStreamSynchronize would.
  * Device->device between two devices is a peer copy, executed on `stream`. */
 OR_API orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind);
-OR_API orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind kind,
-                               orStream_t stream);
+OR_API orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind kind, orStream_t stream);
 
 /* Fill count bytes with (unsigned char)value. */
 OR_API orError_t orMemset(void* devPtr, int value, size_t count);
@@ -275,14 +274,14 @@ typedef struct orDim3 {
 } orDim3;
 
 typedef struct orLaunchConfig {
-  uint32_t structSize;      /* sizeof(orLaunchConfig), for versioning */
-  const char* name;         /* shown by profilers; copied (interned) by the runtime */
+  uint32_t structSize; /* sizeof(orLaunchConfig), for versioning */
+  const char* name;    /* shown by profilers; copied (interned) by the runtime */
   orKernelFunc func;
   void* userData;
   /* Called exactly once with userData after the kernel ran, or if it is
    * discarded. May be NULL. Runs on an executor thread. */
   void (*userDataDestroy)(void* userData);
-  orDim3 grid;              /* logical launch shape, recorded for profilers */
+  orDim3 grid; /* logical launch shape, recorded for profilers */
   orDim3 block;
   uint32_t sharedMemBytes;
 } orLaunchConfig;
@@ -290,8 +289,7 @@ typedef struct orLaunchConfig {
 /* Queues the kernel and returns before it runs. name and func must not be
  * NULL. On success the runtime owns userData (it calls userDataDestroy once);
  * on failure it does not touch userData and never calls userDataDestroy. */
-OR_API orError_t orLaunchKernel(orStream_t stream, const char* name, orKernelFunc func,
-                                void* userData);
+OR_API orError_t orLaunchKernel(orStream_t stream, const char* name, orKernelFunc func, void* userData);
 OR_API orError_t orLaunchKernelEx(const orLaunchConfig* config, orStream_t stream);
 
 /* Queues a host function on the stream (like cudaLaunchHostFunc): it runs in
@@ -314,8 +312,8 @@ typedef struct orCollectiveConfig {
   uint64_t sequence;
   uint32_t groupSize;
   int32_t rank;
-  int32_t peer;           /* -1 unless point-to-point */
-  orKernelFunc func;      /* the transfer itself; not NULL */
+  int32_t peer;      /* -1 unless point-to-point */
+  orKernelFunc func; /* the transfer itself; not NULL */
   void* userData;
   void (*userDataDestroy)(void* userData); /* as in orLaunchConfig */
 } orCollectiveConfig;

@@ -82,7 +82,8 @@ orError_t orActivityDisableTracing(void) {
 
 orError_t orActivityEnable(orActivityKind kind) {
   return guarded([&]() -> orError_t {
-    if (!validKind(kind)) return fail(orErrorInvalidValue, "orActivityEnable: unknown activity kind %d", static_cast<int>(kind));
+    if (!validKind(kind))
+      return fail(orErrorInvalidValue, "orActivityEnable: unknown activity kind %d", static_cast<int>(kind));
     std::lock_guard lock(gSwitchMutex);
     gEnabledKinds |= 1u << kind;
     publishActiveKinds();
@@ -92,7 +93,8 @@ orError_t orActivityEnable(orActivityKind kind) {
 
 orError_t orActivityDisable(orActivityKind kind) {
   return guarded([&]() -> orError_t {
-    if (!validKind(kind)) return fail(orErrorInvalidValue, "orActivityDisable: unknown activity kind %d", static_cast<int>(kind));
+    if (!validKind(kind))
+      return fail(orErrorInvalidValue, "orActivityDisable: unknown activity kind %d", static_cast<int>(kind));
     std::lock_guard lock(gSwitchMutex);
     gEnabledKinds &= ~(1u << kind);
     publishActiveKinds();
@@ -123,7 +125,8 @@ orError_t orActivityRegisterTimestampCallback(orActivityTimestampFn fn) {
   return guarded([&]() -> orError_t {
     std::lock_guard lock(gSwitchMutex);
     if (gTracing) {
-      return fail(orErrorNotSupported, "orActivityRegisterTimestampCallback: disable tracing before changing the clock");
+      return fail(orErrorNotSupported,
+                  "orActivityRegisterTimestampCallback: disable tracing before changing the clock");
     }
     gHostRecordClock.store(fn, std::memory_order_relaxed);
     return orSuccess;
@@ -132,7 +135,8 @@ orError_t orActivityRegisterTimestampCallback(orActivityTimestampFn fn) {
 
 orError_t orActivityFlushAll(uint32_t flags) {
   return guarded([&]() -> orError_t {
-    if (insideClientCallback()) return fail(orErrorNotSupported, "orActivityFlushAll: not allowed inside a buffer callback");
+    if (insideClientCallback())
+      return fail(orErrorNotSupported, "orActivityFlushAll: not allowed inside a buffer callback");
     if ((flags & ~static_cast<uint32_t>(OR_ACTIVITY_FLUSH_FORCED)) != 0) {
       return fail(orErrorInvalidValue, "orActivityFlushAll: unknown flags 0x%x", flags);
     }
@@ -150,9 +154,10 @@ orError_t orActivityFlushAll(uint32_t flags) {
       const uint64_t deadline = steadyNowNs() + runtime->config.flushTimeoutMs * 1000000ull;
       for (auto& device : runtime->devices) {
         if (waitDeviceIdle(*device, false, deadline) == orErrorTimeout) {
-          result = fail(orErrorTimeout,
-                        "orActivityFlushAll: device %d did not finish its queued work within %llu ms; delivered what exists",
-                        device->index, static_cast<unsigned long long>(runtime->config.flushTimeoutMs));
+          result =
+              fail(orErrorTimeout,
+                   "orActivityFlushAll: device %d did not finish its queued work within %llu ms; delivered what exists",
+                   device->index, static_cast<unsigned long long>(runtime->config.flushTimeoutMs));
         }
       }
       collectThreadBuffers();

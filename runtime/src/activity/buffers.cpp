@@ -239,8 +239,7 @@ void retireThreadBuffer(std::shared_ptr<ThreadBuffer>& buffer) {
   buffer.reset();
 }
 
-orError_t registerClient(orActivityBufferRequestedFn requested, orActivityBufferCompletedFn completed,
-                         void* userData) {
+orError_t registerClient(orActivityBufferRequestedFn requested, orActivityBufferCompletedFn completed, void* userData) {
   State& s = state();
   if ((requested == nullptr) != (completed == nullptr)) return orErrorInvalidValue;
   if (requested == nullptr) {

@@ -25,8 +25,7 @@ struct ThreadBuffer {
 };
 
 // Registers (or, with two NULLs, unregisters after handing everything back).
-orError_t registerClient(orActivityBufferRequestedFn requested, orActivityBufferCompletedFn completed,
-                         void* userData);
+orError_t registerClient(orActivityBufferRequestedFn requested, orActivityBufferCompletedFn completed, void* userData);
 bool clientRegistered();
 
 // Writes records into the calling thread's buffer, holding its lock for the

@@ -62,13 +62,23 @@ uint32_t currentProcessId() {
 
 void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, int device, uint64_t correlationId,
                    uint64_t start, orError_t status) {
-  static const char* const kNames[OR_API_COUNT] = {
-      "orInvalid",          "orLaunchKernel",      "orMemcpy",
-      "orMemcpyAsync",      "orMemset",            "orMemsetAsync",
-      "orMalloc",           "orFree",              "orMallocHost",
-      "orFreeHost",         "orStreamSynchronize", "orEventSynchronize",
-      "orDeviceSynchronize", "orEventRecord",      "orStreamWaitEvent",
-      "orLaunchHostFunc",   "orLaunchCollective"};
+  static const char* const kNames[OR_API_COUNT] = {"orInvalid",
+                                                   "orLaunchKernel",
+                                                   "orMemcpy",
+                                                   "orMemcpyAsync",
+                                                   "orMemset",
+                                                   "orMemsetAsync",
+                                                   "orMalloc",
+                                                   "orFree",
+                                                   "orMallocHost",
+                                                   "orFreeHost",
+                                                   "orStreamSynchronize",
+                                                   "orEventSynchronize",
+                                                   "orDeviceSynchronize",
+                                                   "orEventRecord",
+                                                   "orStreamWaitEvent",
+                                                   "orLaunchHostFunc",
+                                                   "orLaunchCollective"};
   constexpr uint32_t kHostKinds = (1u << OR_ACTIVITY_KIND_RUNTIME) | (1u << OR_ACTIVITY_KIND_EXTERNAL_CORRELATION);
   if ((kinds & kHostKinds) == 0) return;  // the id was only for device records
   const uint64_t end = hostRecordFastNs(context.clock);
@@ -106,8 +116,7 @@ void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, 
   }
 }
 
-void recordHostSync(const TracedCall& call, orActivitySyncType type, int device, uint64_t streamId,
-                    uint64_t eventId) {
+void recordHostSync(const TracedCall& call, orActivitySyncType type, int device, uint64_t streamId, uint64_t eventId) {
   if (!call.traced() || !active(OR_ACTIVITY_KIND_SYNCHRONIZATION)) return;
   orActivitySynchronization record{};
   record.syncType = type;

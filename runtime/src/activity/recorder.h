@@ -16,9 +16,7 @@ namespace openreg::activity {
 // load on every hot path.
 extern std::atomic<uint32_t> gActiveKinds;
 
-inline bool active(orActivityKind kind) {
-  return (gActiveKinds.load(std::memory_order_relaxed) >> kind) & 1u;
-}
+inline bool active(orActivityKind kind) { return (gActiveKinds.load(std::memory_order_relaxed) >> kind) & 1u; }
 inline bool anyActive() { return gActiveKinds.load(std::memory_order_relaxed) != 0; }
 
 uint64_t nextCorrelationId(ThreadContext& context);
@@ -120,8 +118,7 @@ class TracedCall {
 // The host-side records a traced call writes beside its RUNTIME record, each
 // only while its kind is enabled:
 // a host SYNCHRONIZATION record from the call's start to now;
-void recordHostSync(const TracedCall& call, orActivitySyncType type, int device, uint64_t streamId,
-                    uint64_t eventId);
+void recordHostSync(const TracedCall& call, orActivitySyncType type, int device, uint64_t streamId, uint64_t eventId);
 // a MEMORY record stamped now.
 void recordMemory(const TracedCall& call, orActivityMemoryOp op, orActivityMemoryKind kind, int device,
                   const void* address, size_t bytes);

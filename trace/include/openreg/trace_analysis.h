@@ -80,13 +80,12 @@ ORTRACE_API const char* ortrace_status_name(ortrace_status status);
  * then return ORTRACE_ERROR_PARSE. On failure *outTrace is NULL.
  * outError may be NULL.
  */
-ORTRACE_API ortrace_status ortrace_open_file(const char* path, const char* optionsJson,
-                                             ortrace_trace** outTrace, char** outError);
+ORTRACE_API ortrace_status ortrace_open_file(const char* path, const char* optionsJson, ortrace_trace** outTrace,
+                                             char** outError);
 
 /* Same as ortrace_open_file() on an in-memory document (plain JSON or gzip).
  * The bytes are not retained after the call returns. */
-ORTRACE_API ortrace_status ortrace_open_buffer(const void* data, size_t size,
-                                               const char* optionsJson,
+ORTRACE_API ortrace_status ortrace_open_buffer(const void* data, size_t size, const char* optionsJson,
                                                ortrace_trace** outTrace, char** outError);
 
 /* Releases a handle. NULL is allowed. */
@@ -106,8 +105,7 @@ ORTRACE_API void ortrace_close(ortrace_trace* trace);
  * 30000), "slow_launch_ns" and "slow_start_ns" (int, launch outlier
  * thresholds, defaults 50000 and 100000).
  */
-ORTRACE_API ortrace_status ortrace_summary(const ortrace_trace* trace, const char* optionsJson,
-                                           char** outJson);
+ORTRACE_API ortrace_status ortrace_summary(const ortrace_trace* trace, const char* optionsJson, char** outJson);
 
 /*
  * The structural invariants. Always ORTRACE_OK for a readable trace: failed
@@ -120,8 +118,7 @@ ORTRACE_API ortrace_status ortrace_summary(const ortrace_trace* trace, const cha
  * "window_slack_ns" (int, tolerance of the profiling-window check, default 0),
  * "strict" (bool, every finding fails, default false).
  */
-ORTRACE_API ortrace_status ortrace_check(const ortrace_trace* trace, const char* optionsJson,
-                                         char** outJson);
+ORTRACE_API ortrace_status ortrace_check(const ortrace_trace* trace, const char* optionsJson, char** outJson);
 
 /* The table of checks ortrace_check() runs: names, severities, descriptions,
  * the consumer each protects, what breaks there, and which findings only warn. */
@@ -134,8 +131,7 @@ ORTRACE_API ortrace_status ortrace_list_checks(char** outJson);
  *
  * optionsJson keys: "width" (int, buckets across the time axis, default 2000).
  */
-ORTRACE_API ortrace_status ortrace_timeline(const ortrace_trace* trace, const char* optionsJson,
-                                            char** outJson);
+ORTRACE_API ortrace_status ortrace_timeline(const ortrace_trace* trace, const char* optionsJson, char** outJson);
 
 /* Releases a string returned by this library. NULL is allowed. */
 ORTRACE_API void ortrace_free_string(char* str);

@@ -63,8 +63,9 @@ ortrace_status guarded(char** out, Body&& body) {
 
 std::string_view text(const char* s) { return s ? std::string_view(s) : std::string_view(); }
 
-ortrace_status openWith(ortrace_trace** outTrace, char** outError, const char* optionsJson,
-                         const std::function<std::unique_ptr<openreg::trace::Trace>(const openreg::trace::LoadOptions&)>& load) {
+ortrace_status openWith(
+    ortrace_trace** outTrace, char** outError, const char* optionsJson,
+    const std::function<std::unique_ptr<openreg::trace::Trace>(const openreg::trace::LoadOptions&)>& load) {
   if (outError) *outError = nullptr;
   if (!outTrace) return fail(outError, ORTRACE_ERROR_INVALID_ARGUMENT, "outTrace is NULL");
   *outTrace = nullptr;
@@ -101,24 +102,29 @@ const char* ortrace_version(void) { return "0.1.0"; }
 
 const char* ortrace_status_name(ortrace_status status) {
   switch (status) {
-    case ORTRACE_OK: return "ok";
-    case ORTRACE_ERROR_INVALID_ARGUMENT: return "invalid_argument";
-    case ORTRACE_ERROR_IO: return "io";
-    case ORTRACE_ERROR_PARSE: return "parse";
-    case ORTRACE_ERROR_OUT_OF_MEMORY: return "out_of_memory";
-    case ORTRACE_ERROR_INTERNAL: return "internal";
+    case ORTRACE_OK:
+      return "ok";
+    case ORTRACE_ERROR_INVALID_ARGUMENT:
+      return "invalid_argument";
+    case ORTRACE_ERROR_IO:
+      return "io";
+    case ORTRACE_ERROR_PARSE:
+      return "parse";
+    case ORTRACE_ERROR_OUT_OF_MEMORY:
+      return "out_of_memory";
+    case ORTRACE_ERROR_INTERNAL:
+      return "internal";
   }
   return "unknown";
 }
 
-ortrace_status ortrace_open_file(const char* path, const char* optionsJson, ortrace_trace** outTrace,
-                                 char** outError) {
+ortrace_status ortrace_open_file(const char* path, const char* optionsJson, ortrace_trace** outTrace, char** outError) {
   if (!path) {
     if (outTrace) *outTrace = nullptr;
     return fail(outError, ORTRACE_ERROR_INVALID_ARGUMENT, "path is NULL");
   }
   return openWith(outTrace, outError, optionsJson,
-                   [&](const openreg::trace::LoadOptions& o) { return openreg::trace::loadTraceFile(path, o); });
+                  [&](const openreg::trace::LoadOptions& o) { return openreg::trace::loadTraceFile(path, o); });
 }
 
 ortrace_status ortrace_open_buffer(const void* data, size_t size, const char* optionsJson, ortrace_trace** outTrace,

@@ -40,8 +40,8 @@ inline orError_t nextRecord(const uint8_t* buffer, size_t validSize, const orAct
 }
 
 inline const char* fuzzName(uint8_t pick) {
-  static const char* const kNames[] = {nullptr, "", "gemm", "a \"quoted\" \\ name\t\n", "\xff\xfe utf-8 \xc3\xa9",
-                                       "orLaunchKernel"};
+  static const char* const kNames[] = {
+      nullptr, "", "gemm", "a \"quoted\" \\ name\t\n", "\xff\xfe utf-8 \xc3\xa9", "orLaunchKernel"};
   return kNames[pick % (sizeof(kNames) / sizeof(kNames[0]))];
 }
 
@@ -109,16 +109,17 @@ inline std::string runCase(const uint8_t* data, size_t size) {
   std::set<int32_t> deviceIds;
   std::set<uint32_t> flowStarts, flowEnds;
   EmitResult result;
-  emitTrace(prepared, options, [](uint64_t id) { return std::optional<std::string>("range " + std::to_string(id)); },
-            result, [&](const TraceEvent& e) {
-              if (e.end < e.start) problem = "an event ends before it starts";
-              (void)eventArgs(e);  // formats every arg
-              if (e.device != nullptr) {
-                rows[{e.pid, e.tid}].push_back({e.start, e.end});
-                if (e.id != 0 && !deviceIds.insert(e.id).second) problem = "a correlation id twice";
-              }
-              if (e.flowId != 0) (e.flowStart ? flowStarts : flowEnds).insert(e.flowId);
-            });
+  emitTrace(
+      prepared, options, [](uint64_t id) { return std::optional<std::string>("range " + std::to_string(id)); }, result,
+      [&](const TraceEvent& e) {
+        if (e.end < e.start) problem = "an event ends before it starts";
+        (void)eventArgs(e);  // formats every arg
+        if (e.device != nullptr) {
+          rows[{e.pid, e.tid}].push_back({e.start, e.end});
+          if (e.id != 0 && !deviceIds.insert(e.id).second) problem = "a correlation id twice";
+        }
+        if (e.flowId != 0) (e.flowStart ? flowStarts : flowEnds).insert(e.flowId);
+      });
   for (auto& [row, spans] : rows) {
     std::sort(spans.begin(), spans.end());  // emission puts longer events first at equal starts
     for (size_t i = 1; i < spans.size(); ++i) {
@@ -130,4 +131,4 @@ inline std::string runCase(const uint8_t* data, size_t size) {
   return problem;
 }
 
-} // namespace openreg::profiler::fuzz
+}  // namespace openreg::profiler::fuzz
