@@ -23,8 +23,11 @@ import re
 import textwrap
 from collections import Counter
 
-import trace_invariants as ti
+# isort: off
+# fault_harness puts tests/profiler, where trace_invariants lives, on sys.path.
 from fault_harness import assert_trace_valid, run_scenario
+import trace_invariants as ti
+# isort: on
 
 # Two 512 KiB buffers in all: the launching thread and one executor hold
 # them, so executors of the other device find none and must drop records.
