@@ -10,6 +10,9 @@ import json
 import os
 import time
 
+# Test bodies run after `from backend_harness import *`: torch is part of what they get.
+import torch  # noqa: F401
+
 import torch_openreg  # noqa: F401  (registers the backend and loads the plugin)
 
 
