@@ -135,6 +135,21 @@ def test_ranks_without_seq_match_by_order(tmp_path):
     ]
 
 
+def test_several_cycles_of_one_rank_stay_one_rank(tmp_path):
+    """tensorboard_trace_handler writes one file per profiling cycle: `demo --ranks 2` with two cycles leaves
+    four files of two ranks. They are two ranks, each cycle's collectives matched with the same cycle's."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for cycle in ("a", "b"):
+        for path in write_rank_traces(tmp_path / cycle, world_size=2, steps=2, style="openreg", comm_args=False):
+            path.rename(folder / f"{path.stem}.{cycle}.json")
+    ranks = json.loads(run_cli("summary", "--json", folder).stdout)["ranks"]
+    assert (ranks["matched_instances"], ranks["unmatched_instances"]) == (4, 0)
+    # Rank 1 arrives 20 us after rank 0 in each of the 2 x 2 all-reduces.
+    assert [(x["rank"], x["last_arrivals"], x["waited_ns"]) for x in ranks["ranks"]] == [(0, 0, 80_000), (1, 4, 0)]
+    assert [x["path"].count(".json") for x in ranks["ranks"]] == [2, 2]
+
+
 # ---------------------------------------------------------------- launches, idle
 
 

@@ -36,16 +36,18 @@ def _instance_keys(instances: list[dict[str, Any]]) -> list[tuple]:
 def compare_ranks(traces: list[tuple[str, dict[str, Any]]], top: int = 5) -> dict[str, Any] | None:
     """None unless at least two traces hold collectives."""
     per_rank: dict[int, dict[tuple, dict[str, Any]]] = {}
-    paths: dict[int, str] = {}
+    paths: dict[int, list[str]] = defaultdict(list)
     for index, (path, summary) in enumerate(traces):
         instances = summary.get("communication", {}).get("instances", [])
         if not instances:
             continue
         rank = _rank_of(index, summary)
-        if rank in per_rank:  # two files claim one rank: keep them apart
-            rank = max(per_rank) + 1
-        paths[rank] = path
-        per_rank[rank] = dict(zip(_instance_keys(instances), instances))
+        # Several files of one rank are its profiling cycles (tensorboard_trace_handler writes one per
+        # cycle): one rank, whose collectives Seq tells apart; without Seq, the cycle's place does.
+        cycle = len(paths[rank])
+        paths[rank].append(path)
+        keys = [key if key[2] == "seq" else key + (cycle,) for key in _instance_keys(instances)]
+        per_rank.setdefault(rank, {}).update(zip(keys, instances))
     if len(per_rank) < 2:
         return None
 
@@ -89,7 +91,10 @@ def compare_ranks(traces: list[tuple[str, dict[str, Any]]], top: int = 5) -> dic
         agg["last_arrivals"] = {str(r): n for r, n in agg["last_arrivals"].items()}
     matched.sort(key=lambda m: -m["max_wait_ns"])
     return {
-        "ranks": [{"rank": r, "path": paths[r], "waited_ns": waited[r], "last_arrivals": last_count[r]} for r in ranks],
+        "ranks": [
+            {"rank": r, "path": ", ".join(paths[r]), "waited_ns": waited[r], "last_arrivals": last_count[r]}
+            for r in ranks
+        ],
         "matched_instances": len(matched),
         "unmatched_instances": unmatched,
         "collectives": sorted(by_collective.values(), key=lambda a: -a["wait_ns"]),
