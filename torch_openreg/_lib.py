@@ -18,25 +18,31 @@ from types import ModuleType
 LIB_DIR = Path(__file__).resolve().parent / "lib"
 
 
-def load_extension() -> ModuleType:
-    existing = sys.modules.get("torch_openreg._C")
+def load_native_module(stem: str, what: str) -> ModuleType:
+    """``lib/<stem>*.so`` as ``torch_openreg.<stem>``, loaded once; `what` names it in the error."""
+    name = f"torch_openreg.{stem}"
+    existing = sys.modules.get(name)
     if existing is not None:
         return existing
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = LIB_DIR / f"_C{suffix}"
+        path = LIB_DIR / f"{stem}{suffix}"
         if path.exists():
             break
     else:
         raise ImportError(
-            f"torch_openreg: the compiled extension _C is missing from {LIB_DIR}; "
+            f"torch_openreg: {what} {stem} is missing from {LIB_DIR}; "
             "build it with `pip install --no-build-isolation -e .`"
         )
-    spec = importlib.util.spec_from_file_location("torch_openreg._C", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules["torch_openreg._C"] = module
+    sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
     except BaseException:
-        del sys.modules["torch_openreg._C"]
+        del sys.modules[name]
         raise
     return module
+
+
+def load_extension() -> ModuleType:
+    return load_native_module("_C", "the compiled extension")

@@ -12,12 +12,9 @@ only when a group is created.
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
-import sys
 from types import ModuleType
 
-from torch_openreg._lib import LIB_DIR
+from torch_openreg._lib import load_native_module
 
 BACKEND_NAME = "orccl"
 # Keys of the host group in the store, beside those of the group itself.
@@ -28,29 +25,9 @@ __all__ = ["BACKEND_NAME", "register", "load_extension"]
 
 def load_extension() -> ModuleType:
     """The compiled backend, ``lib/_distributed*.so`` (needs torch.distributed)."""
-    existing = sys.modules.get("torch_openreg._distributed")
-    if existing is not None:
-        return existing
     import torch.distributed  # noqa: F401  (registers the c10d types the module derives from)
 
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = LIB_DIR / f"_distributed{suffix}"
-        if path.exists():
-            break
-    else:
-        raise ImportError(
-            f"torch_openreg: the distributed module _distributed is missing from {LIB_DIR}; "
-            "build it with `pip install --no-build-isolation -e .`"
-        )
-    spec = importlib.util.spec_from_file_location("torch_openreg._distributed", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["torch_openreg._distributed"] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules["torch_openreg._distributed"]
-        raise
-    return module
+    return load_native_module("_distributed", "the distributed module")
 
 
 def _create_backend(options, backend_options):
