@@ -463,6 +463,28 @@ def scenario_ddp() -> dict:
     return result
 
 
+def computes_during_an_all_reduce(step: int, leader: int, square: torch.Tensor) -> None:
+    """Overlap for HTA to find, by causality rather than by luck.
+
+    The leader queues an all_reduce, then computes; its peers join the all_reduce only once the leader's
+    compute has finished, so the leader's collective kernel cannot end before that compute does. It starts
+    as soon as the communication stream takes it up, which is queued before the compute and is far shorter
+    than the compute's tens of milliseconds.
+    """
+    store = dist.distributed_c10d._get_default_store()
+    key = f"computed/{step}/{leader}"
+    if RANK == leader:
+        work = dist.all_reduce(torch.ones(1 << 16, device=square.device), async_op=True)
+        for _ in range(4):
+            (square @ square).relu_()
+        torch.openreg.current_stream().synchronize()
+        store.set(key, "1")
+        work.wait()
+    else:
+        store.wait([key], timedelta(seconds=60))
+        dist.all_reduce(torch.ones(1 << 16, device=square.device))
+
+
 def scenario_trace() -> dict:
     """A profiled DDP run plus a few explicit collectives; one trace per rank in $RANK_FOLDER/traces."""
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -476,6 +498,7 @@ def scenario_trace() -> dict:
     )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     batch = torch.randn(32, 64, device=dev)
+    square = torch.randn(384, 384, device=dev)
     gathered = torch.empty(WORLD * 1000, device=dev)
     with profile(
         activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
@@ -483,15 +506,13 @@ def scenario_trace() -> dict:
         on_trace_ready=tensorboard_trace_handler(os.path.join(FOLDER, "traces"), worker_name=f"rank{RANK}"),
         record_shapes=True,
     ) as prof:
-        for _ in range(4):
+        for step in range(4):
             optimizer.zero_grad()
             model(batch).square().mean().backward()
             optimizer.step()
             dist.all_gather_into_tensor(gathered, values(RANK, 1000, torch.float32).to(dev))
-            # Compute while a collective is in flight: overlap for HTA to find.
-            work = dist.all_reduce(torch.ones(1 << 16, device=dev), async_op=True)
-            (batch @ batch.T).relu_()
-            work.wait()
+            for leader in range(WORLD):
+                computes_during_an_all_reduce(step, leader, square)
             peer = torch.empty(10, device=dev)
             if RANK == 0:
                 dist.send(values(RANK, 10, torch.float32).to(dev), dst=1)
