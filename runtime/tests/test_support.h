@@ -100,6 +100,14 @@ class ActivityCollector {
     return n;
   }
 
+  // The next buffer delivered on a thread other than the caller's (the
+  // runtime's delivery thread) is held for `stall` before it is read.
+  void stallNextBackgroundDelivery(std::chrono::milliseconds stall) {
+    stallThread_ = std::this_thread::get_id();
+    stallMs_.store(stall.count());
+  }
+  bool stalled() const { return stalled_.load(); }
+
   size_t buffersDelivered() const { return delivered_.load(); }
   size_t outstandingBuffers() const { return outstanding_.load(); }
 
@@ -122,6 +130,10 @@ class ActivityCollector {
 
   static void completed(void* self, uint8_t* buffer, size_t, size_t validSize) {
     auto* collector = static_cast<ActivityCollector*>(self);
+    if (collector->stallMs_.load() > 0 && std::this_thread::get_id() != collector->stallThread_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(collector->stallMs_.exchange(0)));
+      collector->stalled_.store(true);
+    }
     {
       std::lock_guard lock(collector->mutex_);
       const orActivityRecord* record = nullptr;
@@ -138,6 +150,9 @@ class ActivityCollector {
   const size_t bufferSize_;
   std::atomic<int> buffersLeft_;
   std::atomic<size_t> delivered_{0};
+  std::thread::id stallThread_;
+  std::atomic<long> stallMs_{0};
+  std::atomic<bool> stalled_{false};
   std::atomic<long> outstanding_{0};
   std::mutex mutex_;
   std::vector<std::vector<uint8_t>> records_;

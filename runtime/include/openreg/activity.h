@@ -314,7 +314,9 @@ typedef struct orActivityCommunication {
 /* Opens and closes the tracing window. Cheap (an atomic flag); callable from
  * any thread. Enabling also writes a CLOCK_SYNC record per device if that kind
  * is enabled, and while the window is open the runtime writes one per device
- * at least every 10 ms. */
+ * every 5 ms; a sample that comes more than OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS
+ * after the previous one (a descheduled thread) is counted in
+ * orActivityStats.lateClockSyncs. */
 OR_API orError_t orActivityEnableTracing(void);
 OR_API orError_t orActivityDisableTracing(void);
 /* Per-kind switches; all kinds start disabled. orErrorInvalidValue for an
@@ -368,6 +370,13 @@ OR_API orError_t orActivityGetNextRecord(const uint8_t* buffer, size_t validSize
  * (device = -1). Never reset: take differences. */
 OR_API orError_t orActivityGetNumDroppedRecords(int device, uint64_t* dropped);
 
+/* Slots of orActivityStats.recordsDroppedByKind (fixed: the layout must not
+ * change when kinds are added). */
+#define OR_ACTIVITY_STATS_KINDS 32
+/* While the window is open, one CLOCK_SYNC record per device at least this
+ * often (host clock); a later one is counted in lateClockSyncs. */
+#define OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS 10000000ull
+
 typedef struct orActivityStats {
   uint32_t structSize; /* set by the caller to sizeof(orActivityStats) */
   uint32_t reserved;
@@ -379,9 +388,20 @@ typedef struct orActivityStats {
   uint64_t bufferRequestNs;   /* time spent in the requested callback */
   uint64_t bufferCompletedNs; /* time spent in the completed callback */
   uint64_t flushNs;           /* time spent in orActivityFlushAll */
+  /* CLOCK_SYNC samples taken more than OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS
+   * (host clock) after the previous one of their device in the same window:
+   * the runtime's sampling thread was not scheduled in time. */
+  uint64_t lateClockSyncs;
+  /* recordsDropped by the kind of the dropped record (index: orActivityKind;
+   * kinds from OR_ACTIVITY_STATS_KINDS on are counted at index 0). */
+  uint64_t recordsDroppedByKind[OR_ACTIVITY_STATS_KINDS];
 } orActivityStats;
 
-/* Cumulative counters. Fills min(structSize, sizeof) bytes. */
+/* Cumulative counters, never reset: take differences. Fills
+ * min(structSize, sizeof) bytes; the structSize it writes back is the
+ * runtime's own, so a caller built against a newer header can tell which
+ * fields an older runtime left unfilled (lateClockSyncs and
+ * recordsDroppedByKind came with this header). Any thread. */
 OR_API orError_t orActivityGetStats(orActivityStats* stats);
 
 /* ---------------------------------------------------------- correlation */

@@ -22,7 +22,12 @@ bool gTracing = false;
 uint32_t gEnabledKinds = 0;
 
 void publishActiveKinds() {
-  gActiveKinds.store(gTracing ? gEnabledKinds : 0, std::memory_order_release);
+  const uint32_t kinds = gTracing ? gEnabledKinds : 0;
+  const uint32_t clockSync = 1u << OR_ACTIVITY_KIND_CLOCK_SYNC;
+  if ((kinds & clockSync) != 0 && (gActiveKinds.load(std::memory_order_relaxed) & clockSync) == 0) {
+    restartClockSyncGaps();
+  }
+  gActiveKinds.store(kinds, std::memory_order_release);
   notifyTracingChanged();
 }
 

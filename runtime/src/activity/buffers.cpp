@@ -53,6 +53,7 @@ struct State {
   std::mutex deliveryMutex;  // one completed callback at a time
 
   std::atomic<uint64_t> dropped[kMaxDevices + 1] = {};
+  std::atomic<uint64_t> droppedByKind[kStatsKinds] = {};
   std::atomic<uint64_t> writtenByExitedThreads{0};
   std::atomic<uint64_t> buffersRequested{0};
   std::atomic<uint64_t> buffersRefused{0};
@@ -188,25 +189,25 @@ BufferWriter::BufferWriter(ThreadContext& context) : context_(context), buffer_(
   buffer_->mutex.lock();
 }
 
-void* BufferWriter::reserveSlow(size_t size, int device) {
+void* BufferWriter::reserveSlow(size_t size, orActivityKind kind, int device) {
   ThreadBuffer& b = *buffer_;
   // A record emitted from inside a client callback would re-enter the
   // client: count it instead.
   if (context_.insideCallback || buffer_ == &unallocatedBuffer()) {
-    countDrop(device);
+    countDrop(kind, device);
     return nullptr;
   }
   if (b.data != nullptr) {
     try {
       enqueueCompleted(b.data, b.capacity, b.used);
     } catch (const std::bad_alloc&) {  // the full buffer stays; a later record retries
-      countDrop(device);
+      countDrop(kind, device);
       return nullptr;
     }
     b.data = nullptr;
   }
   if (!requestBuffer(context_, b) || b.used + size > b.capacity) {
-    countDrop(device);
+    countDrop(kind, device);
     return nullptr;
   }
   void* at = b.data + b.used;
@@ -216,7 +217,8 @@ void* BufferWriter::reserveSlow(size_t size, int device) {
 }
 
 bool BufferWriter::append(const void* record, size_t size, int device) {
-  void* at = reserve(size, device);
+  const auto kind = static_cast<orActivityKind>(static_cast<const orActivityRecord*>(record)->kind);
+  void* at = reserve(size, kind, device);
   if (at == nullptr) return false;
   std::memcpy(at, record, size);
   return true;
@@ -313,9 +315,12 @@ void deliverQueued() {
   }
 }
 
-void countDrop(int device) {
+void countDrop(orActivityKind kind, int device) {
+  State& s = state();
   const int slot = (device >= 0 && device < kMaxDevices) ? device : kMaxDevices;
-  state().dropped[slot].fetch_add(1, std::memory_order_relaxed);
+  s.dropped[slot].fetch_add(1, std::memory_order_relaxed);
+  const size_t kindSlot = (kind > 0 && size_t(kind) < kStatsKinds) ? size_t(kind) : 0;
+  s.droppedByKind[kindSlot].fetch_add(1, std::memory_order_relaxed);
 }
 
 uint64_t droppedRecords(int device) {
@@ -345,6 +350,8 @@ void fillStats(orActivityStats* stats, size_t bytes) {
   full.bufferRequestNs = s.requestNs.load();
   full.bufferCompletedNs = s.completedNs.load();
   full.flushNs = s.flushNs.load();
+  full.lateClockSyncs = lateClockSyncs();
+  for (size_t kind = 0; kind < kStatsKinds; ++kind) full.recordsDroppedByKind[kind] = s.droppedByKind[kind].load();
   std::memcpy(stats, &full, std::min(bytes, sizeof(full)));
 }
 

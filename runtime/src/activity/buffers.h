@@ -42,7 +42,7 @@ class BufferWriter {
   // dropped for lack of a buffer (then `device` is charged the drop).
   template <class Record>
   Record* emplace(orActivityKind kind, int device) {
-    void* at = reserve(sizeof(Record), device);
+    void* at = reserve(sizeof(Record), kind, device);
     if (at == nullptr) return nullptr;
     auto* record = new (at) Record{};
     record->header.kind = kind;
@@ -52,12 +52,12 @@ class BufferWriter {
 
   bool append(const void* record, size_t size, int device);
 
-  // Raw space for a record the caller fills completely (every byte, padding
-  // included); nullptr if dropped.
-  void* reserveRecord(size_t size, int device) { return reserve(size, device); }
+  // Raw space for a record of `kind` the caller fills completely (every byte,
+  // padding included); nullptr if dropped.
+  void* reserveRecord(size_t size, orActivityKind kind, int device) { return reserve(size, kind, device); }
 
  private:
-  void* reserve(size_t size, int device) {
+  void* reserve(size_t size, orActivityKind kind, int device) {
     ThreadBuffer& b = *buffer_;
     if (b.data != nullptr && b.used + size <= b.capacity) {
       void* at = b.data + b.used;
@@ -65,9 +65,9 @@ class BufferWriter {
       ++b.recordsWritten;
       return at;
     }
-    return reserveSlow(size, device);
+    return reserveSlow(size, kind, device);
   }
-  void* reserveSlow(size_t size, int device);
+  void* reserveSlow(size_t size, orActivityKind kind, int device);
 
   ThreadContext& context_;
   ThreadBuffer* buffer_;
@@ -81,8 +81,10 @@ void deliverQueued();
 // True on a thread currently inside a client callback.
 inline bool insideClientCallback() { return threadContext().insideCallback; }
 
-// Drop accounting: index kMaxDevices is for host-only records.
-void countDrop(int device);
+// Drop accounting: index kMaxDevices is for host-only records; by kind, as
+// orActivityStats.recordsDroppedByKind.
+constexpr size_t kStatsKinds = OR_ACTIVITY_STATS_KINDS;
+void countDrop(orActivityKind kind, int device);
 uint64_t droppedRecords(int device);  // -1: all
 
 void fillStats(orActivityStats* stats, size_t bytes);

@@ -4,7 +4,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -90,7 +92,7 @@ void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, 
     for (int kind = 1; kind < OR_EXTERNAL_CORRELATION_KIND_COUNT; ++kind) {
       if (context.externalDepth[kind] == 0) continue;
       auto* record = static_cast<orActivityExternalCorrelation*>(
-          writer.reserveRecord(sizeof(orActivityExternalCorrelation), device));
+          writer.reserveRecord(sizeof(orActivityExternalCorrelation), OR_ACTIVITY_KIND_EXTERNAL_CORRELATION, device));
       if (record == nullptr) continue;
       record->header = {OR_ACTIVITY_KIND_EXTERNAL_CORRELATION, sizeof(orActivityExternalCorrelation)};
       record->externalKind = static_cast<uint32_t>(kind);
@@ -100,7 +102,8 @@ void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, 
     }
   }
   if ((kinds >> OR_ACTIVITY_KIND_RUNTIME) & 1u) {
-    auto* record = static_cast<orActivityRuntime*>(writer.reserveRecord(sizeof(orActivityRuntime), device));
+    auto* record = static_cast<orActivityRuntime*>(
+        writer.reserveRecord(sizeof(orActivityRuntime), OR_ACTIVITY_KIND_RUNTIME, device));
     if (record == nullptr) return;
     record->header = {OR_ACTIVITY_KIND_RUNTIME, sizeof(orActivityRuntime)};
     record->apiId = api;
@@ -152,14 +155,46 @@ bool write(const void* record, size_t size, int device) {
   return writer.append(record, size, device);
 }
 
+namespace {
+
+// Each device's previous CLOCK_SYNC sample in this window (0: none yet). The
+// mutex also orders the samples, so the gaps counted are those the records show.
+struct ClockSyncGaps {
+  std::mutex mutex;
+  uint64_t previousHostNs[kMaxDevices] = {};
+  std::atomic<uint64_t> late{0};
+};
+
+ClockSyncGaps& clockSyncGaps() {
+  static ClockSyncGaps* gaps = new ClockSyncGaps();
+  return *gaps;
+}
+
+}  // namespace
+
+void restartClockSyncGaps() {
+  ClockSyncGaps& gaps = clockSyncGaps();
+  std::lock_guard lock(gaps.mutex);
+  std::fill(std::begin(gaps.previousHostNs), std::end(gaps.previousHostNs), 0);
+}
+
+uint64_t lateClockSyncs() { return clockSyncGaps().late.load(std::memory_order_relaxed); }
+
 void writeClockSyncRecords() {
   if (!active(OR_ACTIVITY_KIND_CLOCK_SYNC)) return;
   orError_t error;
   Runtime* runtime = acquireRuntime(&error);
   if (runtime == nullptr) return;
+  ClockSyncGaps& gaps = clockSyncGaps();
+  std::lock_guard lock(gaps.mutex);
   BufferWriter writer(threadContext());
   for (auto& device : runtime->devices) {
     const ClockPair pair = sampleClocks();
+    uint64_t& previous = gaps.previousHostNs[device->index];
+    if (previous != 0 && pair.hostNs - previous > OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS) {
+      gaps.late.fetch_add(1, std::memory_order_relaxed);
+    }
+    previous = pair.hostNs;
     orActivityClockSync record{};
     record.header = {OR_ACTIVITY_KIND_CLOCK_SYNC, sizeof(record)};
     record.device = device->index;

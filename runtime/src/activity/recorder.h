@@ -41,8 +41,14 @@ constexpr int kCurrentDeviceOfCaller = -2;
 void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, int device, uint64_t correlationId,
                    uint64_t start, orError_t status);
 
-// A CLOCK_SYNC record per device (when that kind is enabled).
+// A CLOCK_SYNC record per device (when that kind is enabled); a sample more
+// than OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS after its device's previous one is
+// counted late.
 void writeClockSyncRecords();
+// Forgets the previous samples: called when CLOCK_SYNC becomes active, so a
+// new window's first samples are not measured against the last window's.
+void restartClockSyncGaps();
+uint64_t lateClockSyncs();
 
 // Stable storage for a name, valid until the library is unloaded.
 const char* internName(const char* name);
