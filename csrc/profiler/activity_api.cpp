@@ -2,7 +2,9 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <sstream>
 
 #ifndef OPENREG_RUNTIME_SONAME
@@ -112,6 +114,36 @@ ActivityApi::~ActivityApi() {
 std::string ActivityApi::describe(orError_t status) const {
   std::string name = fn_.getErrorName != nullptr ? fn_.getErrorName(status) : "orError";
   return name + " (" + std::to_string(static_cast<int>(status)) + ")";
+}
+
+RuntimeCounters RuntimeCounters::since(const RuntimeCounters& earlier) const {
+  auto difference = [](uint64_t now, uint64_t then) { return now >= then ? now - then : 0; };
+  RuntimeCounters out;
+  out.lateClockSyncs = difference(lateClockSyncs, earlier.lateClockSyncs);
+  for (size_t kind = 0; kind < droppedByKind.size(); ++kind) {
+    out.droppedByKind[kind] = difference(droppedByKind[kind], earlier.droppedByKind[kind]);
+  }
+  return out;
+}
+
+std::optional<RuntimeCounters> readRuntimeCounters(const ActivityFunctions& fn) {
+  if (fn.getStats == nullptr) return std::nullopt;
+  orActivityStats stats{};
+  stats.structSize = sizeof(stats);
+  if (fn.getStats(&stats) != orSuccess || stats.structSize < sizeof(stats)) return std::nullopt;
+  RuntimeCounters out;
+  out.lateClockSyncs = stats.lateClockSyncs;
+  std::copy(std::begin(stats.recordsDroppedByKind), std::end(stats.recordsDroppedByKind), out.droppedByKind.begin());
+  return out;
+}
+
+std::string activityKindName(uint32_t kind) {
+  static constexpr const char* kNames[] = {"invalid", "runtime",  "kernel",          "memcpy",
+                                           "memset",  "memory",   "synchronization", "external_correlation",
+                                           "marker",  "overhead", "clock_sync",      "communication"};
+  static_assert(std::size(kNames) == OR_ACTIVITY_KIND_COUNT, "a name for every kind");
+  if (kind < std::size(kNames)) return kNames[kind];
+  return "kind_" + std::to_string(kind);
 }
 
 }  // namespace openreg::profiler

@@ -6,7 +6,9 @@
 // openreg/activity.h are used at compile time.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,5 +80,21 @@ class ActivityApi {
   std::string error_;
   std::vector<std::string> missing_;
 };
+
+// The runtime's cumulative counters that a trace reports for its window.
+struct RuntimeCounters {
+  uint64_t lateClockSyncs = 0;
+  std::array<uint64_t, OR_ACTIVITY_STATS_KINDS> droppedByKind{};
+
+  // What happened between `earlier` and this reading.
+  RuntimeCounters since(const RuntimeCounters& earlier) const;
+};
+
+// Empty when the library has no orActivityGetStats, it fails, or the library
+// predates these fields (the structSize it reports does not cover them).
+std::optional<RuntimeCounters> readRuntimeCounters(const ActivityFunctions& fn);
+
+// "kernel", "clock_sync", ... for an orActivityKind; "kind_<n>" for others.
+std::string activityKindName(uint32_t kind);
 
 }  // namespace openreg::profiler

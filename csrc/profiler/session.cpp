@@ -277,6 +277,7 @@ void OpenregSession::start() {
   }
   enableKinds(true);
   fn.getNumDroppedRecords(-1, &droppedAtStart_);
+  countersAtStart_ = readRuntimeCounters(fn);
   useHostClock();
   takeClockSamples();
   startedNs_ = nowNs();
@@ -328,14 +329,18 @@ void OpenregSession::stop() {
   uint64_t droppedNow = droppedAtStart_;
   fn.getNumDroppedRecords(-1, &droppedNow);
   droppedByRuntime_ = droppedNow >= droppedAtStart_ ? droppedNow - droppedAtStart_ : 0;
+  if (const auto countersNow = readRuntimeCounters(fn); countersNow && countersAtStart_) {
+    countersInWindow_ = countersNow->since(*countersAtStart_);
+  }
   window_.release();
   state_ = State::Stopped;
   timings_.stopNs = nowNs() - stoppedNs_;
 
   if (droppedByRuntime_ > 0) {
-    addError(std::to_string(droppedByRuntime_) + " activity records were dropped by the runtime (" +
-                 std::to_string(buffersRefused_) +
-                 " buffer requests refused at the OPENREG_PROFILER_BUFFER_LIMIT_MB limit); the device "
+    const std::string byKind = describeDropsByKind();
+    addError(std::to_string(droppedByRuntime_) + " activity records were dropped by the runtime" +
+                 (byKind.empty() ? "" : " (" + byKind + ")") + "; " + std::to_string(buffersRefused_) +
+                 " buffer requests were refused at the OPENREG_PROFILER_BUFFER_LIMIT_MB limit; the device "
                  "lanes of this trace are incomplete",
              true);
   }
@@ -624,6 +629,36 @@ std::string OpenregSession::getDeviceProperties() {
   return out;
 }
 
+std::string OpenregSession::describeDropsByKind() const {
+  if (!countersInWindow_) return "";
+  std::string out;
+  for (size_t kind = 0; kind < countersInWindow_->droppedByKind.size(); ++kind) {
+    if (const uint64_t n = countersInWindow_->droppedByKind[kind]; n > 0) {
+      out += (out.empty() ? "" : ", ") + activityKindName(kind) + " " + std::to_string(n);
+    }
+  }
+  return out;
+}
+
+void OpenregSession::writeRuntimeCounters(common::JsonWriter& out) const {
+  out.key("late_clock_syncs");
+  if (countersInWindow_) {
+    out.value(countersInWindow_->lateClockSyncs);
+  } else {
+    out.null();
+  }
+  out.key("dropped_by_kind");
+  if (!countersInWindow_) {
+    out.null();
+    return;
+  }
+  out.beginObject();
+  for (size_t kind = 0; kind < countersInWindow_->droppedByKind.size(); ++kind) {
+    if (const uint64_t n = countersInWindow_->droppedByKind[kind]; n > 0) out.field(activityKindName(kind), n);
+  }
+  out.endObject();
+}
+
 std::unordered_map<std::string, std::string> OpenregSession::getMetadata() {
   std::unordered_map<std::string, std::string> out;
   if (state_ == State::Inert) {
@@ -642,8 +677,9 @@ std::unordered_map<std::string, std::string> OpenregSession::getMetadata() {
   w.field("records", records_.recordsParsed)
       .field("device_activities", counts_.deviceActivities)
       .field("runtime_calls", counts_.runtimeCalls)
-      .field("dropped_by_runtime", dropped)
-      .field("buffers_refused", buffersRefused_)
+      .field("dropped_by_runtime", dropped);
+  writeRuntimeCounters(w);
+  w.field("buffers_refused", buffersRefused_)
       .field("buffers_completed", buffersCompleted_)
       .field("unknown_records", records_.unknownKinds)
       .field("truncated_records", records_.truncatedRecords)

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -155,6 +156,10 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   void pushExternal(orActivityExternalCorrelationKind kind, uint64_t id);
   void popExternal(orActivityExternalCorrelationKind kind);
   void emitStatsWarnings(const EmitStats& stats);
+  // "runtime 3, kernel 12" for the drop warning; "" when not known.
+  std::string describeDropsByKind() const;
+  // late_clock_syncs and dropped_by_kind of the metadata (null when not known).
+  void writeRuntimeCounters(common::JsonWriter& out) const;
   // OPENREG_PROFILER_DEBUG's line on stderr.
   void writeDebugLine(int64_t windowStart, int64_t windowEnd, int64_t processNs) const;
 
@@ -176,6 +181,8 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   std::vector<std::pair<int32_t, ClockPoint>> directClockSamples_;
   uint64_t droppedAtStart_ = 0;
   uint64_t droppedByRuntime_ = 0;
+  std::optional<RuntimeCounters> countersAtStart_;  // empty: the library cannot tell
+  std::optional<RuntimeCounters> countersInWindow_;
   uint64_t buffersRefused_ = 0;
   uint64_t buffersCompleted_ = 0;
   uint64_t flushTimeouts_ = 0;

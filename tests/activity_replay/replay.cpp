@@ -146,6 +146,8 @@ class Replay {
     if (!streams.count(stream)) streams[stream] = StreamInfo{0, stream == 1};
   }
 
+  static size_t statsSlot(uint32_t kind) { return kind < OR_ACTIVITY_STATS_KINDS ? kind : 0; }
+
   // Caller holds the mutex.
   void write(const void* record, size_t size, int32_t device) {
     if (current.data == nullptr || current.size - current.used < size) {
@@ -164,6 +166,7 @@ class Replay {
         ++dropped[device];
         ++droppedTotal;
         ++stats.recordsDropped;
+        ++stats.recordsDroppedByKind[statsSlot(static_cast<const orActivityRecord*>(record)->kind)];
         return;
       }
       current = Buffer{data, bytes, 0};
@@ -329,6 +332,8 @@ class Replay {
         dropped[device] += count;
         droppedTotal += count;
         stats.recordsDropped += count;
+        stats.recordsDroppedByKind[statsSlot(static_cast<uint32_t>(item.num("kind", OR_ACTIVITY_KIND_KERNEL)))] +=
+            count;
       } else if (item.type == "unknown") {
         // A record kind from the future: readers must skip it by size.
         const auto size = static_cast<size_t>(item.num("size", 24));

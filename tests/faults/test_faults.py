@@ -66,11 +66,16 @@ def test_tiny_buffers_drop_records_and_say_so(tmp_path):
     # records, every one it dropped is in the count, exactly.
     assert meta["records"] == outcome.result["written"], (meta, outcome.result)
     assert dropped == outcome.result["dropped"], (meta, outcome.result)
-    # The drop counter covers every kind (records of runtime calls and clock
-    # samples drop too), so for kernels only a lower bound is known.
+    # Every kind drops (records of runtime calls and clock samples too); the
+    # drops of each kind are counted apart, so the 6000 kernels add up exactly.
+    by_kind = meta["dropped_by_kind"]
+    assert sum(by_kind.values()) == dropped, by_kind
     kernels = len(trace.kernels())
-    assert kernels + dropped >= 6000
+    assert 0 < by_kind["kernel"] < 6000, by_kind
+    assert kernels + by_kind["kernel"] == 6000, (kernels, by_kind)
     assert kernels == outcome.result["device_events"]
+    said = re.search(r"dropped by the runtime \(([^)]*)\)", outcome.stderr)
+    assert said and {k: int(n) for k, n in (p.rsplit(" ", 1) for p in said.group(1).split(", "))} == by_kind
 
 
 def test_the_real_backend_without_its_tracing_library(tmp_path):

@@ -151,5 +151,8 @@ def test_library_without_the_optional_functions(run_case, tmp_path):
     ti.assert_clean(trace, device_events=2)
     assert sorted(e.name for e in trace.kernels()) == ["replay_kernel_0", "replay_kernel_1"]
     assert "openreg_profiler_error" not in trace.raw
-    assert trace.openreg_metadata()["host_clock"] == "CLOCK_REALTIME"
+    meta = trace.openreg_metadata()
+    assert meta["host_clock"] == "CLOCK_REALTIME"
+    # Without orActivityGetStats the runtime's per-kind drops and late clock samples are unknown, not 0.
+    assert meta["dropped_by_kind"] is None and meta["late_clock_syncs"] is None
     assert "openreg profiler" not in case.stderr, case.stderr[-3000:]

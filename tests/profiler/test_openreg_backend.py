@@ -250,7 +250,10 @@ def test_skewed_drifting_device_clock(run_backend, tmp_path, clock):
     # The mapping itself keeps every kernel after its launch: no clamping needed.
     assert stats["causality_fixes"] == 0, stats
     assert stats["row_overlap_fixes"] == 0, stats
-    assert trace.openreg_metadata()["rejected_clock_samples"] == 0
+    meta = trace.openreg_metadata()
+    assert meta["rejected_clock_samples"] == 0
+    # The real runtime counts both: nothing dropped, and late clock samples (load-dependent) as a number.
+    assert meta["dropped_by_kind"] == {} and isinstance(meta["late_clock_syncs"], int)
 
 
 def test_legacy_device_time_comes_from_device_events(run_backend):

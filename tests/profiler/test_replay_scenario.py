@@ -97,11 +97,16 @@ def test_runtime_drops_are_reported(run_case, tmp_path):
     scenario = """
 kernel device=0 stream=1 start_us=1000 dur_us=10 name=kept
 drop device=0 count=5
+drop device=0 count=2 kind=3
 """
     case, trace = run_scenario(run_case, tmp_path, scenario, sleep_s=0.05)
-    assert trace.raw["openreg_dropped_records"] == 5
-    assert trace.openreg_metadata()["dropped_by_runtime"] == 5
-    assert re.search(r"openreg profiler: 5 activity records were dropped", case.stderr), case.stderr
+    assert trace.raw["openreg_dropped_records"] == 7
+    meta = trace.openreg_metadata()
+    assert meta["dropped_by_runtime"] == 7
+    assert meta["dropped_by_kind"] == {"kernel": 5, "memcpy": 2}
+    assert re.search(
+        r"openreg profiler: 7 activity records were dropped by the runtime \(kernel 5, memcpy 2\)", case.stderr
+    ), case.stderr
     assert [e.name for e in trace.kernels()] == ["kept"]
 
 
