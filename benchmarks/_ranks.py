@@ -8,10 +8,10 @@ rank 0's output, and kills every rank on the way out.
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
+
+from torch_openreg._local_ranks import LocalRanks, free_port, rank_environment
 
 RANK_ENV = "OPENREG_BENCH_RANK"
 
@@ -21,33 +21,12 @@ def is_rank() -> bool:
 
 
 def spawn(script: str, argv: list[str], world: int = 2, timeout_s: float = 1800.0) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    procs = []
-    try:
+    port = free_port()
+    with LocalRanks() as ranks:
         for rank in range(world):
-            env = dict(
-                os.environ,
-                MASTER_ADDR="127.0.0.1",
-                MASTER_PORT=str(port),
-                RANK=str(rank),
-                WORLD_SIZE=str(world),
-                GLOO_SOCKET_IFNAME="lo",
-                **{RANK_ENV: "1"},
-            )
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, script, *argv],
-                    env=env,
-                    start_new_session=True,
-                    stdout=None if rank == 0 else subprocess.DEVNULL,
-                )
-            )
-        codes = [p.wait(timeout=timeout_s) for p in procs]
-        return max(codes, key=abs)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+            env = rank_environment(rank, world, port, **{RANK_ENV: "1"})
+            ranks.spawn([sys.executable, script, *argv], env, stdout=None if rank == 0 else subprocess.DEVNULL)
+        if not ranks.wait_all(timeout_s):
+            print(f"error: the ranks did not finish within {timeout_s:.0f} s", file=sys.stderr)
+            return 1
+        return max((p.returncode for p in ranks.procs), key=abs)

@@ -847,18 +847,26 @@ Work ProcessGroupOpenReg::alltoall(std::vector<at::Tensor>& outputs, std::vector
   return launch(r);
 }
 
-Work ProcessGroupOpenReg::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
-  TORCH_CHECK_VALUE(tensors.size() == 1, "orccl: send takes one tensor");
-  TORCH_CHECK_VALUE(dstRank >= 0 && dstRank < size_ && dstRank != rank_, "orccl: send to rank ", dstRank, " from rank ",
-                    rank_, " of ", size_);
-  Request r{c10d::OpType::SEND, "send", "SendRecv"};
-  r.slots = {{tensors[0], true, false}};
+ProcessGroupOpenReg::Request ProcessGroupOpenReg::pointToPoint(c10d::OpType type, std::vector<at::Tensor>& tensors,
+                                                               int peer, int tag) const {
+  const bool sending = type == c10d::OpType::SEND;
+  const char* what = sending ? "send" : "recv";
+  TORCH_CHECK_VALUE(tensors.size() == 1, "orccl: ", what, " takes one tensor");
+  TORCH_CHECK_VALUE(peer >= 0 && peer < size_ && peer != rank_, "orccl: ", what, sending ? " to rank " : " from rank ",
+                    peer, sending ? " from rank " : " on rank ", rank_, " of ", size_);
+  Request r{type, what, "SendRecv"};
+  r.slots = {{tensors[0], sending, !sending}};
   r.outputs = tensors;
   r.dtype = tensors[0].scalar_type();
   r.inNelems = r.outNelems = tensors[0].numel();
-  r.peer = dstRank;
+  r.peer = peer;
   r.matchCount = tensors[0].numel();
   r.tag = tag;
+  return r;
+}
+
+Work ProcessGroupOpenReg::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
+  Request r = pointToPoint(c10d::OpType::SEND, tensors, dstRank, tag);
   r.start = [dstRank, tag](c10d::Backend& host, std::vector<at::Tensor>& views) {
     return host.send(views, dstRank, tag);
   };
@@ -866,17 +874,7 @@ Work ProcessGroupOpenReg::send(std::vector<at::Tensor>& tensors, int dstRank, in
 }
 
 Work ProcessGroupOpenReg::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
-  TORCH_CHECK_VALUE(tensors.size() == 1, "orccl: recv takes one tensor");
-  TORCH_CHECK_VALUE(srcRank >= 0 && srcRank < size_ && srcRank != rank_, "orccl: recv from rank ", srcRank, " on rank ",
-                    rank_, " of ", size_);
-  Request r{c10d::OpType::RECV, "recv", "SendRecv"};
-  r.slots = {{tensors[0], false, true}};
-  r.outputs = tensors;
-  r.dtype = tensors[0].scalar_type();
-  r.inNelems = r.outNelems = tensors[0].numel();
-  r.peer = srcRank;
-  r.matchCount = tensors[0].numel();
-  r.tag = tag;
+  Request r = pointToPoint(c10d::OpType::RECV, tensors, srcRank, tag);
   r.start = [srcRank, tag](c10d::Backend& host, std::vector<at::Tensor>& views) {
     return host.recv(views, srcRank, tag);
   };

@@ -155,6 +155,8 @@ class ProcessGroupOpenReg : public c10d::Backend {
   };
 
  private:
+  // send and recv: one tensor, to or from one other rank of the group.
+  Request pointToPoint(c10d::OpType type, std::vector<at::Tensor>& tensors, int peer, int tag) const;
   c10::intrusive_ptr<c10d::Work> launch(Request& request);
   c10::intrusive_ptr<c10d::Work> hold(Request& request, c10::DeviceIndex device);
   c10::intrusive_ptr<c10d::Work> record(Request& request, c10::DeviceIndex device, bool p2p);

@@ -11,23 +11,15 @@ happened.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from torch_openreg._local_ranks import LocalRanks, free_port, rank_environment
+
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "rank_worker.py"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -44,59 +36,30 @@ def run_ranks(
     """Runs the scenario on `world` ranks; returns each rank's outcome."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    procs = []
     logs = []
     try:
-        for rank in range(world):
-            rank_env = dict(
-                os.environ,
-                MASTER_ADDR="127.0.0.1",
-                MASTER_PORT=str(port),
-                RANK=str(rank),
-                LOCAL_RANK=str(rank),
-                WORLD_SIZE=str(world),
-                GLOO_SOCKET_IFNAME="lo",
-                RANK_RESULT=str(folder / f"rank{rank}.json"),
-                RANK_FOLDER=str(folder),
-                PYTHONUNBUFFERED="1",
-            )
-            rank_env.update(env or {})
-            log = open(folder / f"rank{rank}.log", "w+")
-            logs.append(log)
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, str(WORKER), scenario],
-                    env=rank_env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
+        with LocalRanks() as ranks:
+            for rank in range(world):
+                rank_env = rank_environment(
+                    rank, world, port, RANK_RESULT=str(folder / f"rank{rank}.json"), RANK_FOLDER=str(folder)
                 )
-            )
-        deadline = time.monotonic() + timeout
-        for proc in procs:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                break
-        outcomes = []
-        for rank, (proc, log) in enumerate(zip(procs, logs)):
-            timed_out = proc.poll() is None
-            log.flush()
-            log.seek(0)
-            output = log.read()
-            path = folder / f"rank{rank}.json"
-            result = json.loads(path.read_text()) if path.exists() else None
-            code = -999 if timed_out else proc.returncode
-            outcomes.append(RankOutcome(rank, code, output, result))
-        return outcomes
+                rank_env.update(env or {})
+                log = open(folder / f"rank{rank}.log", "w+")
+                logs.append(log)
+                ranks.spawn([sys.executable, str(WORKER), scenario], rank_env, stdout=log, stderr=subprocess.STDOUT)
+            ranks.wait_all(timeout)
+            outcomes = []
+            for rank, (proc, log) in enumerate(zip(ranks.procs, logs)):
+                timed_out = proc.poll() is None
+                log.flush()
+                log.seek(0)
+                output = log.read()
+                path = folder / f"rank{rank}.json"
+                result = json.loads(path.read_text()) if path.exists() else None
+                code = -999 if timed_out else proc.returncode
+                outcomes.append(RankOutcome(rank, code, output, result))
+            return outcomes
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait(timeout=10)
         for log in logs:
             log.close()
 

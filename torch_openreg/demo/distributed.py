@@ -19,14 +19,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from .._local_ranks import LocalRanks, free_port, rank_environment
 from .run import (
     EXIT_BACKEND_UNAVAILABLE,
     EXIT_CHECK_FAILED,
@@ -47,12 +46,6 @@ _STARTUP_S = 120.0
 _PER_STEP_S = 30.0
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _encode(options: DemoOptions) -> str:
     fields = dataclasses.asdict(options)
     fields["output"] = str(options.output)
@@ -69,27 +62,16 @@ def _rank_folder(options: DemoOptions) -> Path:
     return options.output / "ranks"
 
 
-def _spawn(options: DemoOptions, rank: int, port: int) -> tuple[subprocess.Popen, Any]:
-    env = dict(
-        os.environ,
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE=str(options.ranks),
-        GLOO_SOCKET_IFNAME="lo",
-        PYTHONUNBUFFERED="1",
+def _spawn(ranks: LocalRanks, options: DemoOptions, rank: int, port: int) -> Any:
+    env = rank_environment(
+        rank,
+        options.ranks,
+        port,
         **{_OPTIONS_ENV: _encode(options), _RESULT_ENV: str(_rank_folder(options) / f"rank{rank}.json")},
     )
     log = open(_rank_folder(options) / f"rank{rank}.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "torch_openreg.demo.distributed"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    return proc, log
+    ranks.spawn([sys.executable, "-m", "torch_openreg.demo.distributed"], env, stdout=log, stderr=subprocess.STDOUT)
+    return log
 
 
 def _wait_all(procs: list[subprocess.Popen], limit_s: float, err: TextIO) -> bool:
@@ -132,27 +114,20 @@ def run_distributed(options: DemoOptions, out: TextIO | None = None, err: TextIO
         file=out,
     )
     out.flush()
-    port = _free_port()
-    procs, logs = [], []
+    port = free_port()
+    logs = []
     started = time.monotonic()
     try:
-        for rank in range(options.ranks):
-            proc, log = _spawn(options, rank, port)
-            procs.append(proc)
-            logs.append(log)
-        ok = _wait_all(procs, _STARTUP_S + _PER_STEP_S * options.total_steps, err)
+        with LocalRanks() as ranks:
+            for rank in range(options.ranks):
+                logs.append(_spawn(ranks, options, rank, port))
+            ok = _wait_all(ranks.procs, _STARTUP_S + _PER_STEP_S * options.total_steps, err)
+            spawned = len(ranks.procs)
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait(timeout=10)
         for log in logs:
             log.close()
     if not ok:
-        for rank in range(len(procs)):
+        for rank in range(spawned):
             path = _rank_folder(options) / f"rank{rank}.log"
             print(f"--- rank {rank} log (last lines of {path}):\n{path.read_text(errors='replace')[-2000:]}", file=err)
         return EXIT_CHECK_FAILED
