@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import run_python
+from backend_support import run_python
 
 
 def still_works():

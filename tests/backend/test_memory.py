@@ -6,7 +6,7 @@ import gc
 
 import pytest
 import torch
-from conftest import run_python
+from backend_support import run_python
 
 MiB = 1 << 20
 

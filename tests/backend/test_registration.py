@@ -6,7 +6,7 @@ import importlib.metadata
 
 import pytest
 import torch
-from conftest import run_python
+from backend_support import run_python
 
 import torch_openreg
 

@@ -7,7 +7,7 @@ queues a kernel that blocks its stream until the test opens the gate.
 from __future__ import annotations
 
 import torch
-from conftest import new_gate
+from backend_support import new_gate
 
 import torch_openreg
 

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from backend_support import REPO
 
 
 @pytest.fixture(params=["missing", "corrupt"])

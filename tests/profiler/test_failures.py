@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 
 import trace_invariants as ti
-from conftest import PLUGIN_LIB_DIR, replay_library
+from profiler_paths import PLUGIN_LIB_DIR, replay_library
 from trace_invariants import Trace
 
 PROFILE_ONCE = """

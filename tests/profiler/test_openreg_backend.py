@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 import trace_invariants as ti
-from conftest import REPO
+from profiler_paths import REPO
 from trace_invariants import Trace
 
 PRELUDE = "from backend_harness import *\n"
