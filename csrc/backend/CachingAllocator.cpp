@@ -160,20 +160,19 @@ class DeviceCache {
     return stats_;
   }
 
+  // Every Stat of every StatArray in stats_ (the caller holds mutex_).
+  template <class Fn>
+  void forEveryStat(Fn fn) {
+    for (auto* array :
+         {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split, &stats_.allocated_bytes,
+          &stats_.reserved_bytes, &stats_.active_bytes, &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
+      for (auto& stat : *array) fn(stat);
+    }
+  }
+
   void resetAccumulated() {
     std::unique_lock<std::mutex> lock(mutex_);
-    auto resetArray = [](c10::CachingAllocator::StatArray& array) {
-      for (auto& stat : array) stat.reset_accumulated();
-    };
-    resetArray(stats_.allocation);
-    resetArray(stats_.segment);
-    resetArray(stats_.active);
-    resetArray(stats_.inactive_split);
-    resetArray(stats_.allocated_bytes);
-    resetArray(stats_.reserved_bytes);
-    resetArray(stats_.active_bytes);
-    resetArray(stats_.inactive_split_bytes);
-    resetArray(stats_.requested_bytes);
+    forEveryStat([](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
     stats_.num_alloc_retries = 0;
     stats_.num_ooms = 0;
     stats_.num_sync_all_streams = 0;
@@ -183,18 +182,7 @@ class DeviceCache {
 
   void resetPeak() {
     std::unique_lock<std::mutex> lock(mutex_);
-    auto resetArray = [](c10::CachingAllocator::StatArray& array) {
-      for (auto& stat : array) stat.reset_peak();
-    };
-    resetArray(stats_.allocation);
-    resetArray(stats_.segment);
-    resetArray(stats_.active);
-    resetArray(stats_.inactive_split);
-    resetArray(stats_.allocated_bytes);
-    resetArray(stats_.reserved_bytes);
-    resetArray(stats_.active_bytes);
-    resetArray(stats_.inactive_split_bytes);
-    resetArray(stats_.requested_bytes);
+    forEveryStat([](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
   }
 
   CacheSnapshot snapshot() {

@@ -40,6 +40,24 @@ def test_statistics_follow_allocations():
     assert 0 < free <= total == torch.openreg.get_device_properties().total_memory
 
 
+def test_reset_accumulated_statistics_keeps_the_current_ones():
+    gc.collect()
+    torch.openreg.synchronize()
+    x = torch.empty(MiB, dtype=torch.uint8, device="openreg")
+    y = torch.empty(MiB, dtype=torch.uint8, device="openreg")
+    del y
+    before = torch.accelerator.memory_stats(0)
+    assert before["allocation.all.allocated"] >= 2 and before["allocation.all.freed"] >= 1
+    torch.accelerator.reset_accumulated_memory_stats(0)
+    after = torch.accelerator.memory_stats(0)
+    for family in ("allocation", "segment", "active", "allocated_bytes", "reserved_bytes", "requested_bytes"):
+        for pool in ("all", "small_pool", "large_pool"):
+            assert after[f"{family}.{pool}.allocated"] == after[f"{family}.{pool}.freed"] == 0, (family, pool)
+            assert after[f"{family}.{pool}.current"] == before[f"{family}.{pool}.current"], (family, pool)
+    assert after["num_alloc_retries"] == after["num_ooms"] == after["num_device_alloc"] == 0
+    del x
+
+
 def test_statistics_are_per_device():
     gc.collect()
     before = torch.openreg.memory_allocated(1)

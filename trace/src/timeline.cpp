@@ -77,6 +77,18 @@ std::string timelineJson(const Trace& t, const TimelineOptions& options) {
   };
 
   JsonWriter w;
+  // A row's "blocks": [start, end, name index] after the origin, merged at the resolution.
+  auto writeBlocks = [&](const std::vector<uint32_t>& slices) {
+    w.key("blocks").beginArray();
+    for (const Block& b : mergeBlocks(t, slices, resolution)) {
+      w.beginArray()
+          .value(b.start - t.originNs)
+          .value(b.end - t.originNs)
+          .value(static_cast<uint64_t>(intern(b.name)))
+          .endArray();
+    }
+    w.endArray();
+  };
   w.beginObject();
   w.field("origin_ns", t.originNs);
   w.field("start_ns", lo - t.originNs);
@@ -96,14 +108,7 @@ std::string timelineJson(const Trace& t, const TimelineOptions& options) {
     w.beginObject();
     w.field("label", laneLabel(t, lane, "device", "stream"));
     w.field("events", static_cast<uint64_t>(idx.size()));
-    w.key("blocks").beginArray();
-    for (const Block& b : mergeBlocks(t, idx, resolution))
-      w.beginArray()
-          .value(b.start - t.originNs)
-          .value(b.end - t.originNs)
-          .value(static_cast<uint64_t>(intern(b.name)))
-          .endArray();
-    w.endArray();
+    writeBlocks(idx);
     w.endObject();
   }
   w.endArray();
@@ -135,14 +140,7 @@ std::string timelineJson(const Trace& t, const TimelineOptions& options) {
     w.beginObject();
     w.field("label", laneLabel(t, lane, "process", "thread"));
     w.field("ops", static_cast<uint64_t>(top.size()));
-    w.key("blocks").beginArray();
-    for (const Block& b : mergeBlocks(t, top, resolution))
-      w.beginArray()
-          .value(b.start - t.originNs)
-          .value(b.end - t.originNs)
-          .value(static_cast<uint64_t>(intern(b.name)))
-          .endArray();
-    w.endArray();
+    writeBlocks(top);
     w.endObject();
   }
   w.endArray();
