@@ -377,51 +377,50 @@ void checkDeviceRowsDisjoint(const Context& c, Sink& sink) {
   }
 }
 
-// Annotations may enclose device work, but nothing on a device row may
-// cross another slice's boundary (viewers drop or spill such slices).
-void checkDeviceRowsNest(const Context& c, Sink& sink) {
-  const Trace& t = c.t;
+// Walks every row of `kind` keeping the slices still open, and reports each
+// slice that starts inside the innermost open one and ends after it. Only the
+// slices `takesPart` accepts are walked; `reported` picks the crossings that
+// belong to the calling check.
+template <class TakesPart, class Reported>
+void reportCrossings(const Trace& t, LaneKind kind, Sink& sink, TakesPart takesPart, Reported reported) {
   std::vector<uint32_t> open;
   for (uint32_t lane = 0; lane < t.lanes.size(); ++lane) {
-    if (t.laneKind[lane] != LaneKind::Device) continue;
+    if (t.laneKind[lane] != kind) continue;
     open.clear();
     for (uint32_t i : t.laneSlices[lane]) {
       const Slice& s = t.slices[i];
+      if (!takesPart(s)) continue;
       while (!open.empty() && t.slices[open.back()].end() <= s.ts) open.pop_back();
       if (!open.empty()) {
         const Slice& top = t.slices[open.back()];
-        // Device-versus-device overlap belongs to device_rows_disjoint.
-        if (s.end() > top.end() && !(t.isDevice(s) && t.isDevice(top)))
+        if (s.end() > top.end() && reported(s, top)) {
           sink.add(
               [&] { return nameOf(t, s) + " crosses the end of " + nameOf(t, top) + " by " + us(s.end() - top.end()); },
               {sliceRef(open.back()), sliceRef(i)});
+        }
       }
       open.push_back(i);
     }
   }
 }
 
+// Annotations may enclose device work, but nothing on a device row may
+// cross another slice's boundary (viewers drop or spill such slices).
+void checkDeviceRowsNest(const Context& c, Sink& sink) {
+  const Trace& t = c.t;
+  // Device-versus-device overlap belongs to device_rows_disjoint.
+  reportCrossings(
+      t, LaneKind::Device, sink, [](const Slice&) { return true; },
+      [&](const Slice& s, const Slice& top) { return !(t.isDevice(s) && t.isDevice(top)); });
+}
+
 void checkHostRowsNest(const Context& c, Sink& sink) {
   const Trace& t = c.t;
-  std::vector<uint32_t> open;
-  for (uint32_t lane = 0; lane < t.lanes.size(); ++lane) {
-    if (t.laneKind[lane] != LaneKind::Host) continue;
-    open.clear();
-    for (uint32_t i : t.laneSlices[lane]) {
-      const Slice& s = t.slices[i];
-      // torch's own Python-frame events straddle op boundaries (record_function
-      // enters inside a frame); only the ops and calls themselves must nest.
-      if (t.role(s.cat) == CategoryRole::Python) continue;
-      while (!open.empty() && t.slices[open.back()].end() <= s.ts) open.pop_back();
-      if (!open.empty() && s.end() > t.slices[open.back()].end()) {
-        const Slice& top = t.slices[open.back()];
-        sink.add(
-            [&] { return nameOf(t, s) + " crosses the end of " + nameOf(t, top) + " by " + us(s.end() - top.end()); },
-            {sliceRef(open.back()), sliceRef(i)});
-      }
-      open.push_back(i);
-    }
-  }
+  // torch's own Python-frame events straddle op boundaries (record_function
+  // enters inside a frame); only the ops and calls themselves must nest.
+  reportCrossings(
+      t, LaneKind::Host, sink, [&](const Slice& s) { return t.role(s.cat) != CategoryRole::Python; },
+      [](const Slice&, const Slice&) { return true; });
 }
 
 void checkDeviceEventsInWindow(const Context& c, Sink& sink) {
