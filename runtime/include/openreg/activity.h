@@ -314,8 +314,8 @@ typedef struct orActivityCommunication {
 /* Opens and closes the tracing window. Cheap (an atomic flag); callable from
  * any thread. Enabling also writes a CLOCK_SYNC record per device if that kind
  * is enabled, and while the window is open the runtime writes one per device
- * every 5 ms; a sample that comes more than OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS
- * after the previous one (a descheduled thread) is counted in
+ * at least every OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS (it aims at half that); a
+ * sample that comes later (its thread was not scheduled in time) is counted in
  * orActivityStats.lateClockSyncs. */
 OR_API orError_t orActivityEnableTracing(void);
 OR_API orError_t orActivityDisableTracing(void);
@@ -373,8 +373,8 @@ OR_API orError_t orActivityGetNumDroppedRecords(int device, uint64_t* dropped);
 /* Slots of orActivityStats.recordsDroppedByKind (fixed: the layout must not
  * change when kinds are added). */
 #define OR_ACTIVITY_STATS_KINDS 32
-/* While the window is open, one CLOCK_SYNC record per device at least this
- * often (host clock); a later one is counted in lateClockSyncs. */
+/* The contract's longest gap between two CLOCK_SYNC records of a device while
+ * the window is open (host clock); a longer one is counted in lateClockSyncs. */
 #define OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS 10000000ull
 
 typedef struct orActivityStats {

@@ -155,17 +155,23 @@ bool requestBuffer(ThreadContext& context, ThreadBuffer& buffer) {
   return true;
 }
 
+// The delivery thread's clock-sample period: half the contract's interval,
+// so that a thread descheduled for up to 5 ms still keeps it.
+constexpr uint64_t kClockSyncPeriodNs = OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS / 2;
+
 void deliveryLoop() {
   State& s = state();
   uint64_t lastClockSync = 0;
   for (;;) {
     {
       std::unique_lock lock(s.queueMutex);
-      // While tracing, wake often enough to keep clock samples 10 ms apart.
-      const bool tracing = anyActive();
+      // While clock samples are traced, wake when the next one is due (a
+      // change of the window or the kinds wakes the thread too).
       auto ready = [&] { return s.stopDelivery || !s.queue.empty() || s.tracingChanged; };
-      if (tracing) {
-        s.queueCv.wait_for(lock, std::chrono::milliseconds(4), ready);
+      if (active(OR_ACTIVITY_KIND_CLOCK_SYNC)) {
+        const uint64_t now = steadyNowNs();
+        const uint64_t due = lastClockSync + kClockSyncPeriodNs;
+        s.queueCv.wait_for(lock, std::chrono::nanoseconds(due > now ? due - now : 0), ready);
       } else {
         s.queueCv.wait(lock, ready);
       }
@@ -175,7 +181,7 @@ void deliveryLoop() {
     deliverQueued();
     if (active(OR_ACTIVITY_KIND_CLOCK_SYNC)) {
       const uint64_t now = steadyNowNs();
-      if (now - lastClockSync >= 5000000) {
+      if (now - lastClockSync >= kClockSyncPeriodNs) {
         writeClockSyncRecords();
         lastClockSync = now;
       }

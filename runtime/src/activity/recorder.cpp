@@ -187,11 +187,15 @@ void writeClockSyncRecords() {
   if (runtime == nullptr) return;
   ClockSyncGaps& gaps = clockSyncGaps();
   std::lock_guard lock(gaps.mutex);
+  // Again under the lock: the window may have closed while this thread
+  // waited, and a sample written after it would be counted but never read.
+  if (!active(OR_ACTIVITY_KIND_CLOCK_SYNC)) return;
   BufferWriter writer(threadContext());
   for (auto& device : runtime->devices) {
     const ClockPair pair = sampleClocks();
     uint64_t& previous = gaps.previousHostNs[device->index];
-    if (previous != 0 && pair.hostNs - previous > OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS) {
+    // A host clock that stepped back is not a late sample.
+    if (previous != 0 && pair.hostNs > previous && pair.hostNs - previous > OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS) {
       gaps.late.fetch_add(1, std::memory_order_relaxed);
     }
     previous = pair.hostNs;
