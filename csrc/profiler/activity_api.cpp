@@ -138,9 +138,9 @@ std::optional<RuntimeCounters> readRuntimeCounters(const ActivityFunctions& fn) 
 }
 
 std::string activityKindName(uint32_t kind) {
-  static constexpr const char* kNames[] = {"invalid", "runtime",  "kernel",          "memcpy",
-                                           "memset",  "memory",   "synchronization", "external_correlation",
-                                           "marker",  "overhead", "clock_sync",      "communication"};
+  static constexpr const char* kNames[] = {"other",  "runtime",  "kernel",          "memcpy",
+                                           "memset", "memory",   "synchronization", "external_correlation",
+                                           "marker", "overhead", "clock_sync",      "communication"};
   static_assert(std::size(kNames) == OR_ACTIVITY_KIND_COUNT, "a name for every kind");
   if (kind < std::size(kNames)) return kNames[kind];
   return "kind_" + std::to_string(kind);

@@ -94,7 +94,8 @@ struct RuntimeCounters {
 // predates these fields (the structSize it reports does not cover them).
 std::optional<RuntimeCounters> readRuntimeCounters(const ActivityFunctions& fn);
 
-// "kernel", "clock_sync", ... for an orActivityKind; "kind_<n>" for others.
+// "kernel", "clock_sync", ... for an orActivityKind; "other" for slot 0 of
+// recordsDroppedByKind (kinds past its slots), "kind_<n>" for unknown kinds.
 std::string activityKindName(uint32_t kind);
 
 }  // namespace openreg::profiler

@@ -129,6 +129,7 @@ class Replay {
   std::map<std::pair<int32_t, uint64_t>, uint64_t> streamBusyUntil;  // host ns
   std::unordered_set<std::string> names;                             // interned: records point into it
   uint32_t version = OR_ACTIVITY_API_VERSION;
+  uint32_t statsSize = sizeof(orActivityStats);  // what orActivityGetStats fills: less for an older runtime
   uint64_t sampleUncertaintyNs = 0;
 
   uint64_t deviceTime(int device, uint64_t host) const {
@@ -326,7 +327,9 @@ class Replay {
       return static_cast<uint64_t>(static_cast<long double>(base) + us * 1000.0L);
     };
     for (const auto& item : scenario) {
-      if (item.type == "drop") {
+      if (item.type == "late_clock_syncs") {
+        stats.lateClockSyncs += static_cast<uint64_t>(item.num("count", 1));
+      } else if (item.type == "drop") {
         const auto device = static_cast<int32_t>(item.num("device", -1));
         const auto count = static_cast<uint64_t>(item.num("count", 1));
         dropped[device] += count;
@@ -410,6 +413,9 @@ class Replay {
     if ((env = std::getenv("OPENREG_REPLAY_CLOCK_DRIFT_PPM_PER_S")) != nullptr)
       clock.driftPpmPerS = std::strtold(env, nullptr);
     if ((env = std::getenv("OPENREG_REPLAY_VERSION")) != nullptr) version = static_cast<uint32_t>(std::atoi(env));
+    if ((env = std::getenv("OPENREG_REPLAY_STATS_SIZE")) != nullptr) {
+      statsSize = std::min<uint32_t>(statsSize, static_cast<uint32_t>(std::atoi(env)));
+    }
     if ((env = std::getenv("OPENREG_REPLAY_SAMPLE_UNCERTAINTY_NS")) != nullptr)
       sampleUncertaintyNs = std::strtoull(env, nullptr, 10);
     for (int i = 0; i < count; ++i) addDevice(i, clock);
@@ -561,8 +567,8 @@ REPLAY_API orError_t orActivityGetStats(orActivityStats* stats) {
   auto& r = Replay::get();
   std::lock_guard<std::mutex> guard(r.mutex);
   orActivityStats copy = r.stats;
-  copy.structSize = stats->structSize;
-  std::memcpy(stats, &copy, std::min<size_t>(stats->structSize, sizeof(copy)));
+  copy.structSize = r.statsSize;  // the runtime's own size, as the header asks
+  std::memcpy(stats, &copy, std::min<size_t>({stats->structSize, r.statsSize, sizeof(copy)}));
   return orSuccess;
 }
 #endif

@@ -110,6 +110,22 @@ drop device=0 count=2 kind=3
     assert [e.name for e in trace.kernels()] == ["kept"]
 
 
+def test_late_clock_samples_are_reported(run_case, tmp_path):
+    scenario = "kernel device=0 stream=1 start_us=1000 dur_us=10 name=kept\nlate_clock_syncs count=3\n"
+    _, trace = run_scenario(run_case, tmp_path, scenario, sleep_s=0.05)
+    meta = trace.openreg_metadata()
+    assert meta["late_clock_syncs"] == 3 and meta["dropped_by_kind"] == {}
+
+
+def test_an_older_runtime_cannot_tell_drops_by_kind(run_case, tmp_path):
+    # orActivityStats as it was before lateClockSyncs: 8 bytes of header and 8 counters.
+    scenario = "kernel device=0 stream=1 start_us=1000 dur_us=10 name=kept\ndrop device=0 count=2\n"
+    _, trace = run_scenario(run_case, tmp_path, scenario, sleep_s=0.05, env={"OPENREG_REPLAY_STATS_SIZE": "72"})
+    meta = trace.openreg_metadata()
+    assert meta["dropped_by_runtime"] == 2
+    assert meta["dropped_by_kind"] is None and meta["late_clock_syncs"] is None
+
+
 def test_refused_buffers_are_counted_not_silent(run_case, tmp_path):
     # 20000 kernels and launches (~4 MB of records) against a 1 MB buffer limit.
     scenario = "kernel device=0 stream=1 start_us=100 dur_us=2 name=many repeat=20000 period_us=5\n"
