@@ -13,6 +13,11 @@ CLANG_TIDY=${CLANG_TIDY:-clang-tidy-14}
 
 mapfile -t cxx_files < <(git ls-files '*.c' '*.cc' '*.cpp' '*.h' '*.hpp')
 
+# A missing tool fails the gate: it never passes by not running.
+for tool in "$CLANG_FORMAT" "$CLANG_TIDY"; do
+  command -v "$tool" > /dev/null || { echo "lint: $tool is not installed (scripts/bootstrap.sh installs it)"; exit 1; }
+done
+
 if [[ "${1:-}" == "--fix" ]]; then
   "$CLANG_FORMAT" -i "${cxx_files[@]}"
   "$PYTHON" -m ruff format .
@@ -55,7 +60,15 @@ print("\n".join(sorted({c["file"] for c in commands})), file=open(target + ".fil
 EOF
 echo "lint: clang-tidy (naming) on $(wc -l < "$db/compile_commands.json.files") translation units"
 report=$db/clang-tidy.txt
-xargs -P "$JOBS" -n 4 "$CLANG_TIDY" -p "$db" --quiet < "$db/compile_commands.json.files" > "$report" 2>&1 || true
+# xargs exits 123 when a clang-tidy run reported errors (the findings below);
+# anything else non-zero means clang-tidy itself could not run or crashed.
+status=0
+xargs -P "$JOBS" -n 4 "$CLANG_TIDY" -p "$db" --quiet < "$db/compile_commands.json.files" > "$report" 2>&1 || status=$?
+if ((status != 0 && status != 123)); then
+  tail -20 "$report"
+  echo "lint: clang-tidy did not run to the end (xargs status $status; full log: $report)"
+  failed+=(clang-tidy)
+fi
 # clang-tidy 14 reports a nameless "template parameter 'expr-type'" inside
 # torch's headers, with no location in our code: not ours to rename.
 findings=$(grep "error:" "$report" | grep -v "^error: invalid case style for template parameter 'expr-type'" | sort -u || true)
