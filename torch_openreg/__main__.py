@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,17 +76,24 @@ def _add_classification(p: argparse.ArgumentParser) -> None:
     g.add_argument("--flow-cat", action="append", metavar="CAT", help="host-to-device arrows (default: ac2g)")
 
 
+def _analysed(
+    names: list[str], args: argparse.Namespace, analyse: Callable[[Any], dict[str, Any]]
+) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """(path, analyse(trace)) for each trace named (a folder gives its traces), one open at a time."""
+    from torch_openreg.trace import open_trace
+
+    for path in _trace_files(names):
+        with open_trace(path, **_classification(args)) as t:
+            yield path, analyse(t)
+
+
 def _for_each_trace(
     args: argparse.Namespace, analyse: Callable[[Any], dict[str, Any]], text: Callable[[dict[str, Any], str], str]
 ) -> list[tuple[Path, dict[str, Any]]]:
-    """Runs `analyse` on each trace named (a folder gives its traces); without
-    --json prints each result as text. Returns (path, result) pairs."""
-    from torch_openreg.trace import open_trace
-
+    """Runs `analyse` on each trace named; without --json prints each result as text.
+    Returns (path, result) pairs."""
     results: list[tuple[Path, dict[str, Any]]] = []
-    for path in _trace_files(args.trace):
-        with open_trace(path, **_classification(args)) as t:
-            result = analyse(t)
+    for path, result in _analysed(args.trace, args, analyse):
         if not args.json:
             if results:
                 print()
@@ -148,18 +155,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from torch_openreg.trace import open_trace
     from torch_openreg.trace.diff import diff_summaries
     from torch_openreg.trace.format import diff_text
 
-    sides = []
-    for name in (args.base, args.new):
-        summaries = []
-        for path in _trace_files([name]):
-            with open_trace(path, **_classification(args)) as t:
-                summaries.append(t.summary(top=ALL_ROWS, gaps=0))
-        sides.append(summaries)
-    d = diff_summaries(sides[0], sides[1])
+    def summarise(t: Any) -> dict[str, Any]:
+        return t.summary(top=ALL_ROWS, gaps=0)
+
+    base, new = ([s for _, s in _analysed([name], args, summarise)] for name in (args.base, args.new))
+    d = diff_summaries(base, new)
     if args.json:
         _print_json(d)
     else:

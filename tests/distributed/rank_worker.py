@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import traceback
 from datetime import timedelta
 
@@ -605,10 +604,11 @@ def scenario_silent_peer() -> dict:
     t = values(RANK, 100, torch.float32).to(dev)
     if RANK == 1:
         store.wait(["rank0_failed"], timedelta(seconds=60))
+        store.set("rank1_done", "1")
         os._exit(0)  # the group is broken: no orderly shutdown
     error = _error_of(lambda: (dist.all_reduce(t), dist.barrier(device_ids=[dev.index])))
     store.set("rank0_failed", "1")
-    time.sleep(0.5)  # let rank 1 read the key before the store goes away
+    store.wait(["rank1_done"], timedelta(seconds=60))  # rank 0 serves the store: keep it until rank 1 read it
     return {"error": error}
 
 
