@@ -298,6 +298,26 @@ TEST(Activity, LateClockSamplesAreCounted) {
   EXPECT_GE(late, uint64_t(devices)) << "the stall made every device's next sample late";
 }
 
+// Nobody but the runtime writes samples while the window stays open, and
+// they keep coming (the wait is bounded, not timed).
+TEST(Activity, ClockSamplesKeepComingWhileTheWindowIsOpen) {
+  ActivityCollector collector;
+  ASSERT_OR(orActivityEnable(OR_ACTIVITY_KIND_CLOCK_SYNC));
+  ASSERT_OR(orActivityEnableTracing());
+  constexpr size_t kSamples = 8;  // one at enable, the rest periodic
+  auto samplesOfDevice0 = [&] {
+    size_t n = 0;
+    for (const auto& r : collector.records<orActivityClockSync>(OR_ACTIVITY_KIND_CLOCK_SYNC)) n += r.device == 0;
+    return n;
+  };
+  for (int i = 0; i < 1000 && samplesOfDevice0() < kSamples; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    collector.flush();
+  }
+  EXPECT_GE(samplesOfDevice0(), kSamples) << "periodic clock samples stopped";
+  ASSERT_OR(orActivityDisableTracing());
+}
+
 // A new window's first samples are not measured against the previous
 // window's last ones, however long ago that was: only the gaps inside the
 // second window count.
@@ -514,17 +534,11 @@ TEST(Activity, ChildClockMapping) {
   // (host clock), the runtime aiming at 5 ms, and each later one counted in
   // lateClockSyncs. On a loaded machine its thread is descheduled for longer
   // (gaps of 12 ms under ASan and 32 ms at load 12 on 2 cores were seen), so
-  // the rate asserted is a quarter of the contract's, which fails when
-  // periodic sampling stops, and the late ones are asserted exactly.
+  // no gap is asserted: each late one must be counted, exactly.
+  // (ClockSamplesKeepComingWhileTheWindowIsOpen checks that they come.)
   ASSERT_GE(syncs.size(), 2u);
-  uint64_t largestGap = 0;
-  for (size_t i = 1; i < syncs.size(); ++i) {
-    largestGap = std::max(largestGap, syncs[i].hostTimestamp - syncs[i - 1].hostTimestamp);
-  }
   const uint64_t span = syncs.back().hostTimestamp - syncs.front().hostTimestamp;
   EXPECT_GE(span, uint64_t{400000000}) << "the samples span the 40 x 10 ms window";
-  EXPECT_GE(syncs.size() - 1, span / 40000000) << "periodic clock samples stopped; largest gap " << largestGap;
-  // Whatever the load, each gap over the contract's 10 ms was counted.
   EXPECT_EQ(activityStats().lateClockSyncs - lateBefore,
             lateClockSyncGaps(collector.records<orActivityClockSync>(OR_ACTIVITY_KIND_CLOCK_SYNC)));
   int64_t worstSingleOffset = 0;
