@@ -174,6 +174,14 @@ def test_every_trace_passes_check(demo):
             result = trace.check(strict=True)
         failed = [c["name"] for c in result["checks"] if c["status"] == "fail"]
         assert result["ok"] and not failed, (path.name, failed)
+        # ...over every device event of the trace (counted here independently), and there are some.
+        checked = sum(c["complete_events"] for c in result["trace"]["categories"] if c["role"] == "device")
+        device = [
+            e
+            for e in json.loads(path.read_text())["traceEvents"]
+            if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+        ]
+        assert checked == len(device) > 0, (path.name, checked, len(device))
     # ...and the demo's own --check said so, once per trace written by this run.
     reported = section(demo.stdout, "Invariant checks")
     assert len(reported) == REPEAT and all(line.split()[0] == "OK" for line in reported), reported
