@@ -29,8 +29,9 @@ from fault_harness import assert_trace_valid, run_scenario
 import trace_invariants as ti
 # isort: on
 
-# Two 512 KiB buffers in all: the launching thread and one executor hold
-# them, so executors of the other device find none and must drop records.
+# Two 512 KiB buffers in all: the launching thread and one other thread (an
+# executor, or the thread writing clock samples) hold them, so executors find
+# none and must drop records.
 TINY_BUFFERS = {"OPENREG_PROFILER_BUFFER_KB": "512", "OPENREG_PROFILER_BUFFER_LIMIT_MB": "1"}
 
 
@@ -71,7 +72,9 @@ def test_tiny_buffers_drop_records_and_say_so(tmp_path):
     by_kind = meta["dropped_by_kind"]
     assert sum(by_kind.values()) == dropped, by_kind
     kernels = len(trace.kernels())
-    assert 0 < by_kind["kernel"] < 6000, by_kind
+    # Which threads hold the two buffers varies (the launcher, an executor, the clock-sampling thread):
+    # some device's executor finds none, and how many of the kernels drop varies (up to all 6000).
+    assert by_kind["kernel"] > 0, by_kind
     assert kernels + by_kind["kernel"] == 6000, (kernels, by_kind)
     assert kernels == outcome.result["device_events"]
     said = re.search(r"dropped by the runtime \(([^)]*)\)", outcome.stderr)
