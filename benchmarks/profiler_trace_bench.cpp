@@ -12,12 +12,18 @@
 //             activities built from them and handed to the logger
 // and the conversion rate (device records per second through prepare and
 // emit) against the goals: stop under 5 ms, 3 M device records/s or more.
+// On stderr, per round: the launches' and the synchronize's time, and what
+// stop waited on (the buffers parsed inside the flush, and the parsing of
+// all buffers, wall time and time on a core).
 //
 // --rss N: peak RSS of a child launching N kernels unprofiled and of one
 // profiling them (kept until the logger is destroyed), against the goal of
 // 400 bytes per kernel or less above the unprofiled run; bytes per record in
 // the activity buffers; on stderr, the child's peak and current RSS after
-// each stage (launched, stopped, prepared, processed).
+// each stage (launched, stopped, prepared, processed) and the heap in use.
+// Both children synchronize every 65,536 launches, so that the launch
+// queue's depth (which varies run to run) is not in the baseline.
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -110,6 +116,7 @@ struct StageRss {
   const char* stage;
   long peakKb;
   long nowKb;
+  long heapKb;  // malloc'ed and not freed (the activities' slabs are not in it)
 };
 std::vector<StageRss>* gStages = nullptr;
 
@@ -130,22 +137,29 @@ long currentRssKb() {
 }
 
 void stage(const char* name) {
-  if (gStages != nullptr) gStages->push_back({name, peakRssKb(), currentRssKb()});
+  if (gStages != nullptr) {
+    const struct mallinfo2 heap = mallinfo2();
+    gStages->push_back({name, peakRssKb(), currentRssKb(), static_cast<long>((heap.uordblks + heap.hblkhd) / 1024)});
+  }
 }
 
 struct Round {
   SessionTimings timings;
-  int64_t launchNs = 0;
+  int64_t launchNs = 0;    // launches and the device synchronize
+  int64_t launchedNs = 0;  // the launches alone
   uint64_t deviceActivities = 0;
   uint64_t dropped = 0;
 };
 
 // One trace of `kernels` launches; the logger (and the session's activities)
 // stay alive in `keep` when given, as they do in torch until the trace is gone.
-Round traceOnce(const ActivityApi& api, size_t kernels, const HostOps& ops, bool profiled,
+// syncEvery: synchronize the device after every that many launches (0:
+// only at the end), so the launch queue stays short.
+Round traceOnce(const ActivityApi& api, size_t kernels, const HostOps& ops, bool profiled, size_t syncEvery = 0,
                 std::unique_ptr<MemoryLikeLogger>* keep = nullptr,
                 std::unique_ptr<OpenregSession>* keepSession = nullptr) {
   Round round;
+  stage("start");
   auto session = std::make_unique<OpenregSession>(api, everything());
   const int64_t windowStart = nowNs();
   if (profiled) session->start();
@@ -155,7 +169,9 @@ Round traceOnce(const ActivityApi& api, size_t kernels, const HostOps& ops, bool
     if (profiled) session->pushCorrelationId(op);
     check(orLaunchKernel(nullptr, "bench_kernel", emptyKernel, nullptr), "orLaunchKernel");
     if (profiled) session->popCorrelationId();
+    if (syncEvery != 0 && (i + 1) % syncEvery == 0) check(orDeviceSynchronize(), "orDeviceSynchronize");
   }
+  round.launchedNs = nowNs() - launchStart;
   check(orDeviceSynchronize(), "orDeviceSynchronize");
   round.launchNs = nowNs() - launchStart;
   stage("launched");
@@ -189,6 +205,8 @@ int64_t median(std::vector<int64_t> v) {
   return v[v.size() / 2];
 }
 
+constexpr size_t kRssSyncEvery = 65536;
+
 int rssChild(const ActivityApi& api, size_t kernels, bool profiled) {
   HostOps ops(1000);
   std::unique_ptr<MemoryLikeLogger> logger;
@@ -196,10 +214,15 @@ int rssChild(const ActivityApi& api, size_t kernels, bool profiled) {
   const long before = peakRssKb();
   std::vector<StageRss> stages;
   gStages = &stages;
-  Round round = traceOnce(api, kernels, ops, profiled, &logger, &session);
+  // How deep the runtime's launch queue gets (tens of MB at a million
+  // launches) depends on how far the device falls behind, run to run; in the
+  // unprofiled child it was the peak, so it moved the baseline by 20 to 40 MB.
+  // Bounded in both children, the difference is what profiling holds.
+  Round round = traceOnce(api, kernels, ops, profiled, kRssSyncEvery, &logger, &session);
   gStages = nullptr;
   for (const auto& s : stages) {
-    std::fprintf(stderr, "  %-10s peak %7.1f MB, now %7.1f MB\n", s.stage, s.peakKb / 1024.0, s.nowKb / 1024.0);
+    std::fprintf(stderr, "  %-10s peak %7.1f MB, now %7.1f MB, heap in use %7.1f MB\n", s.stage, s.peakKb / 1024.0,
+                 s.nowKb / 1024.0, s.heapKb / 1024.0);
   }
   std::printf("%ld %ld %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", before, peakRssKb(), round.timings.records,
               round.timings.recordBytes, round.deviceActivities);
@@ -285,6 +308,12 @@ int main(int argc, char** argv) {
                      round.deviceActivities, round.dropped);
         ok = false;
       }
+      // What a slow stop waited on: the buffers left to parse when the window closed.
+      std::fprintf(stderr,
+                   "  %zu kernels, round %d: launches %.1f ms, synchronize %.1f ms; stop %.3f ms (flush %.3f, of "
+                   "which parsing %.3f for %" PRIu64 " buffers); parsing in all %.1f ms (%.1f on a core)\n",
+                   kernels, r + 1, round.launchedNs / 1e6, (round.launchNs - round.launchedNs) / 1e6, t.stopNs / 1e6,
+                   t.flushNs / 1e6, t.flushParseNs / 1e6, t.flushBuffers, t.parseNs / 1e6, t.parseCpuNs / 1e6);
       stop.push_back(t.stopNs);
       flush.push_back(t.flushNs);
       prepare.push_back(t.prepareNs);
