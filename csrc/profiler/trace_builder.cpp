@@ -202,10 +202,12 @@ EventArgs eventArgsOf(const TraceEvent& event) {
     a.status = op.status;
     switch (op.kind) {  // each kind's own fields only: they share storage
       case DeviceOpKind::Kernel:
-        std::copy(std::begin(op.grid), std::end(op.grid), a.grid);
-        std::copy(std::begin(op.block), std::end(op.block), a.block);
-        a.sharedMemBytes = op.sharedMemBytes;
-        a.streamPriority = op.streamPriority;
+        if (const LaunchShape* shape = event.launchShape) {
+          std::copy(std::begin(shape->grid), std::end(shape->grid), a.grid);
+          std::copy(std::begin(shape->block), std::end(shape->block), a.block);
+          a.sharedMemBytes = shape->sharedMemBytes;
+          a.streamPriority = shape->streamPriority;
+        }
         break;
       case DeviceOpKind::Memcpy:
         a.bytes = op.bytes;
@@ -741,7 +743,10 @@ TraceEvent deviceEvent(const PreparedTrace& prepared, const RowWork& work, bool 
   e.tid = static_cast<int64_t>(p.op->stream);
   e.id = p.traceId;
   e.device = &p;
-  e.communication = prepared.records != nullptr ? prepared.records->communicationOf(*p.op) : nullptr;
+  if (prepared.records != nullptr) {
+    e.communication = prepared.records->communicationOf(*p.op);
+    e.launchShape = prepared.records->launchShapeOf(*p.op);
+  }
   // Stream waits are not device work of the op: linking them would credit
   // waiting time to it in key_averages().
   if (p.op->kind != DeviceOpKind::StreamWait) e.linkedOp = p.external.op;
