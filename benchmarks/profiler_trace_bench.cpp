@@ -21,8 +21,9 @@
 // 400 bytes per kernel or less above the unprofiled run; bytes per record in
 // the activity buffers; on stderr, the child's peak and current RSS after
 // each stage (launched, stopped, prepared, processed) and the heap in use.
-// Both children synchronize every 65,536 launches, so that the launch
-// queue's depth (which varies run to run) is not in the baseline.
+// Both children synchronize every 65,536 launches (--sync-every K; 0: only
+// at the end), so that the launch queue's depth, which varies run to run,
+// is not in the baseline.
 #include <malloc.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -207,7 +208,7 @@ int64_t median(std::vector<int64_t> v) {
 
 constexpr size_t kRssSyncEvery = 65536;
 
-int rssChild(const ActivityApi& api, size_t kernels, bool profiled) {
+int rssChild(const ActivityApi& api, size_t kernels, bool profiled, size_t syncEvery) {
   HostOps ops(1000);
   std::unique_ptr<MemoryLikeLogger> logger;
   std::unique_ptr<OpenregSession> session;
@@ -218,7 +219,7 @@ int rssChild(const ActivityApi& api, size_t kernels, bool profiled) {
   // launches) depends on how far the device falls behind, run to run; in the
   // unprofiled child it was the peak, so it moved the baseline by 20 to 40 MB.
   // Bounded in both children, the difference is what profiling holds.
-  Round round = traceOnce(api, kernels, ops, profiled, kRssSyncEvery, &logger, &session);
+  Round round = traceOnce(api, kernels, ops, profiled, syncEvery, &logger, &session);
   gStages = nullptr;
   for (const auto& s : stages) {
     std::fprintf(stderr, "  %-10s peak %7.1f MB, now %7.1f MB, heap in use %7.1f MB\n", s.stage, s.peakKb / 1024.0,
@@ -234,9 +235,9 @@ struct ChildRss {
   uint64_t records = 0, recordBytes = 0, deviceActivities = 0;
 };
 
-ChildRss runRssChild(const char* self, size_t kernels, bool profiled) {
-  std::string command =
-      std::string(self) + " --rss-child " + std::to_string(kernels) + " " + (profiled ? "profiled" : "unprofiled");
+ChildRss runRssChild(const char* self, size_t kernels, bool profiled, size_t syncEvery) {
+  std::string command = std::string(self) + " --rss-child " + std::to_string(kernels) + " " +
+                        (profiled ? "profiled" : "unprofiled") + " " + std::to_string(syncEvery);
   ChildRss out;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr || std::fscanf(pipe, "%ld %ld %" SCNu64 " %" SCNu64 " %" SCNu64, &out.startKb, &out.peakKb,
@@ -256,13 +257,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "activity API unavailable: %s\n", api.error().c_str());
     return 1;
   }
-  if (argc == 4 && std::strcmp(argv[1], "--rss-child") == 0) {
-    return rssChild(api, std::strtoull(argv[2], nullptr, 10), std::strcmp(argv[3], "profiled") == 0);
+  if ((argc == 4 || argc == 5) && std::strcmp(argv[1], "--rss-child") == 0) {
+    const size_t syncEvery = argc == 5 ? std::strtoull(argv[4], nullptr, 10) : kRssSyncEvery;
+    return rssChild(api, std::strtoull(argv[2], nullptr, 10), std::strcmp(argv[3], "profiled") == 0, syncEvery);
   }
-  if (argc == 3 && std::strcmp(argv[1], "--rss") == 0) {
+  if ((argc == 3 || (argc == 5 && std::strcmp(argv[3], "--sync-every") == 0)) && std::strcmp(argv[1], "--rss") == 0) {
     const size_t kernels = std::strtoull(argv[2], nullptr, 10);
-    const ChildRss plain = runRssChild(argv[0], kernels, false);
-    const ChildRss traced = runRssChild(argv[0], kernels, true);
+    const size_t syncEvery = argc == 5 ? std::strtoull(argv[4], nullptr, 10) : kRssSyncEvery;
+    const ChildRss plain = runRssChild(argv[0], kernels, false, syncEvery);
+    const ChildRss traced = runRssChild(argv[0], kernels, true, syncEvery);
     std::printf("peak RSS for %zu kernels: unprofiled %.1f MB, profiled %.1f MB (x%.2f, +%.0f bytes per kernel)\n",
                 kernels, plain.peakKb / 1024.0, traced.peakKb / 1024.0,
                 static_cast<double>(traced.peakKb) / static_cast<double>(plain.peakKb),
@@ -287,7 +290,7 @@ int main(int argc, char** argv) {
         sizes.push_back(std::strtoull(item, nullptr, 10));
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--rounds R] [--sizes N,N,...] | --rss N\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--rounds R] [--sizes N,N,...] | --rss N [--sync-every K]\n", argv[0]);
       return 2;
     }
   }
