@@ -36,6 +36,15 @@ constexpr size_t kLaunchShapeCacheSlots = 1024;
 }  // namespace
 
 uint32_t RecordSet::internLaunchShape(const LaunchShape& shape) {
+  // Kernels in a row mostly share their shape: try the last one before hashing.
+  if (!launchShapes.empty() && lastLaunchShape != 0 && launchShapes[lastLaunchShape - 1] == shape) {
+    return lastLaunchShape;
+  }
+  lastLaunchShape = findOrAddLaunchShape(shape);
+  return lastLaunchShape;
+}
+
+uint32_t RecordSet::findOrAddLaunchShape(const LaunchShape& shape) {
   if (launchShapeCache.empty()) launchShapeCache.assign(kLaunchShapeCacheSlots, 0);
   uint32_t& slot = launchShapeCache[launchShapeHash(shape) % kLaunchShapeCacheSlots];
   if (slot != 0 && launchShapes[slot - 1] == shape) return slot;
@@ -77,6 +86,7 @@ void RecordSet::releaseRecords() {
   communications.clear();  // collective activities keep their own copy
   launchShapes.clear();
   launchShapeCache = {};
+  lastLaunchShape = 0;
   clock = {};
 }
 

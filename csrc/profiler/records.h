@@ -203,6 +203,7 @@ struct RecordSet {
   uint64_t memoryRecords = 0;
   uint64_t markerRecords = 0;
   std::vector<uint32_t> launchShapeCache;  // internLaunchShape's, by hash
+  uint32_t lastLaunchShape = 0;            // the shape interned last
 
   void append(RecordSet&& other);
   // Frees the records, keeping the counts.
@@ -210,6 +211,7 @@ struct RecordSet {
   // The shape's index + 1 for DeviceOp::launchShape, kept once (mostly: a
   // direct-mapped cache finds the shapes seen before).
   uint32_t internLaunchShape(const LaunchShape& shape);
+  uint32_t findOrAddLaunchShape(const LaunchShape& shape);  // its slow path, by hash
   // A kernel's launch shape; nullptr for other kinds and kernels without one.
   const LaunchShape* launchShapeOf(const DeviceOp& op) const {
     return op.kind == DeviceOpKind::Kernel && op.launchShape >= 1 && op.launchShape <= launchShapes.size()
