@@ -435,6 +435,7 @@ void mapDeviceOps(const ChunkedVector<DeviceOp>& ops, const ClockMaps& clocks, c
   out.deviceOps.reserve(ops.size());
   const ClockMap* clock = nullptr;
   int32_t clockDevice = INT32_MIN;
+  size_t segment = 0;  // where the last op fell in its device's clock map
   for (const auto& op : ops) {
     if (op.correlationId != 0 && !seen.insert(op.correlationId, 0)) {
       ++out.stats.duplicateRecords;
@@ -444,11 +445,12 @@ void mapDeviceOps(const ChunkedVector<DeviceOp>& ops, const ClockMaps& clocks, c
       auto it = clocks.find(op.device);
       clock = it != clocks.end() ? &it->second : nullptr;
       clockDevice = op.device;
+      segment = 0;
     }
     std::optional<int64_t> start, end;
     if (clock != nullptr) {
-      start = clock->toHost(op.start);
-      end = clock->toHost(op.end);
+      start = clock->toHost(op.start, segment);
+      end = clock->toHost(op.end, segment);
     }
     if (!start || !end) {
       ++out.stats.unmappedDeviceOps;
