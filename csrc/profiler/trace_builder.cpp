@@ -682,6 +682,32 @@ std::vector<size_t> EmitRuns::lengths() const {
   return out;
 }
 
+namespace {
+
+// Puts `items` in emission order (`before`) when they are ordered by start
+// already, as the prepared launches are: then only items sharing a start can
+// be out of order (the longer goes first), so each such group is sorted on
+// its own. Host clocks tick coarsely enough for consecutive launches to share
+// a start, and a stable sort of a million launches was a third of emit.
+template <typename T, typename Start, typename Before>
+void orderEqualStarts(std::vector<T>& items, Start start, Before before) {
+  if (std::is_sorted(items.begin(), items.end(), before)) return;
+  const bool byStart =
+      std::is_sorted(items.begin(), items.end(), [&](const T& a, const T& b) { return start(a) < start(b); });
+  if (!byStart) {
+    std::stable_sort(items.begin(), items.end(), before);
+    return;
+  }
+  for (size_t i = 0; i < items.size();) {
+    size_t j = i + 1;
+    while (j < items.size() && start(items[j]) == start(items[i])) ++j;
+    if (j - i > 1) std::stable_sort(items.begin() + i, items.begin() + j, before);
+    i = j;
+  }
+}
+
+}  // namespace
+
 EmitRuns orderRuns(RowMap& rows, const PreparedTrace& prepared, const RuntimeSelection& runtime,
                    std::vector<TraceEvent> spans, EmitResult& result) {
   auto workBefore = [&](const RowWork& a, const RowWork& b) {
@@ -703,9 +729,8 @@ EmitRuns orderRuns(RowMap& rows, const PreparedTrace& prepared, const RuntimeSel
     const RuntimeCall& y = *prepared.runtime[b].call;
     return emitBefore(callStart(x), callEnd(x), callStart(y), callEnd(y));
   };
-  if (!std::is_sorted(out.launches.begin(), out.launches.end(), launchBefore)) {
-    std::stable_sort(out.launches.begin(), out.launches.end(), launchBefore);
-  }
+  orderEqualStarts(
+      out.launches, [&](uint32_t i) { return callStart(*prepared.runtime[i].call); }, launchBefore);
   out.spans = std::move(spans);
   std::stable_sort(out.spans.begin(), out.spans.end(),
                    [](const TraceEvent& a, const TraceEvent& b) { return emitBefore(a.start, a.end, b.start, b.end); });
