@@ -12,12 +12,19 @@
 //             activities built from them and handed to the logger
 // and the conversion rate (device records per second through prepare and
 // emit) against the goals: stop under 5 ms, 3 M device records/s or more.
+// On stderr, per round: the launches' and the synchronize's time, and what
+// stop waited on (the buffers parsed inside the flush, and the parsing of
+// all buffers, wall time and time on a core).
 //
 // --rss N: peak RSS of a child launching N kernels unprofiled and of one
 // profiling them (kept until the logger is destroyed), against the goal of
 // 400 bytes per kernel or less above the unprofiled run; bytes per record in
 // the activity buffers; on stderr, the child's peak and current RSS after
-// each stage (launched, stopped, prepared, processed).
+// each stage (launched, stopped, prepared, processed) and the heap in use.
+// Both children synchronize every 65,536 launches (--sync-every K; 0: only
+// at the end), so that the launch queue's depth, which varies run to run,
+// is not in the baseline.
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -110,6 +117,7 @@ struct StageRss {
   const char* stage;
   long peakKb;
   long nowKb;
+  long heapKb;  // malloc'ed and not freed (the activities' slabs are not in it)
 };
 std::vector<StageRss>* gStages = nullptr;
 
@@ -130,22 +138,29 @@ long currentRssKb() {
 }
 
 void stage(const char* name) {
-  if (gStages != nullptr) gStages->push_back({name, peakRssKb(), currentRssKb()});
+  if (gStages != nullptr) {
+    const struct mallinfo2 heap = mallinfo2();
+    gStages->push_back({name, peakRssKb(), currentRssKb(), static_cast<long>((heap.uordblks + heap.hblkhd) / 1024)});
+  }
 }
 
 struct Round {
   SessionTimings timings;
-  int64_t launchNs = 0;
+  int64_t launchNs = 0;    // launches and the device synchronize
+  int64_t launchedNs = 0;  // the launches alone
   uint64_t deviceActivities = 0;
   uint64_t dropped = 0;
 };
 
 // One trace of `kernels` launches; the logger (and the session's activities)
 // stay alive in `keep` when given, as they do in torch until the trace is gone.
-Round traceOnce(const ActivityApi& api, size_t kernels, const HostOps& ops, bool profiled,
+// syncEvery: synchronize the device after every that many launches (0:
+// only at the end), so the launch queue stays short.
+Round traceOnce(const ActivityApi& api, size_t kernels, const HostOps& ops, bool profiled, size_t syncEvery = 0,
                 std::unique_ptr<MemoryLikeLogger>* keep = nullptr,
                 std::unique_ptr<OpenregSession>* keepSession = nullptr) {
   Round round;
+  stage("start");
   auto session = std::make_unique<OpenregSession>(api, everything());
   const int64_t windowStart = nowNs();
   if (profiled) session->start();
@@ -155,7 +170,9 @@ Round traceOnce(const ActivityApi& api, size_t kernels, const HostOps& ops, bool
     if (profiled) session->pushCorrelationId(op);
     check(orLaunchKernel(nullptr, "bench_kernel", emptyKernel, nullptr), "orLaunchKernel");
     if (profiled) session->popCorrelationId();
+    if (syncEvery != 0 && (i + 1) % syncEvery == 0) check(orDeviceSynchronize(), "orDeviceSynchronize");
   }
+  round.launchedNs = nowNs() - launchStart;
   check(orDeviceSynchronize(), "orDeviceSynchronize");
   round.launchNs = nowNs() - launchStart;
   stage("launched");
@@ -189,17 +206,24 @@ int64_t median(std::vector<int64_t> v) {
   return v[v.size() / 2];
 }
 
-int rssChild(const ActivityApi& api, size_t kernels, bool profiled) {
+constexpr size_t kRssSyncEvery = 65536;
+
+int rssChild(const ActivityApi& api, size_t kernels, bool profiled, size_t syncEvery) {
   HostOps ops(1000);
   std::unique_ptr<MemoryLikeLogger> logger;
   std::unique_ptr<OpenregSession> session;
   const long before = peakRssKb();
   std::vector<StageRss> stages;
   gStages = &stages;
-  Round round = traceOnce(api, kernels, ops, profiled, &logger, &session);
+  // How deep the runtime's launch queue gets (tens of MB at a million
+  // launches) depends on how far the device falls behind, run to run; in the
+  // unprofiled child it was the peak, so it moved the baseline by 20 to 40 MB.
+  // Bounded in both children, the difference is what profiling holds.
+  Round round = traceOnce(api, kernels, ops, profiled, syncEvery, &logger, &session);
   gStages = nullptr;
   for (const auto& s : stages) {
-    std::fprintf(stderr, "  %-10s peak %7.1f MB, now %7.1f MB\n", s.stage, s.peakKb / 1024.0, s.nowKb / 1024.0);
+    std::fprintf(stderr, "  %-10s peak %7.1f MB, now %7.1f MB, heap in use %7.1f MB\n", s.stage, s.peakKb / 1024.0,
+                 s.nowKb / 1024.0, s.heapKb / 1024.0);
   }
   std::printf("%ld %ld %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", before, peakRssKb(), round.timings.records,
               round.timings.recordBytes, round.deviceActivities);
@@ -211,9 +235,9 @@ struct ChildRss {
   uint64_t records = 0, recordBytes = 0, deviceActivities = 0;
 };
 
-ChildRss runRssChild(const char* self, size_t kernels, bool profiled) {
-  std::string command =
-      std::string(self) + " --rss-child " + std::to_string(kernels) + " " + (profiled ? "profiled" : "unprofiled");
+ChildRss runRssChild(const char* self, size_t kernels, bool profiled, size_t syncEvery) {
+  std::string command = std::string(self) + " --rss-child " + std::to_string(kernels) + " " +
+                        (profiled ? "profiled" : "unprofiled") + " " + std::to_string(syncEvery);
   ChildRss out;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr || std::fscanf(pipe, "%ld %ld %" SCNu64 " %" SCNu64 " %" SCNu64, &out.startKb, &out.peakKb,
@@ -233,13 +257,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "activity API unavailable: %s\n", api.error().c_str());
     return 1;
   }
-  if (argc == 4 && std::strcmp(argv[1], "--rss-child") == 0) {
-    return rssChild(api, std::strtoull(argv[2], nullptr, 10), std::strcmp(argv[3], "profiled") == 0);
+  if ((argc == 4 || argc == 5) && std::strcmp(argv[1], "--rss-child") == 0) {
+    const size_t syncEvery = argc == 5 ? std::strtoull(argv[4], nullptr, 10) : kRssSyncEvery;
+    return rssChild(api, std::strtoull(argv[2], nullptr, 10), std::strcmp(argv[3], "profiled") == 0, syncEvery);
   }
-  if (argc == 3 && std::strcmp(argv[1], "--rss") == 0) {
+  if ((argc == 3 || (argc == 5 && std::strcmp(argv[3], "--sync-every") == 0)) && std::strcmp(argv[1], "--rss") == 0) {
     const size_t kernels = std::strtoull(argv[2], nullptr, 10);
-    const ChildRss plain = runRssChild(argv[0], kernels, false);
-    const ChildRss traced = runRssChild(argv[0], kernels, true);
+    const size_t syncEvery = argc == 5 ? std::strtoull(argv[4], nullptr, 10) : kRssSyncEvery;
+    const ChildRss plain = runRssChild(argv[0], kernels, false, syncEvery);
+    const ChildRss traced = runRssChild(argv[0], kernels, true, syncEvery);
     std::printf("peak RSS for %zu kernels: unprofiled %.1f MB, profiled %.1f MB (x%.2f, +%.0f bytes per kernel)\n",
                 kernels, plain.peakKb / 1024.0, traced.peakKb / 1024.0,
                 static_cast<double>(traced.peakKb) / static_cast<double>(plain.peakKb),
@@ -264,7 +290,7 @@ int main(int argc, char** argv) {
         sizes.push_back(std::strtoull(item, nullptr, 10));
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--rounds R] [--sizes N,N,...] | --rss N\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--rounds R] [--sizes N,N,...] | --rss N [--sync-every K]\n", argv[0]);
       return 2;
     }
   }
@@ -285,6 +311,12 @@ int main(int argc, char** argv) {
                      round.deviceActivities, round.dropped);
         ok = false;
       }
+      // What a slow stop waited on: the buffers left to parse when the window closed.
+      std::fprintf(stderr,
+                   "  %zu kernels, round %d: launches %.1f ms, synchronize %.1f ms; stop %.3f ms (flush %.3f, of "
+                   "which parsing %.3f for %" PRIu64 " buffers); parsing in all %.1f ms (%.1f on a core)\n",
+                   kernels, r + 1, round.launchedNs / 1e6, (round.launchNs - round.launchedNs) / 1e6, t.stopNs / 1e6,
+                   t.flushNs / 1e6, t.flushParseNs / 1e6, t.flushBuffers, t.parseNs / 1e6, t.parseCpuNs / 1e6);
       stop.push_back(t.stopNs);
       flush.push_back(t.flushNs);
       prepare.push_back(t.prepareNs);

@@ -118,9 +118,13 @@ std::string kinetoSafe(std::string_view name) {
   return out;
 }
 
-const ActivityShape& OpenregActivity::shape() const { return store_->shapeAt(shape_); }
-const std::string OpenregActivity::name() const { return store_->nameAt(shape().name); }
-const libkineto::TraceSpan* OpenregActivity::traceSpan() const { return &store_->span(); }
+// The store whose arena holds the activity (ActivityStore::allocate).
+const ActivityStore& OpenregActivity::store() const {
+  return *static_cast<const ActivityStore*>(SlabArena::ownerOf(this));
+}
+const ActivityShape& OpenregActivity::shape() const { return store().shapeAt(shape_); }
+const std::string OpenregActivity::name() const { return store().nameAt(shape().name); }
+const libkineto::TraceSpan* OpenregActivity::traceSpan() const { return &store().span(); }
 
 EventArgs OpenregActivity::args() const {
   EventArgs a = shape().args;
@@ -145,12 +149,15 @@ const std::string OpenregActivity::getMetadataValue(const std::string& key) cons
 ActivityStore::ActivityStore(const libkineto::TraceSpan& span)
     : GenericTraceActivity(span, ActivityType::OVERHEAD, "openreg activity store"),
       span_(&span),
+      arena_(this),
       shapeCache_(kShapeCacheSlots, kNoShape) {}
 
 ActivityStore::~ActivityStore() {
   // The activities are trivially destroyed: their blocks go back at once.
   for (void* block : blocks_) SlabArena::release(block);
 }
+
+static_assert(sizeof(OpenregActivity) == 40, "two per kernel: keep it small");
 
 void* ActivityStore::allocate(size_t bytes) {
   if (blocks_.empty() || blockUsed_ + bytes > kBlockBytes) {
@@ -212,7 +219,7 @@ const OpenregActivity& ActivityStore::add(const TraceEvent& event, const libkine
     }
     id = static_cast<int32_t>(event.userRange);
   }
-  return *new (allocate(sizeof(OpenregActivity))) OpenregActivity(*this, index, start, end, id, linked);
+  return *new (allocate(sizeof(OpenregActivity))) OpenregActivity(index, start, end, id, linked);
 }
 
 void ActivityStore::doneBuilding() {

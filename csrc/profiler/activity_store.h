@@ -5,9 +5,11 @@
 // session's CpuTraceBuffer to own them. A GenericTraceActivity costs ~190
 // bytes before its args (a string, a hash map, a vector), and a trace has
 // two per kernel: that was most of a trace's memory. So each activity here
-// is 48 bytes: its times, id and link, plus the index of its "shape" (type,
+// is small: its times, id and link, plus the index of its "shape" (type,
 // name, row, flow ends, args), which a trace repeats for most of its events
-// and the store keeps once. Args are formatted only when asked for
+// and the store keeps once. 40 bytes, not 48: the store is found through the
+// header of the slab the activity lives in, not a pointer of its own. Args
+// are formatted only when asked for
 // (metadataJson, getMetadataValue), as Kineto's own CUPTI activities do.
 //
 // The store itself is the one entry of the CpuTraceBuffer (Kineto never
@@ -55,9 +57,9 @@ class ActivityStore;
 
 class OpenregActivity final : public libkineto::ITraceActivity {
  public:
-  OpenregActivity(const ActivityStore& store, uint32_t shape, int64_t start, int64_t end, int32_t id,
-                  const libkineto::ITraceActivity* linked)
-      : store_(&store), linked_(linked), start_(start), end_(end), id_(id), shape_(shape) {}
+  // Only ever built in an ActivityStore's arena (see store()).
+  OpenregActivity(uint32_t shape, int64_t start, int64_t end, int32_t id, const libkineto::ITraceActivity* linked)
+      : linked_(linked), start_(start), end_(end), id_(id), shape_(shape) {}
 
   int64_t deviceId() const override { return shape().device; }
   int64_t resourceId() const override { return shape().resource; }
@@ -80,9 +82,9 @@ class OpenregActivity final : public libkineto::ITraceActivity {
   EventArgs args() const;
 
  private:
+  const ActivityStore& store() const;
   const ActivityShape& shape() const;
 
-  const ActivityStore* store_;
   const libkineto::ITraceActivity* linked_;
   int64_t start_;
   int64_t end_;

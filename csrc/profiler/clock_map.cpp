@@ -93,6 +93,11 @@ ClockMap::ClockMap(std::vector<ClockPoint> samples) {
 }
 
 std::optional<int64_t> ClockMap::toHost(uint64_t deviceTs) const {
+  size_t segment = 0;
+  return toHost(deviceTs, segment);
+}
+
+std::optional<int64_t> ClockMap::toHost(uint64_t deviceTs, size_t& segment) const {
   if (points_.empty()) {
     return std::nullopt;
   }
@@ -101,16 +106,24 @@ std::optional<int64_t> ClockMap::toHost(uint64_t deviceTs) const {
     const auto& p = points_.front();
     return saturate(static_cast<__int128>(p.host) + static_cast<__int128>(deviceTs) - static_cast<__int128>(p.device));
   }
-  auto upper = std::upper_bound(points_.begin(), points_.end(), deviceTs,
-                                [](uint64_t ts, const ClockPoint& p) { return ts < p.device; });
-  size_t i;
-  if (upper == points_.begin()) {
-    i = 0;  // before the first sample: extend the first segment
-  } else if (upper == points_.end()) {
-    i = points_.size() - 2;  // after the last: extend the last segment
-  } else {
-    i = static_cast<size_t>(upper - points_.begin()) - 1;
+  // Segment i covers [points_[i], points_[i + 1]); the first and last also
+  // extend outwards.
+  const size_t last = points_.size() - 2;
+  size_t i = segment <= last ? segment : last;
+  const bool fromBelow = i == 0 || deviceTs >= points_[i].device;
+  const bool fromAbove = i == last || deviceTs < points_[i + 1].device;
+  if (!fromBelow || !fromAbove) {
+    auto upper = std::upper_bound(points_.begin(), points_.end(), deviceTs,
+                                  [](uint64_t ts, const ClockPoint& p) { return ts < p.device; });
+    if (upper == points_.begin()) {
+      i = 0;  // before the first sample: extend the first segment
+    } else if (upper == points_.end()) {
+      i = last;  // after the last: extend the last segment
+    } else {
+      i = std::min(static_cast<size_t>(upper - points_.begin()) - 1, last);
+    }
   }
+  segment = i;
   return interpolate(points_[i], points_[i + 1], deviceTs);
 }
 

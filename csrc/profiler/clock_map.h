@@ -29,6 +29,9 @@ class ClockMap {
 
   // Host epoch ns for a device timestamp; nullopt without any sample.
   std::optional<int64_t> toHost(uint64_t deviceTs) const;
+  // The same; `segment` (start it at 0) remembers where the last timestamp
+  // fell, so timestamps mostly in order skip the search.
+  std::optional<int64_t> toHost(uint64_t deviceTs, size_t& segment) const;
 
  private:
   std::vector<ClockPoint> points_;  // strictly increasing in both clocks

@@ -1,11 +1,22 @@
 #include "record_buffers.h"
 
 #include <algorithm>
+#include <chrono>
+#include <ctime>
 #include <cstdlib>
 #include <string>
 
 namespace openreg::profiler {
 namespace {
+
+// CPU time of the calling thread: with the wall time, it tells a parse that
+// was slow (page faults on fresh record memory count here) from one that was
+// waiting for a core.
+uint64_t threadCpuNs() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+}
 
 constexpr size_t kMinBufferBytes = 1024;
 constexpr size_t kAlignment = 8;
@@ -75,10 +86,16 @@ void RecordBufferPool::onCompleted(void* userData, uint8_t* buffer, size_t /*siz
   if (buffer == nullptr) {
     return;
   }
+  uint64_t parseNs = 0, parseCpuNs = 0;
   {
     std::lock_guard<std::mutex> guard(pool->sinkMutex_);
     if (pool->sink_ != nullptr && pool->next_ != nullptr) {
+      const auto start = std::chrono::steady_clock::now();
+      const uint64_t cpuStart = threadCpuNs();
       parseBuffer(pool->next_, buffer, validSize, *pool->sink_);
+      parseCpuNs = threadCpuNs() - cpuStart;
+      parseNs = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
     } else {
       std::lock_guard<std::mutex> statsGuard(pool->poolMutex_);
       ++pool->stats_.discarded;
@@ -88,6 +105,8 @@ void RecordBufferPool::onCompleted(void* userData, uint8_t* buffer, size_t /*siz
     std::lock_guard<std::mutex> guard(pool->poolMutex_);
     ++pool->stats_.completed;
     pool->stats_.recordBytes += validSize;
+    pool->stats_.parseNs += parseNs;
+    pool->stats_.parseCpuNs += parseCpuNs;
   }
   pool->release(buffer);
 }
@@ -104,6 +123,11 @@ BufferStats RecordBufferPool::takeStats() {
   stats_ = BufferStats{};
   stats_.peakBytes = allocatedBytes_;
   return out;
+}
+
+BufferStats RecordBufferPool::peekStats() {
+  std::lock_guard<std::mutex> guard(poolMutex_);
+  return stats_;
 }
 
 void RecordBufferPool::trim() {

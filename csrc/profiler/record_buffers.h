@@ -25,6 +25,8 @@ struct BufferStats {
   uint64_t completed = 0;
   uint64_t discarded = 0;    // completed while no session was collecting
   uint64_t recordBytes = 0;  // bytes of records handed back (validSize)
+  uint64_t parseNs = 0;      // time spent parsing them into the sink
+  uint64_t parseCpuNs = 0;   // of which the parsing thread was on a core
   size_t peakBytes = 0;
 };
 
@@ -51,6 +53,8 @@ class RecordBufferPool {
   void setSink(RecordSet* sink, NextRecordFn next);
   // Stats since the last call, then reset.
   BufferStats takeStats();
+  // The same, without resetting them.
+  BufferStats peekStats();
   // Frees the recycled buffers (between sessions).
   void trim();
 

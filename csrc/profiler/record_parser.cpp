@@ -21,14 +21,46 @@ void copyDim(const orDim3& dim, uint32_t (&out)[3]) {
   out[2] = dim.z;
 }
 
+size_t launchShapeHash(const LaunchShape& s) {
+  uint64_t h = 0;
+  auto mix = [&](uint64_t v) { h = (h ^ v) * 0x9e3779b97f4a7c15ULL; };
+  mix(s.grid[0] + (uint64_t{s.grid[1]} << 32));
+  mix(s.grid[2] + (uint64_t{s.block[0]} << 32));
+  mix(s.block[1] + (uint64_t{s.block[2]} << 32));
+  mix(s.sharedMemBytes + (uint64_t{static_cast<uint32_t>(s.streamPriority)} << 32));
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
+constexpr size_t kLaunchShapeCacheSlots = 1024;
+
 }  // namespace
+
+uint32_t RecordSet::internLaunchShape(const LaunchShape& shape) {
+  // Kernels in a row mostly share their shape: try the last one before hashing.
+  if (!launchShapes.empty() && lastLaunchShape != 0 && launchShapes[lastLaunchShape - 1] == shape) {
+    return lastLaunchShape;
+  }
+  lastLaunchShape = findOrAddLaunchShape(shape);
+  return lastLaunchShape;
+}
+
+uint32_t RecordSet::findOrAddLaunchShape(const LaunchShape& shape) {
+  if (launchShapeCache.empty()) launchShapeCache.assign(kLaunchShapeCacheSlots, 0);
+  uint32_t& slot = launchShapeCache[launchShapeHash(shape) % kLaunchShapeCacheSlots];
+  if (slot != 0 && launchShapes[slot - 1] == shape) return slot;
+  launchShapes.push_back(shape);
+  slot = static_cast<uint32_t>(launchShapes.size());
+  return slot;
+}
 
 void RecordSet::append(RecordSet&& other) {
   const uint64_t communicationBase = communications.size();
   communications.append(other.communications);
   for (const DeviceOp& op : other.deviceOps) {
     deviceOps.push_back(op);
-    if (op.kind == DeviceOpKind::Communication) deviceOps.back().eventId += communicationBase;
+    DeviceOp& mine = deviceOps.back();
+    if (op.kind == DeviceOpKind::Communication) mine.eventId += communicationBase;
+    if (const LaunchShape* shape = other.launchShapeOf(op)) mine.launchShape = internLaunchShape(*shape);
   }
   runtimeCalls.append(other.runtimeCalls);
   hostSyncs.append(other.hostSyncs);
@@ -52,6 +84,9 @@ void RecordSet::releaseRecords() {
   hostSyncs.clear();
   external.clear();
   communications.clear();  // collective activities keep their own copy
+  launchShapes.clear();
+  launchShapeCache = {};
+  lastLaunchShape = 0;
   clock = {};
 }
 
@@ -84,10 +119,12 @@ void parseRecord(const orActivityRecord& record, RecordSet& out) {
         op.end = k.end;
         op.name = k.name;
         op.status = k.status;
-        copyDim(k.grid, op.grid);
-        copyDim(k.block, op.block);
-        op.sharedMemBytes = k.sharedMemBytes;
-        op.streamPriority = k.streamPriority;
+        LaunchShape shape;
+        copyDim(k.grid, shape.grid);
+        copyDim(k.block, shape.block);
+        shape.sharedMemBytes = k.sharedMemBytes;
+        shape.streamPriority = k.streamPriority;
+        op.launchShape = out.internLaunchShape(shape);
         out.deviceOps.push_back(op);
       }
       break;

@@ -83,11 +83,23 @@ class ChunkedVector {
 
 enum class DeviceOpKind : uint8_t { Kernel, Memcpy, Memset, StreamWait, Communication };
 
+// How a kernel was launched. A trace repeats a few of these for millions of
+// kernels, so the RecordSet keeps each once (launchShapes) and a kernel's
+// DeviceOp holds its index.
+struct LaunchShape {
+  uint32_t grid[3] = {0, 0, 0};
+  uint32_t block[3] = {0, 0, 0};
+  uint32_t sharedMemBytes = 0;
+  int32_t streamPriority = 0;
+
+  bool operator==(const LaunchShape&) const = default;
+};
+
 // Work that ran on a device stream. start/end are in the device's clock.
 // A trace holds one per kernel, so what only some kinds have shares storage:
-// read a kind's fields only for that kind. 88 bytes.
+// read a kind's fields only for that kind. 72 bytes.
 struct DeviceOp {
-  DeviceOp() : grid{0, 0, 0}, block{0, 0, 0}, sharedMemBytes(0), streamPriority(0) {}
+  DeviceOp() : bytes(0), eventId(0) {}
 
   DeviceOpKind kind = DeviceOpKind::Kernel;
   // Copies.
@@ -101,24 +113,24 @@ struct DeviceOp {
   uint64_t correlationId = 0;
   uint64_t start = 0;
   uint64_t end = 0;
-  const char* name = nullptr;  // kernels; owned by the runtime
+  const char* name = nullptr;  // kernels and communications; owned by the runtime
   union {
-    struct {  // kernels; all zero by default, which zeroes the others too
-      uint32_t grid[3];
-      uint32_t block[3];
-      uint32_t sharedMemBytes;
-      int32_t streamPriority;
-    };
-    struct {              // the other kinds
-      uint64_t bytes;     // copies and memsets
-      int32_t srcDevice;  // copies
+    uint32_t launchShape;  // kernels: 1 + index in RecordSet::launchShapes, 0 if none
+    uint64_t bytes;        // copies, memsets, communications
+  };
+  union {
+    struct {  // copies
+      int32_t srcDevice;
       int32_t dstDevice;
-      uint32_t memsetValue;  // memsets
-      uint32_t memsetElementSize;
-      uint64_t eventId;  // stream waits; communications: index in RecordSet::communications
     };
+    struct {  // memsets
+      uint32_t memsetValue;
+      uint32_t memsetElementSize;
+    };
+    uint64_t eventId;  // stream waits; communications: index in RecordSet::communications
   };
 };
+static_assert(sizeof(DeviceOp) == 72, "one per kernel: keep it small");
 
 // What a COMMUNICATION record adds to its DeviceOp (name, bytes, times).
 struct CommunicationInfo {
@@ -181,6 +193,7 @@ struct RecordSet {
   ChunkedVector<HostSync> hostSyncs;
   ChunkedVector<ExternalRecord> external;                      // later records win
   ChunkedVector<CommunicationInfo> communications;             // see DeviceOp::eventId
+  ChunkedVector<LaunchShape> launchShapes;                     // see DeviceOp::launchShape
   std::unordered_map<int32_t, std::vector<ClockPoint>> clock;  // by device
   uint64_t recordsParsed = 0;
   uint64_t unknownKinds = 0;      // skipped by size, as the header allows
@@ -189,10 +202,22 @@ struct RecordSet {
   uint64_t overheadNs = 0;        // time the tracing machinery cost threads
   uint64_t memoryRecords = 0;
   uint64_t markerRecords = 0;
+  std::vector<uint32_t> launchShapeCache;  // internLaunchShape's, by hash
+  uint32_t lastLaunchShape = 0;            // the shape interned last
 
   void append(RecordSet&& other);
   // Frees the records, keeping the counts.
   void releaseRecords();
+  // The shape's index + 1 for DeviceOp::launchShape, kept once (mostly: a
+  // direct-mapped cache finds the shapes seen before).
+  uint32_t internLaunchShape(const LaunchShape& shape);
+  uint32_t findOrAddLaunchShape(const LaunchShape& shape);  // its slow path, by hash
+  // A kernel's launch shape; nullptr for other kinds and kernels without one.
+  const LaunchShape* launchShapeOf(const DeviceOp& op) const {
+    return op.kind == DeviceOpKind::Kernel && op.launchShape >= 1 && op.launchShape <= launchShapes.size()
+               ? &launchShapes[op.launchShape - 1]
+               : nullptr;
+  }
   // The payload of a Communication op; nullptr for other kinds.
   const CommunicationInfo* communicationOf(const DeviceOp& op) const {
     return op.kind == DeviceOpKind::Communication && op.eventId < communications.size() ? &communications[op.eventId]

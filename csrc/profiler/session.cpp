@@ -296,12 +296,17 @@ void OpenregSession::stop() {
     return;
   }
   const auto& fn = api_.fn();
+  auto& pool = bufferPool();
   stoppedNs_ = nowNs();
   fn.disableTracing();
+  const BufferStats beforeFlush = pool.peekStats();
   // Forced: also the partly filled buffers, after the device work queued in
   // the window has run. The runtime bounds the wait; no sleeping here.
   const orError_t flushed = fn.flushAll(OR_ACTIVITY_FLUSH_FORCED);
   timings_.flushNs = nowNs() - stoppedNs_;
+  const BufferStats afterFlush = pool.peekStats();
+  timings_.flushBuffers = afterFlush.completed - beforeFlush.completed;
+  timings_.flushParseNs = static_cast<int64_t>(afterFlush.parseNs - beforeFlush.parseNs);
   if (orError_t rc = flushed; rc != orSuccess) {
     ++flushTimeouts_;
     addError(
@@ -317,12 +322,13 @@ void OpenregSession::stop() {
   enableKinds(false);
   // Unregistering delivers anything still pending.
   fn.registerCallbacks(nullptr, nullptr, nullptr);
-  auto& pool = bufferPool();
   pool.setSink(nullptr, nullptr);
   const BufferStats bufferStats = pool.takeStats();
   buffersRefused_ = bufferStats.refused;
   buffersCompleted_ = bufferStats.completed;
   timings_.recordBytes = bufferStats.recordBytes;
+  timings_.parseNs = static_cast<int64_t>(bufferStats.parseNs);
+  timings_.parseCpuNs = static_cast<int64_t>(bufferStats.parseCpuNs);
   timings_.records = records_.recordsParsed;
   pool.trim();
 

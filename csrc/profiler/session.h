@@ -51,13 +51,17 @@ struct SessionRequest {
 
 // Where a session's stop and processTrace time went (debug line, benchmarks).
 struct SessionTimings {
-  int64_t stopNs = 0;        // stop(): close the window, flush, drain, unregister
-  int64_t flushNs = 0;       // of which orActivityFlushAll(FORCED)
-  int64_t prepareNs = 0;     // joins by correlation id, clock mapping
-  int64_t emitNs = 0;        // filters, flows, rows, and the Kineto activities built from them
-  uint64_t records = 0;      // records parsed
-  uint64_t recordBytes = 0;  // bytes of those records in the activity buffers
-  uint64_t activities = 0;   // activities handed to the logger
+  int64_t stopNs = 0;         // stop(): close the window, flush, drain, unregister
+  int64_t flushNs = 0;        // of which orActivityFlushAll(FORCED)
+  int64_t flushParseNs = 0;   // of which parsing the buffers delivered during the flush
+  uint64_t flushBuffers = 0;  // buffers delivered during the flush
+  int64_t parseNs = 0;        // parsing all the trace's buffers (mostly on the delivery thread)
+  int64_t parseCpuNs = 0;     // of which on a core
+  int64_t prepareNs = 0;      // joins by correlation id, clock mapping
+  int64_t emitNs = 0;         // filters, flows, rows, and the Kineto activities built from them
+  uint64_t records = 0;       // records parsed
+  uint64_t recordBytes = 0;   // bytes of those records in the activity buffers
+  uint64_t activities = 0;    // activities handed to the logger
 };
 
 // A host clock other than CLOCK_REALTIME for the runtime's host records.

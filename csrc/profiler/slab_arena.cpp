@@ -12,13 +12,15 @@ namespace openreg::profiler {
 // while the arena may still allocate from the slab; whoever takes it to zero
 // (the last release, or sealing an empty slab) unmaps the slab.
 struct SlabArena::Slab {
+  explicit Slab(const void* arenaOwner) : owner(arenaOwner) {}
   std::atomic<uint64_t> state{1};
+  const void* owner;
 };
 
 namespace {
 
 constexpr size_t kAlignment = 16;
-constexpr size_t kHeaderBytes = (sizeof(std::atomic<uint64_t>) + kAlignment - 1) / kAlignment * kAlignment;
+constexpr size_t kHeaderBytes = 16;
 
 std::atomic<size_t> gSlabsInUse{0};
 
@@ -55,13 +57,14 @@ void SlabArena::seal() noexcept {
 }
 
 void* SlabArena::allocate(size_t bytes) {
+  static_assert(sizeof(Slab) <= kHeaderBytes);
   bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (bytes == 0 || bytes > kMaxObjectBytes) throw std::bad_alloc();
   if (current_ == nullptr || used_ + bytes > kSlabBytes) {
     seal();
     void* memory = mapAlignedSlab();
     if (memory == nullptr) throw std::bad_alloc();
-    current_ = new (memory) Slab();
+    current_ = new (memory) Slab(owner_);
     used_ = kHeaderBytes;
     gSlabsInUse.fetch_add(1, std::memory_order_relaxed);
   }
@@ -71,9 +74,15 @@ void* SlabArena::allocate(size_t bytes) {
   return object;
 }
 
+SlabArena::Slab* SlabArena::slabOf(const void* object) noexcept {
+  return reinterpret_cast<Slab*>(reinterpret_cast<uintptr_t>(object) & ~(uintptr_t{kSlabBytes} - 1));
+}
+
+const void* SlabArena::ownerOf(const void* object) noexcept { return slabOf(object)->owner; }
+
 void SlabArena::release(void* object) noexcept {
   if (object == nullptr) return;
-  auto* slab = reinterpret_cast<Slab*>(reinterpret_cast<uintptr_t>(object) & ~(uintptr_t{kSlabBytes} - 1));
+  Slab* slab = slabOf(object);
   if (slab->state.fetch_sub(2, std::memory_order_acq_rel) == 2) {
     slab->~Slab();
     munmap(slab, kSlabBytes);

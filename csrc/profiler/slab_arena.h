@@ -18,7 +18,8 @@ class SlabArena {
   static constexpr size_t kSlabBytes = size_t{2} << 20;
   static constexpr size_t kMaxObjectBytes = size_t{64} << 10;
 
-  SlabArena() = default;
+  // `owner` is what ownerOf() gives for the objects allocated here.
+  explicit SlabArena(const void* owner = nullptr) : owner_(owner) {}
   // Seals the slab being filled: it is freed once its objects are.
   ~SlabArena();
   SlabArena(const SlabArena&) = delete;
@@ -32,13 +33,19 @@ class SlabArena {
   // itself is gone.
   static void release(void* object) noexcept;
 
+  // The owner of the arena `object` came from (its slab keeps it), also after
+  // the arena is gone: an object need not keep a pointer to it.
+  static const void* ownerOf(const void* object) noexcept;
+
   // Slabs currently mapped, all arenas together (tests, debugging).
   static size_t slabsInUse() noexcept;
 
  private:
   struct Slab;
+  static Slab* slabOf(const void* object) noexcept;
   void seal() noexcept;
 
+  const void* owner_;
   Slab* current_ = nullptr;
   size_t used_ = 0;
 };

@@ -202,10 +202,12 @@ EventArgs eventArgsOf(const TraceEvent& event) {
     a.status = op.status;
     switch (op.kind) {  // each kind's own fields only: they share storage
       case DeviceOpKind::Kernel:
-        std::copy(std::begin(op.grid), std::end(op.grid), a.grid);
-        std::copy(std::begin(op.block), std::end(op.block), a.block);
-        a.sharedMemBytes = op.sharedMemBytes;
-        a.streamPriority = op.streamPriority;
+        if (const LaunchShape* shape = event.launchShape) {
+          std::copy(std::begin(shape->grid), std::end(shape->grid), a.grid);
+          std::copy(std::begin(shape->block), std::end(shape->block), a.block);
+          a.sharedMemBytes = shape->sharedMemBytes;
+          a.streamPriority = shape->streamPriority;
+        }
         break;
       case DeviceOpKind::Memcpy:
         a.bytes = op.bytes;
@@ -433,6 +435,7 @@ void mapDeviceOps(const ChunkedVector<DeviceOp>& ops, const ClockMaps& clocks, c
   out.deviceOps.reserve(ops.size());
   const ClockMap* clock = nullptr;
   int32_t clockDevice = INT32_MIN;
+  size_t segment = 0;  // where the last op fell in its device's clock map
   for (const auto& op : ops) {
     if (op.correlationId != 0 && !seen.insert(op.correlationId, 0)) {
       ++out.stats.duplicateRecords;
@@ -442,11 +445,12 @@ void mapDeviceOps(const ChunkedVector<DeviceOp>& ops, const ClockMaps& clocks, c
       auto it = clocks.find(op.device);
       clock = it != clocks.end() ? &it->second : nullptr;
       clockDevice = op.device;
+      segment = 0;
     }
     std::optional<int64_t> start, end;
     if (clock != nullptr) {
-      start = clock->toHost(op.start);
-      end = clock->toHost(op.end);
+      start = clock->toHost(op.start, segment);
+      end = clock->toHost(op.end, segment);
     }
     if (!start || !end) {
       ++out.stats.unmappedDeviceOps;
@@ -678,6 +682,32 @@ std::vector<size_t> EmitRuns::lengths() const {
   return out;
 }
 
+namespace {
+
+// Puts `items` in emission order (`before`) when they are ordered by start
+// already, as the prepared launches are: then only items sharing a start can
+// be out of order (the longer goes first), so each such group is sorted on
+// its own. Host clocks tick coarsely enough for consecutive launches to share
+// a start, and a stable sort of a million launches was a third of emit.
+template <typename T, typename Start, typename Before>
+void orderEqualStarts(std::vector<T>& items, Start start, Before before) {
+  if (std::is_sorted(items.begin(), items.end(), before)) return;
+  const bool byStart =
+      std::is_sorted(items.begin(), items.end(), [&](const T& a, const T& b) { return start(a) < start(b); });
+  if (!byStart) {
+    std::stable_sort(items.begin(), items.end(), before);
+    return;
+  }
+  for (size_t i = 0; i < items.size();) {
+    size_t j = i + 1;
+    while (j < items.size() && start(items[j]) == start(items[i])) ++j;
+    if (j - i > 1) std::stable_sort(items.begin() + i, items.begin() + j, before);
+    i = j;
+  }
+}
+
+}  // namespace
+
 EmitRuns orderRuns(RowMap& rows, const PreparedTrace& prepared, const RuntimeSelection& runtime,
                    std::vector<TraceEvent> spans, EmitResult& result) {
   auto workBefore = [&](const RowWork& a, const RowWork& b) {
@@ -699,9 +729,8 @@ EmitRuns orderRuns(RowMap& rows, const PreparedTrace& prepared, const RuntimeSel
     const RuntimeCall& y = *prepared.runtime[b].call;
     return emitBefore(callStart(x), callEnd(x), callStart(y), callEnd(y));
   };
-  if (!std::is_sorted(out.launches.begin(), out.launches.end(), launchBefore)) {
-    std::stable_sort(out.launches.begin(), out.launches.end(), launchBefore);
-  }
+  orderEqualStarts(
+      out.launches, [&](uint32_t i) { return callStart(*prepared.runtime[i].call); }, launchBefore);
   out.spans = std::move(spans);
   std::stable_sort(out.spans.begin(), out.spans.end(),
                    [](const TraceEvent& a, const TraceEvent& b) { return emitBefore(a.start, a.end, b.start, b.end); });
@@ -741,7 +770,10 @@ TraceEvent deviceEvent(const PreparedTrace& prepared, const RowWork& work, bool 
   e.tid = static_cast<int64_t>(p.op->stream);
   e.id = p.traceId;
   e.device = &p;
-  e.communication = prepared.records != nullptr ? prepared.records->communicationOf(*p.op) : nullptr;
+  if (prepared.records != nullptr) {
+    e.communication = prepared.records->communicationOf(*p.op);
+    e.launchShape = prepared.records->launchShapeOf(*p.op);
+  }
   // Stream waits are not device work of the op: linking them would credit
   // waiting time to it in key_averages().
   if (p.op->kind != DeviceOpKind::StreamWait) e.linkedOp = p.external.op;

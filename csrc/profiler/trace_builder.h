@@ -106,6 +106,7 @@ struct TraceEvent {
   const PreparedRuntime* runtime = nullptr;
   const HostSync* sync = nullptr;
   const CommunicationInfo* communication = nullptr;  // device collectives
+  const LaunchShape* launchShape = nullptr;          // kernels
 };
 
 // What an event's args are made of, self-contained (no pointers), so a

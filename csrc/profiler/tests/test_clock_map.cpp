@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
+#include <vector>
 
 using openreg::profiler::ClockMap;
 using openreg::profiler::ClockPoint;
@@ -77,6 +80,39 @@ TEST(ClockMap, MonotoneAcrossSegments) {
     const int64_t h = *map.toHost(d);
     EXPECT_GE(h, previous);
     previous = h;
+  }
+}
+
+// The remembered segment only saves the search: in order, out of order,
+// outside the samples, and from a stale or out-of-range segment, the
+// answer is the one without it.
+TEST(ClockMap, ARememberedSegmentGivesTheSameTimes) {
+  Model m;
+  m.skewPpm = 700;
+  m.driftPpmPerS = 300;
+  const uint64_t start = m.host0 + 1'000'000'000ull;
+  ClockMap map(samples(m, start, start + 200'000'000ull, 10'000'000));
+  ASSERT_GT(map.size(), 3u);
+  const uint64_t first = m.device(start - 30'000'000ull);
+  const uint64_t last = m.device(start + 230'000'000ull);
+  std::vector<uint64_t> times;
+  for (uint64_t d = first; d < last; d += 1'234'567) times.push_back(d);
+  times.push_back(m.device(start));  // exactly on samples, first and last
+  times.push_back(m.device(start + 200'000'000ull));
+  std::vector<uint64_t> shuffled = times;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(3));
+  for (const auto* order : {&times, &shuffled}) {
+    size_t segment = 0;
+    for (uint64_t d : *order) {
+      EXPECT_EQ(map.toHost(d, segment), map.toHost(d)) << "at device " << d;
+    }
+  }
+  for (size_t stale : {size_t{1}, map.size() - 2, map.size(), size_t{1000}}) {
+    for (uint64_t d : {first, m.device(start + 105'000'000ull), last}) {
+      size_t segment = stale;
+      EXPECT_EQ(map.toHost(d, segment), map.toHost(d)) << "from segment " << stale << " at device " << d;
+      EXPECT_LE(segment, map.size() - 2);
+    }
   }
 }
 

@@ -43,6 +43,53 @@ struct Writer {
 
 }  // namespace
 
+// Kernels share their launch shape: one entry per distinct shape, and a
+// merged set points each kernel at its own shape.
+TEST(RecordParser, KeepsEachLaunchShapeOnce) {
+  Writer w;
+  orActivityKernel k{};
+  k.name = "gemm";
+  k.grid = {8, 1, 1};
+  k.block = {128, 1, 1};
+  k.sharedMemBytes = 64;
+  k.streamPriority = -1;
+  for (uint64_t i = 1; i <= 3; ++i) {
+    k.correlationId = i;
+    w.put(k, OR_ACTIVITY_KIND_KERNEL);
+  }
+  k.grid = {9, 1, 1};
+  k.correlationId = 4;
+  w.put(k, OR_ACTIVITY_KIND_KERNEL);
+  RecordSet out;
+  parseBuffer(&nextRecord, w.bytes, w.used, out);
+  ASSERT_EQ(out.deviceOps.size(), 4u);
+  EXPECT_EQ(out.launchShapes.size(), 2u);
+  EXPECT_EQ(out.launchShapeOf(out.deviceOps[0]), out.launchShapeOf(out.deviceOps[2]));
+  const LaunchShape* last = out.launchShapeOf(out.deviceOps[3]);
+  ASSERT_NE(last, nullptr);
+  EXPECT_EQ(last->grid[0], 9u);
+  EXPECT_EQ(last->block[0], 128u);
+  EXPECT_EQ(last->sharedMemBytes, 64u);
+  EXPECT_EQ(last->streamPriority, -1);
+
+  RecordSet other;
+  Writer v;
+  k.grid = {7, 2, 1};
+  k.correlationId = 5;
+  v.put(k, OR_ACTIVITY_KIND_KERNEL);
+  parseBuffer(&nextRecord, v.bytes, v.used, other);
+  out.append(std::move(other));
+  ASSERT_EQ(out.deviceOps.size(), 5u);
+  EXPECT_EQ(out.launchShapes.size(), 3u);
+  ASSERT_NE(out.launchShapeOf(out.deviceOps[4]), nullptr);
+  EXPECT_EQ(out.launchShapeOf(out.deviceOps[4])->grid[1], 2u);
+  // Other kinds have none, whatever their storage holds.
+  DeviceOp copy;
+  copy.kind = DeviceOpKind::Memcpy;
+  copy.bytes = 1;
+  EXPECT_EQ(out.launchShapeOf(copy), nullptr);
+}
+
 TEST(RecordParser, CopiesEveryKnownKind) {
   Writer w;
   orActivityKernel k{};
@@ -91,7 +138,8 @@ TEST(RecordParser, CopiesEveryKnownKind) {
   EXPECT_EQ(out.deviceOps[0].kind, DeviceOpKind::Kernel);
   EXPECT_EQ(out.deviceOps[0].correlationId, 1ull << 40);
   EXPECT_STREQ(out.deviceOps[0].name, "gemm");
-  EXPECT_EQ(out.deviceOps[0].grid[2], 4u);
+  ASSERT_NE(out.launchShapeOf(out.deviceOps[0]), nullptr);
+  EXPECT_EQ(out.launchShapeOf(out.deviceOps[0])->grid[2], 4u);
   EXPECT_EQ(out.deviceOps[1].kind, DeviceOpKind::Memcpy);
   EXPECT_EQ(out.deviceOps[1].bytes, 4096u);
   EXPECT_EQ(out.deviceOps[2].kind, DeviceOpKind::StreamWait);

@@ -76,3 +76,28 @@ TEST(SlabArena, RefusesWhatItCannotHold) {
   EXPECT_THROW(arena.allocate(0), std::bad_alloc);
   SlabArena::release(nullptr);
 }
+
+// Activities find their store through this instead of a pointer each.
+TEST(SlabArena, EveryObjectKnowsItsArenasOwner) {
+  int ownerA = 0, ownerB = 0;
+  std::vector<void*> fromA, fromB;
+  {
+    SlabArena a(&ownerA);
+    SlabArena b(&ownerB);
+    for (int i = 0; i < 10'000; ++i) {  // several slabs each, interleaved
+      fromA.push_back(a.allocate(400));
+      fromB.push_back(b.allocate(400));
+    }
+  }
+  // Also after the arenas are gone: the slabs live as long as their objects.
+  for (void* p : fromA) EXPECT_EQ(SlabArena::ownerOf(p), &ownerA);
+  for (void* p : fromB) EXPECT_EQ(SlabArena::ownerOf(p), &ownerB);
+  {
+    SlabArena none;
+    void* p = none.allocate(16);
+    EXPECT_EQ(SlabArena::ownerOf(p), nullptr);
+    SlabArena::release(p);
+  }
+  for (void* p : fromA) SlabArena::release(p);
+  for (void* p : fromB) SlabArena::release(p);
+}

@@ -398,6 +398,30 @@ TEST(TraceSteps, RunsHoldOnlyEmittedWorkInEmissionOrder) {
   EXPECT_EQ(result.rows.at({0, 1}), 2u);
 }
 
+// Launches sharing a start (a coarse host clock) are put longest first within
+// their group, whatever their order in the prepared trace.
+TEST(TraceSteps, LaunchesAtEqualStartsLongestFirst) {
+  ChunkedVector<RuntimeCall> calls;
+  calls.push_back(call(1, 100, 110));
+  calls.push_back(call(2, 100, 190));
+  calls.push_back(call(3, 100, 150));
+  calls.push_back(call(4, 150, 160));
+  calls.push_back(call(5, 200, 210));
+  calls.push_back(call(6, 200, 300));
+  PreparedTrace trace;
+  orderRuntimeCalls(calls, ExternalJoin{}, trace);
+  RuntimeSelection all{std::vector<char>(6, 1), std::vector<char>(6, 1)};
+  RowMap rows;
+  EmitResult result;
+  EXPECT_EQ(orderRuns(rows, trace, all, {}, result).launches, (std::vector<uint32_t>{1, 2, 0, 3, 5, 4}));
+
+  // Not by start at all (never so from prepareTrace): sorted whole.
+  PreparedTrace unordered;
+  for (size_t i : {4, 0, 1}) unordered.runtime.push_back({.call = &calls[i]});
+  RuntimeSelection three{std::vector<char>(3, 1), std::vector<char>(3, 1)};
+  EXPECT_EQ(orderRuns(rows, unordered, three, {}, result).launches, (std::vector<uint32_t>{2, 1, 0}));
+}
+
 TEST(TraceSteps, EventsCarryTheirJoins) {
   ChunkedVector<RuntimeCall> calls;
   calls.push_back(call(1, 100));
