@@ -381,6 +381,12 @@ const PreparedTrace& OpenregSession::prepared() {
                    " device activities had no clock samples for their device and were left out",
                true);
     }
+    if (prepared_.stats.streamZeroDeviceOps > 0) {
+      addError(std::to_string(prepared_.stats.streamZeroDeviceOps) +
+                   " device activities came on stream 0 from the activity library, which numbers streams "
+                   "from 1; they are kept on a 'Stream 0' row",
+               true);
+    }
   }
   return prepared_;
 }
@@ -692,6 +698,7 @@ std::unordered_map<std::string, std::string> OpenregSession::getMetadata() {
       .field("malformed_buffers", records_.malformedBuffers)
       .field("duplicates", trace.stats.duplicateRecords)
       .field("unmapped_device_activities", trace.stats.unmappedDeviceOps)
+      .field("device_activities_on_stream_0", trace.stats.streamZeroDeviceOps)
       .field("clock_samples", trace.stats.clockSamples)
       .field("rejected_clock_samples", trace.stats.rejectedClockSamples)
       .field("device_activities_outside_window", outside)

@@ -456,6 +456,8 @@ void mapDeviceOps(const ChunkedVector<DeviceOp>& ops, const ClockMaps& clocks, c
       ++out.stats.unmappedDeviceOps;
       continue;
     }
+    // A library's mistake, kept (nothing is dropped) but counted and reported.
+    if (op.stream == 0) ++out.stats.streamZeroDeviceOps;
     PreparedDeviceOp p;
     p.op = &op;
     p.start = *start;

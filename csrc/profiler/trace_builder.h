@@ -52,7 +52,8 @@ struct PreparedRuntime {
 
 struct PrepareStats {
   uint64_t duplicateRecords = 0;
-  uint64_t unmappedDeviceOps = 0;  // no clock samples for their device
+  uint64_t unmappedDeviceOps = 0;    // no clock samples for their device
+  uint64_t streamZeroDeviceOps = 0;  // kept, but the API numbers streams from 1
   uint64_t rejectedClockSamples = 0;
   uint64_t clockSamples = 0;
 };

@@ -117,6 +117,17 @@ def test_late_clock_samples_are_reported(run_case, tmp_path):
     assert meta["late_clock_syncs"] == 3 and meta["dropped_by_kind"] == {}
 
 
+def test_device_work_on_stream_zero_is_kept_and_reported(run_case, tmp_path):
+    scenario = (
+        "kernel device=0 stream=1 start_us=1000 dur_us=10 name=on_one\n"
+        "kernel device=0 stream=0 start_us=2000 dur_us=10 name=on_zero\n"
+    )
+    case, trace = run_scenario(run_case, tmp_path, scenario, sleep_s=0.05)
+    assert sorted(e.name for e in trace.kernels()) == ["on_one", "on_zero"]
+    assert trace.openreg_metadata()["device_activities_on_stream_0"] == 1
+    assert "openreg profiler: 1 device activities came on stream 0 from the activity library" in case.stderr
+
+
 def test_an_older_runtime_cannot_tell_drops_by_kind(run_case, tmp_path):
     # orActivityStats as it was before lateClockSyncs: 8 bytes of header and 8 counters.
     scenario = "kernel device=0 stream=1 start_us=1000 dur_us=10 name=kept\ndrop device=0 count=2\n"
