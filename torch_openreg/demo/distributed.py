@@ -27,14 +27,12 @@ from typing import Any, TextIO
 
 from .._local_ranks import LocalRanks, free_port, rank_environment
 from .run import (
-    EXIT_BACKEND_UNAVAILABLE,
     EXIT_CHECK_FAILED,
     EXIT_OK,
-    EXIT_USAGE,
     TRACE_SUFFIXES,
-    BackendUnavailable,
     DemoOptions,
     load_backend,
+    start_demo,
     train_step,
 )
 
@@ -95,16 +93,8 @@ def run_distributed(options: DemoOptions, out: TextIO | None = None, err: TextIO
     """The parent: spawns the ranks, waits, reports. Returns the demo's exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
-    try:
-        load_backend()
-    except BackendUnavailable as error:
-        print(f"error: {error}", file=err)
-        return EXIT_BACKEND_UNAVAILABLE
-    try:
-        _rank_folder(options).mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        print(f"error: cannot use {options.output} as the trace folder: {error}", file=err)
-        return EXIT_USAGE
+    if (code := start_demo(options, _rank_folder(options), err)) is not None:
+        return code
     import torch
 
     devices = torch.openreg.device_count()

@@ -131,6 +131,21 @@ def train_step(model: Any, optimizer: Any, batches: Any) -> float:
     return loss.item()  # the host reads the loss, so it waits for the device here, once per step
 
 
+def start_demo(options: DemoOptions, folder: Path, err: TextIO) -> int | None:
+    """Loads the backend and makes `folder` (inside the trace folder); the exit code if either fails."""
+    try:
+        load_backend()
+    except BackendUnavailable as error:
+        print(f"error: {error}", file=err)
+        return EXIT_BACKEND_UNAVAILABLE
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        print(f"error: cannot use {options.output} as the trace folder: {error}", file=err)
+        return EXIT_USAGE
+    return None
+
+
 def run(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = None) -> int:
     if options.ranks is not None:
         from .distributed import run_distributed
@@ -138,16 +153,8 @@ def run(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = No
         return run_distributed(options, out, err)
     out = out or sys.stdout
     err = err or sys.stderr
-    try:
-        load_backend()
-    except BackendUnavailable as error:
-        print(f"error: {error}", file=err)
-        return EXIT_BACKEND_UNAVAILABLE
-    try:
-        options.output.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        print(f"error: cannot use {options.output} as the trace folder: {error}", file=err)
-        return EXIT_USAGE
+    if (code := start_demo(options, options.output, err)) is not None:
+        return code
 
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
