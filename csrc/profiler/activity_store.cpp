@@ -12,7 +12,8 @@ using libkineto::ActivityType;
 // 32 blocks fill a slab exactly (its first 16 bytes are the slab's own).
 constexpr size_t kBlockBytes = (SlabArena::kSlabBytes - 16) / 32 / 16 * 16;
 static_assert(kBlockBytes <= SlabArena::kMaxObjectBytes && kBlockBytes % 16 == 0);
-constexpr size_t kShapeCacheSlots = 4096;
+constexpr size_t kShapeCacheSlots = 4096;  // a power of two
+static_assert((kShapeCacheSlots & (kShapeCacheSlots - 1)) == 0);
 constexpr uint32_t kNoShape = UINT32_MAX;
 
 ActivityType kinetoType(TraceEventType type) {
@@ -150,7 +151,9 @@ ActivityStore::ActivityStore(const libkineto::TraceSpan& span)
     : GenericTraceActivity(span, ActivityType::OVERHEAD, "openreg activity store"),
       span_(&span),
       arena_(this),
-      shapeCache_(kShapeCacheSlots, kNoShape) {}
+      shapeCache_(kShapeCacheSlots, kNoShape) {
+  lastShape_.fill(kNoShape);
+}
 
 ActivityStore::~ActivityStore() {
   // The activities are trivially destroyed: their blocks go back at once.
@@ -169,7 +172,15 @@ void* ActivityStore::allocate(size_t bytes) {
   return object;
 }
 
-uint32_t ActivityStore::internName(std::string_view name) {
+uint32_t ActivityStore::internName(std::string_view name, EventArgs::Source source) {
+  // Events of one source mostly repeat the name before (a kernel, its launch).
+  LastName& last = lastName_[static_cast<size_t>(source)];
+  if (last.pointer == name.data() && last.size == name.size()) return last.index;
+  last = {name.data(), name.size(), internNameSlow(name)};
+  return last.index;
+}
+
+uint32_t ActivityStore::internNameSlow(std::string_view name) {
   auto it = nameByPointer_.find(name.data());
   if (it != nameByPointer_.end() && names_[it->second].size() == name.size()) return it->second;
   const auto index = static_cast<uint32_t>(names_.size());
@@ -179,10 +190,15 @@ uint32_t ActivityStore::internName(std::string_view name) {
 }
 
 uint32_t ActivityStore::internShape(const ActivityShape& shape, const char* nameKey) {
-  uint32_t& slot = shapeCache_[shapeHash(shape, nameKey) % shapeCache_.size()];
-  if (slot != kNoShape && shapes_[slot] == shape) return slot;
-  slot = static_cast<uint32_t>(shapes_.size());
-  shapes_.push_back(shape);
+  // As names: the shape before of the same source first, then the cache.
+  uint32_t& last = lastShape_[static_cast<size_t>(shape.args.source)];
+  if (last != kNoShape && shapes_[last] == shape) return last;
+  uint32_t& slot = shapeCache_[shapeHash(shape, nameKey) & (kShapeCacheSlots - 1)];
+  if (slot == kNoShape || !(shapes_[slot] == shape)) {
+    slot = static_cast<uint32_t>(shapes_.size());
+    shapes_.push_back(shape);
+  }
+  last = slot;
   return slot;
 }
 
@@ -203,7 +219,7 @@ const OpenregActivity& ActivityStore::add(const TraceEvent& event, const libkine
   shape.args.correlation = 0;
   shape.args.durationNs = 0;
   // Compared by name pointer first: the name's index is the same for one pointer.
-  shape.name = internName(event.name);
+  shape.name = internName(event.name, shape.args.source);
   const uint32_t index = internShape(shape, event.name.data());
 
   int64_t start = event.start;
@@ -225,6 +241,8 @@ const OpenregActivity& ActivityStore::add(const TraceEvent& event, const libkine
 void ActivityStore::doneBuilding() {
   nameByPointer_ = {};
   shapeCache_ = {};
+  lastName_ = {};
+  lastShape_.fill(kNoShape);
 }
 
 }  // namespace openreg::profiler

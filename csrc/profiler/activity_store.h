@@ -17,11 +17,14 @@
 // exactly as long as Kineto keeps the buffer.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -48,10 +51,14 @@ struct ActivityShape {
   bool onHost = false;   // the thread id is the resource
   bool hasFlow = false;  // flow id = the activity's id
   bool flowStart = false;
-  EventArgs args;  // without correlation and duration: each activity's own
+  uint8_t unusedBytes[5] = {};  // no padding (below)
+  EventArgs args;               // without correlation and duration: each activity's own
 
-  bool operator==(const ActivityShape&) const = default;
+  // Every activity's shape is looked up, so equality is one memcmp: the
+  // layout has no padding, and so no bytes that differ between equal shapes.
+  bool operator==(const ActivityShape& other) const { return std::memcmp(this, &other, sizeof(*this)) == 0; }
 };
+static_assert(std::has_unique_object_representations_v<ActivityShape>, "ActivityShape must have no padding");
 
 class ActivityStore;
 
@@ -113,7 +120,8 @@ class ActivityStore final : public libkineto::GenericTraceActivity {
   size_t shapes() const { return shapes_.size(); }
 
  private:
-  uint32_t internName(std::string_view name);
+  uint32_t internName(std::string_view name, EventArgs::Source source);
+  uint32_t internNameSlow(std::string_view name);
   uint32_t internShape(const ActivityShape& shape, const char* nameKey);
   void* allocate(size_t bytes);
 
@@ -129,6 +137,15 @@ class ActivityStore final : public libkineto::GenericTraceActivity {
   // cache finds a shape seen before in one probe.
   std::unordered_map<const char*, uint32_t> nameByPointer_;
   std::vector<uint32_t> shapeCache_;
+  // The name and shape each event source interned last (by EventArgs::Source).
+  struct LastName {
+    const char* pointer = nullptr;
+    size_t size = 0;
+    uint32_t index = 0;
+  };
+  static constexpr size_t kSources = static_cast<size_t>(EventArgs::Source::Runtime) + 1;
+  std::array<LastName, kSources> lastName_{};
+  std::array<uint32_t, kSources> lastShape_;
 };
 
 }  // namespace openreg::profiler

@@ -121,8 +121,9 @@ struct EventArgs {
   uint8_t srcKind = 0;
   uint8_t dstKind = 0;
   bool isAsync = false;
-  bool hasSync = false;  // runtime calls that synchronised
-  int32_t device = 0;    // where the work ran, or the device a call addressed
+  bool hasSync = false;    // runtime calls that synchronised
+  uint8_t unusedByte = 0;  // no padding: ActivityShape compares bytes
+  int32_t device = 0;      // where the work ran, or the device a call addressed
   int32_t correlation = 0;
   int32_t status = 0;
   int32_t streamPriority = 0;
