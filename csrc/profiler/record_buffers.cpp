@@ -5,6 +5,7 @@
 #include <ctime>
 #include <cstdlib>
 #include <string>
+#include <exception>
 
 namespace openreg::profiler {
 namespace {
@@ -16,6 +17,11 @@ uint64_t threadCpuNs() {
   timespec now{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
   return static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+}
+
+int64_t steadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 constexpr size_t kMinBufferBytes = 1024;
@@ -70,7 +76,7 @@ uint8_t* RecordBufferPool::acquire() {
   return buffer;
 }
 
-void RecordBufferPool::release(uint8_t* buffer) {
+void RecordBufferPool::recycle(uint8_t* buffer) {
   std::lock_guard<std::mutex> guard(poolMutex_);
   free_.push_back(buffer);
 }
@@ -86,35 +92,33 @@ void RecordBufferPool::onCompleted(void* userData, uint8_t* buffer, size_t /*siz
   if (buffer == nullptr) {
     return;
   }
-  uint64_t parseNs = 0, parseCpuNs = 0;
-  {
-    std::lock_guard<std::mutex> guard(pool->sinkMutex_);
-    if (pool->sink_ != nullptr && pool->next_ != nullptr) {
-      const auto start = std::chrono::steady_clock::now();
-      const uint64_t cpuStart = threadCpuNs();
-      parseBuffer(pool->next_, buffer, validSize, *pool->sink_);
-      parseCpuNs = threadCpuNs() - cpuStart;
-      parseNs = static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
-    } else {
-      std::lock_guard<std::mutex> statsGuard(pool->poolMutex_);
-      ++pool->stats_.discarded;
-    }
-  }
   {
     std::lock_guard<std::mutex> guard(pool->poolMutex_);
     ++pool->stats_.completed;
     pool->stats_.recordBytes += validSize;
-    pool->stats_.parseNs += parseNs;
-    pool->stats_.parseCpuNs += parseCpuNs;
   }
-  pool->release(buffer);
+  {
+    std::lock_guard<std::mutex> guard(pool->queueMutex_);
+    if (pool->queue_ != nullptr) {
+      pool->queue_->push(buffer, validSize);
+      return;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> guard(pool->poolMutex_);
+    ++pool->stats_.discarded;
+  }
+  pool->recycle(buffer);
 }
 
-void RecordBufferPool::setSink(RecordSet* sink, NextRecordFn next) {
-  std::lock_guard<std::mutex> guard(sinkMutex_);
-  sink_ = sink;
-  next_ = next;
+void RecordBufferPool::setQueue(ParseQueue* queue) {
+  std::lock_guard<std::mutex> guard(queueMutex_);
+  queue_ = queue;
+}
+
+void RecordBufferPool::detachQueue(const ParseQueue* queue) {
+  std::lock_guard<std::mutex> guard(queueMutex_);
+  if (queue_ == queue) queue_ = nullptr;
 }
 
 BufferStats RecordBufferPool::takeStats() {
@@ -125,11 +129,6 @@ BufferStats RecordBufferPool::takeStats() {
   return out;
 }
 
-BufferStats RecordBufferPool::peekStats() {
-  std::lock_guard<std::mutex> guard(poolMutex_);
-  return stats_;
-}
-
 void RecordBufferPool::trim() {
   std::lock_guard<std::mutex> guard(poolMutex_);
   for (uint8_t* buffer : free_) {
@@ -137,6 +136,78 @@ void RecordBufferPool::trim() {
     allocatedBytes_ -= bufferBytes_;
   }
   free_.clear();
+}
+
+ParseQueue::ParseQueue(RecordBufferPool& pool, NextRecordFn next, RecordSet& sink)
+    : pool_(pool), next_(next), sink_(sink) {
+  thread_ = std::thread([this] { run(); });
+}
+
+ParseQueue::~ParseQueue() { finish(); }
+
+void ParseQueue::push(uint8_t* buffer, size_t validSize) {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (!closed_) {
+      queued_.push_back({buffer, validSize});
+      ready_.notify_one();
+      return;
+    }
+    ++result_.unparsedBuffers;  // after close: the thread may be gone
+  }
+  pool_.recycle(buffer);
+}
+
+void ParseQueue::close() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (closed_) return;
+  closed_ = true;
+  closedAtNs_ = steadyNs();
+  queuedAtClose_ = queued_.size();
+  ready_.notify_one();
+}
+
+const ParseQueue::Result& ParseQueue::finish() {
+  close();
+  if (thread_.joinable()) {
+    const int64_t start = steadyNs();
+    thread_.join();
+    result_.finishWaitNs = steadyNs() - start;
+  }
+  return result_;
+}
+
+void ParseQueue::run() {
+  for (;;) {
+    Queued next;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      ready_.wait(lock, [this] { return !queued_.empty() || closed_; });
+      if (queued_.empty()) break;  // closed, and everything parsed
+      next = queued_.front();
+      queued_.pop_front();
+    }
+    parseOne(next);
+  }
+  std::lock_guard<std::mutex> guard(mutex_);
+  result_.tailBuffers = queuedAtClose_;
+  result_.tailNs = steadyNs() - closedAtNs_;
+}
+
+void ParseQueue::parseOne(const Queued& buffer) {
+  const int64_t start = steadyNs();
+  const uint64_t cpuStart = threadCpuNs();
+  try {
+    if (next_ != nullptr) parseBuffer(next_, buffer.data, buffer.validSize, sink_);
+  } catch (const std::exception& e) {
+    // Out of host memory, most likely: the records are lost, and said so.
+    if (result_.error.empty()) result_.error = e.what();
+    ++result_.unparsedBuffers;
+  }
+  result_.parseCpuNs += static_cast<int64_t>(threadCpuNs() - cpuStart);
+  result_.parseNs += steadyNs() - start;
+  ++result_.buffers;
+  pool_.recycle(buffer.data);
 }
 
 }  // namespace openreg::profiler

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string_view>
+#include <system_error>
 #include <unordered_map>
 #include <utility>
 
@@ -160,6 +161,10 @@ OpenregSession::~OpenregSession() {
   } catch (...) {
     // A destructor must not throw; stop() already recorded what went wrong.
   }
+  if (parseQueue_) {
+    bufferPool().detachQueue(parseQueue_.get());  // in case stop() did not get that far
+    parseQueue_.reset();                          // joins the thread that writes records_
+  }
 }
 
 void OpenregSession::addError(const std::string& message, bool warn) {
@@ -265,11 +270,21 @@ void OpenregSession::start() {
   }
   const auto& fn = api_.fn();
   auto& pool = bufferPool();
+  try {
+    parseQueue_ = std::make_unique<ParseQueue>(pool, fn.getNextRecord, records_);
+  } catch (const std::system_error& e) {
+    window_.release();
+    state_ = State::Inert;
+    addError(std::string("no thread to parse activity records (") + e.what() + "); this trace gets no device activity",
+             true);
+    return;
+  }
   pool.takeStats();  // start counting from this session
-  pool.setSink(&records_, fn.getNextRecord);
+  pool.setQueue(parseQueue_.get());
   if (orError_t rc = fn.registerCallbacks(&RecordBufferPool::onRequested, &RecordBufferPool::onCompleted, &pool);
       rc != orSuccess) {
-    pool.setSink(nullptr, nullptr);
+    pool.setQueue(nullptr);
+    parseQueue_.reset();
     window_.release();
     state_ = State::Inert;
     addError("orActivityRegisterCallbacks failed: " + api_.describe(rc) + "; this trace gets no device activity", true);
@@ -299,14 +314,10 @@ void OpenregSession::stop() {
   auto& pool = bufferPool();
   stoppedNs_ = nowNs();
   fn.disableTracing();
-  const BufferStats beforeFlush = pool.peekStats();
   // Forced: also the partly filled buffers, after the device work queued in
   // the window has run. The runtime bounds the wait; no sleeping here.
   const orError_t flushed = fn.flushAll(OR_ACTIVITY_FLUSH_FORCED);
   timings_.flushNs = nowNs() - stoppedNs_;
-  const BufferStats afterFlush = pool.peekStats();
-  timings_.flushBuffers = afterFlush.completed - beforeFlush.completed;
-  timings_.flushParseNs = static_cast<int64_t>(afterFlush.parseNs - beforeFlush.parseNs);
   if (orError_t rc = flushed; rc != orSuccess) {
     ++flushTimeouts_;
     addError(
@@ -322,15 +333,14 @@ void OpenregSession::stop() {
   enableKinds(false);
   // Unregistering delivers anything still pending.
   fn.registerCallbacks(nullptr, nullptr, nullptr);
-  pool.setSink(nullptr, nullptr);
+  pool.setQueue(nullptr);
   const BufferStats bufferStats = pool.takeStats();
   buffersRefused_ = bufferStats.refused;
   buffersCompleted_ = bufferStats.completed;
   timings_.recordBytes = bufferStats.recordBytes;
-  timings_.parseNs = static_cast<int64_t>(bufferStats.parseNs);
-  timings_.parseCpuNs = static_cast<int64_t>(bufferStats.parseCpuNs);
-  timings_.records = records_.recordsParsed;
-  pool.trim();
+  // Every buffer is in the queue: what is left of it is parsed after stop()
+  // returns, and prepared() waits for that (finishParsing).
+  parseQueue_->close();
 
   uint64_t droppedNow = droppedAtStart_;
   fn.getNumDroppedRecords(-1, &droppedNow);
@@ -350,6 +360,24 @@ void OpenregSession::stop() {
                  "lanes of this trace are incomplete",
              true);
   }
+}
+
+void OpenregSession::finishParsing() {
+  if (!parseQueue_) return;
+  const ParseQueue::Result parsed = parseQueue_->finish();
+  parseQueue_.reset();
+  bufferPool().trim();  // the buffers it gave back
+  timings_.tailBuffers = parsed.tailBuffers;
+  timings_.tailParseNs = parsed.tailNs;
+  timings_.tailWaitNs = parsed.finishWaitNs;
+  timings_.parseNs = parsed.parseNs;
+  timings_.parseCpuNs = parsed.parseCpuNs;
+  timings_.records = records_.recordsParsed;
+  if (!parsed.error.empty()) {
+    addError(std::to_string(parsed.unparsedBuffers) + " activity buffers could not be parsed (" + parsed.error +
+                 "); their records are missing from the trace",
+             true);
+  }
   if (records_.malformedBuffers > 0 || records_.truncatedRecords > 0) {
     addError(std::to_string(records_.malformedBuffers) + " malformed buffers and " +
                  std::to_string(records_.truncatedRecords) + " truncated records were skipped",
@@ -359,6 +387,7 @@ void OpenregSession::stop() {
 
 const PreparedTrace& OpenregSession::prepared() {
   if (!preparedDone_) {
+    finishParsing();
     convertHostTimes();
     for (const auto& [device, point] : directClockSamples_) {
       records_.clock[device].push_back(point);
@@ -425,11 +454,9 @@ void OpenregSession::writeDebugLine(int64_t windowStart, int64_t windowEnd, int6
       .field("annotations_without_range", st.annotationsWithoutRange)
       .field("records", t.records)
       .field("record_bytes", t.recordBytes);
-  const std::pair<const char*, int64_t> millis[] = {{"stop_ms", t.stopNs},
-                                                    {"flush_ms", t.flushNs},
-                                                    {"prepare_ms", t.prepareNs},
-                                                    {"emit_ms", t.emitNs},
-                                                    {"process_ms", processNs}};
+  const std::pair<const char*, int64_t> millis[] = {{"stop_ms", t.stopNs},          {"flush_ms", t.flushNs},
+                                                    {"tail_wait_ms", t.tailWaitNs}, {"prepare_ms", t.prepareNs},
+                                                    {"emit_ms", t.emitNs},          {"process_ms", processNs}};
   for (const auto& [key, ns] : millis) w.key(key).valueFixed(static_cast<double>(ns) / 1e6, 3);
   w.endObject();
   std::fprintf(stderr, "openreg profiler emit stats: %s\n", w.str().c_str());

@@ -18,6 +18,7 @@
 #include <IActivityProfiler.h>
 
 #include "activity_api.h"
+#include "record_buffers.h"
 #include "records.h"
 #include "trace_builder.h"
 
@@ -51,17 +52,18 @@ struct SessionRequest {
 
 // Where a session's stop and processTrace time went (debug line, benchmarks).
 struct SessionTimings {
-  int64_t stopNs = 0;         // stop(): close the window, flush, drain, unregister
-  int64_t flushNs = 0;        // of which orActivityFlushAll(FORCED)
-  int64_t flushParseNs = 0;   // of which parsing the buffers delivered during the flush
-  uint64_t flushBuffers = 0;  // buffers delivered during the flush
-  int64_t parseNs = 0;        // parsing all the trace's buffers (mostly on the delivery thread)
-  int64_t parseCpuNs = 0;     // of which on a core
-  int64_t prepareNs = 0;      // joins by correlation id, clock mapping
-  int64_t emitNs = 0;         // filters, flows, rows, and the Kineto activities built from them
-  uint64_t records = 0;       // records parsed
-  uint64_t recordBytes = 0;   // bytes of those records in the activity buffers
-  uint64_t activities = 0;    // activities handed to the logger
+  int64_t stopNs = 0;        // stop(): close the window, flush, unregister
+  int64_t flushNs = 0;       // of which orActivityFlushAll(FORCED)
+  uint64_t tailBuffers = 0;  // buffers still queued for parsing when the window closed
+  int64_t tailParseNs = 0;   // from stop() until the last of them was parsed
+  int64_t tailWaitNs = 0;    // how long getMetadata/processTrace waited for that
+  int64_t parseNs = 0;       // parsing all the trace's buffers (on the session's parsing thread)
+  int64_t parseCpuNs = 0;    // of which on a core
+  int64_t prepareNs = 0;     // joins by correlation id, clock mapping
+  int64_t emitNs = 0;        // filters, flows, rows, and the Kineto activities built from them
+  uint64_t records = 0;      // records parsed
+  uint64_t recordBytes = 0;  // bytes of those records in the activity buffers
+  uint64_t activities = 0;   // activities handed to the logger
 };
 
 // A host clock other than CLOCK_REALTIME for the runtime's host records.
@@ -153,6 +155,8 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   void takeClockSamples();
   void useHostClock();
   void convertHostTimes();
+  // Waits until every buffer of the window is parsed into records_.
+  void finishParsing();
   const PreparedTrace& prepared();
   bool deferredStart() const;
   libkineto::DeviceInfo deviceInfo(const DeviceDescription& device) const;
@@ -182,6 +186,7 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   std::function<int64_t(uint64_t)> hostClockToEpoch_;  // set at stop when the runtime used a HostClock
   std::string hostClockSource_ = "CLOCK_REALTIME";     // in the trace's metadata
   RecordSet records_;                                  // filled by the buffer pool's completed callback
+  std::unique_ptr<ParseQueue> parseQueue_;             // parses into records_, from start() until finishParsing()
   std::vector<std::pair<int32_t, ClockPoint>> directClockSamples_;
   uint64_t droppedAtStart_ = 0;
   uint64_t droppedByRuntime_ = 0;

@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <new>
+#include <thread>
+#include <utility>
+#include <vector>
 
 using namespace openreg::profiler;
 
@@ -54,19 +59,102 @@ TEST(RecordBuffers, RefusesPastTheLimitAndRecycles) {
   EXPECT_EQ(stats.discarded, 3u) << "no sink was set";
 }
 
-TEST(RecordBuffers, ParsesIntoTheSinkOnCompletion) {
+TEST(RecordBuffers, CompletedBuffersAreParsedByTheQueueInOrder) {
   RecordBufferPool pool(1024, 1 << 20);
   RecordSet sink;
-  pool.setSink(&sink, &nextRecord);
+  ParseQueue queue(pool, &nextRecord, sink);
+  pool.setQueue(&queue);
+  uint8_t* first = nullptr;
+  uint8_t* second = nullptr;
+  size_t size = 0;
+  RecordBufferPool::onRequested(&pool, &first, &size);
+  RecordBufferPool::onRequested(&pool, &second, &size);
+  const size_t firstUsed = writeKernel(first, 1) + writeKernel(first + sizeof(orActivityKernel), 2);
+  const size_t secondUsed = writeKernel(second, 3);
+  RecordBufferPool::onCompleted(&pool, first, size, firstUsed);
+  RecordBufferPool::onCompleted(&pool, second, size, secondUsed);
+  pool.setQueue(nullptr);
+  const ParseQueue::Result& result = queue.finish();
+  EXPECT_EQ(result.buffers, 2u);
+  EXPECT_TRUE(result.error.empty());
+  ASSERT_EQ(sink.deviceOps.size(), 3u);
+  EXPECT_EQ(sink.deviceOps[0].correlationId, 1u);
+  EXPECT_EQ(sink.deviceOps[2].correlationId, 3u) << "parsed in the order they completed";
+  EXPECT_EQ(queue.finish().buffers, 2u) << "finishing again gives the same result";
+  const BufferStats stats = pool.takeStats();
+  EXPECT_EQ(stats.completed, 2u);
+  EXPECT_EQ(stats.discarded, 0u);
+  EXPECT_EQ(stats.recordBytes, firstUsed + secondUsed);
+  uint8_t* reused = nullptr;
+  RecordBufferPool::onRequested(&pool, &reused, &size);
+  EXPECT_TRUE(reused == first || reused == second) << "parsed buffers come back for reuse";
+  RecordBufferPool::onCompleted(&pool, reused, size, 0);
+  EXPECT_EQ(pool.takeStats().discarded, 1u) << "without a queue, completed buffers are dropped";
+}
+
+// What the flush hands back is queued without waiting for a parse; it is
+// parsed after close(), and finish() waits for it.
+TEST(RecordBuffers, BuffersQueuedAtCloseAreParsedAfterIt) {
+  RecordBufferPool pool(1024, 64 * 1024);
+  RecordSet sink;
+  ParseQueue queue(pool, &nextRecord, sink);
+  pool.setQueue(&queue);
+  size_t size = 0;
+  for (uint64_t corr = 1; corr <= 40; ++corr) {
+    uint8_t* buffer = nullptr;
+    RecordBufferPool::onRequested(&pool, &buffer, &size);
+    ASSERT_NE(buffer, nullptr);
+    RecordBufferPool::onCompleted(&pool, buffer, size, writeKernel(buffer, corr));
+  }
+  pool.setQueue(nullptr);
+  queue.close();
+  const ParseQueue::Result& result = queue.finish();
+  EXPECT_EQ(result.buffers, 40u);
+  EXPECT_LE(result.tailBuffers, 40u);
+  ASSERT_EQ(sink.deviceOps.size(), 40u);
+  for (uint64_t corr = 1; corr <= 40; ++corr) EXPECT_EQ(sink.deviceOps[corr - 1].correlationId, corr);
+}
+
+TEST(RecordBuffers, AFailedParseIsReportedAndTheBufferStillComesBack) {
+  RecordBufferPool pool(1024, 1024);
+  RecordSet sink;
+  auto failing = [](const uint8_t*, size_t, const orActivityRecord**) -> orError_t { throw std::bad_alloc(); };
+  ParseQueue queue(pool, failing, sink);
+  pool.setQueue(&queue);
   uint8_t* buffer = nullptr;
   size_t size = 0;
   RecordBufferPool::onRequested(&pool, &buffer, &size);
-  size_t used = writeKernel(buffer, 1);
-  used += writeKernel(buffer + used, 2);
-  RecordBufferPool::onCompleted(&pool, buffer, size, used);
-  pool.setSink(nullptr, nullptr);
-  ASSERT_EQ(sink.deviceOps.size(), 2u);
-  EXPECT_EQ(sink.deviceOps[1].correlationId, 2u);
+  RecordBufferPool::onCompleted(&pool, buffer, size, writeKernel(buffer, 1));
+  pool.setQueue(nullptr);
+  const ParseQueue::Result& result = queue.finish();
+  EXPECT_EQ(result.unparsedBuffers, 1u);
+  EXPECT_FALSE(result.error.empty());
+  uint8_t* again = nullptr;
+  RecordBufferPool::onRequested(&pool, &again, &size);
+  EXPECT_EQ(again, buffer) << "the only buffer the limit allows was given back";
+  RecordBufferPool::onCompleted(&pool, again, size, 0);
+}
+
+// The runtime's delivery thread (and orActivityFlushAll's caller) only queue.
+TEST(RecordBuffers, ParsingNeverRunsOnTheThreadThatCompletesTheBuffer) {
+  static std::atomic<std::thread::id> parsedOn{};
+  RecordBufferPool pool(1024, 1 << 20);
+  RecordSet sink;
+  auto noting = [](const uint8_t* buffer, size_t validSize, const orActivityRecord** record) {
+    parsedOn.store(std::this_thread::get_id());
+    return nextRecord(buffer, validSize, record);
+  };
+  ParseQueue queue(pool, noting, sink);
+  pool.setQueue(&queue);
+  uint8_t* buffer = nullptr;
+  size_t size = 0;
+  RecordBufferPool::onRequested(&pool, &buffer, &size);
+  RecordBufferPool::onCompleted(&pool, buffer, size, writeKernel(buffer, 7));
+  pool.setQueue(nullptr);
+  queue.finish();
+  ASSERT_EQ(sink.deviceOps.size(), 1u);
+  EXPECT_NE(parsedOn.load(), std::thread::id{});
+  EXPECT_NE(parsedOn.load(), std::this_thread::get_id());
 }
 
 TEST(RecordBuffers, EnforcesTheMinimumSize) {

@@ -231,6 +231,55 @@ TEST_F(SessionTest, ActivitiesLiveAsLongAsTheTraceBuffer) {
   EXPECT_EQ(SlabArena::slabsInUse(), slabsBefore) << "the activities' memory goes with the buffer";
 }
 
+// stop() leaves what is still queued to the session's parsing thread (the
+// training thread calls stop() in Kineto's on-demand traces); what reads the
+// records waits for it.
+TEST_F(SessionTest, RecordsStillQueuedAtStopReachTheTrace) {
+  OpenregSession session(*api, everything());
+  session.start();
+  for (int k = 0; k < 2000; ++k) ASSERT_EQ(replay_.submit(1, 0, 1, "tail_kernel", 0, 1'000, 0), 0);
+  replay_.synchronize();
+  session.stop();
+  const std::string metadata = session.getMetadata().at("openreg_profiler");
+  EXPECT_NE(metadata.find("\"device_activities\":2000,"), std::string::npos) << metadata;
+  EXPECT_GE(session.timings().records, 2000u);
+  RecordingLogger logger;
+  session.processTrace(
+      logger, [](int32_t) { return nullptr; }, 0, now());
+  EXPECT_EQ(logger.ofType(ActivityType::CONCURRENT_KERNEL).size(), 2000u);
+}
+
+TEST_F(SessionTest, ASessionStartedWhileTheLastOneParsesKeepsToItsOwnRecords) {
+  auto first = std::make_unique<OpenregSession>(*api, everything());
+  first->start();
+  for (int k = 0; k < 3000; ++k) ASSERT_EQ(replay_.submit(1, 0, 1, "first_kernel", 0, 1'000, 0), 0);
+  replay_.synchronize();
+  first->stop();
+  OpenregSession second(*api, everything());
+  second.start();
+  EXPECT_TRUE(second.errors().empty()) << "the window is free once stop() returns";
+  for (int k = 0; k < 1000; ++k) ASSERT_EQ(replay_.submit(1, 0, 1, "second_kernel", 0, 1'000, 0), 0);
+  replay_.synchronize();
+  second.stop();
+  const std::string firstMetadata = first->getMetadata().at("openreg_profiler");
+  const std::string secondMetadata = second.getMetadata().at("openreg_profiler");
+  EXPECT_NE(firstMetadata.find("\"device_activities\":3000,"), std::string::npos) << firstMetadata;
+  EXPECT_NE(secondMetadata.find("\"device_activities\":1000,"), std::string::npos) << secondMetadata;
+  // Destroyed unprocessed, as Kineto does with an abandoned trace.
+  first.reset();
+}
+
+TEST_F(SessionTest, AStoppedSessionDestroyedUnprocessedWaitsForItsParse) {
+  for (int round = 0; round < 3; ++round) {
+    OpenregSession session(*api, everything());
+    session.start();
+    for (int k = 0; k < 3000; ++k) ASSERT_EQ(replay_.submit(1, 0, 1, "abandoned_kernel", 0, 1'000, 0), 0);
+    replay_.synchronize();
+    session.stop();
+  }  // the destructor joins the parser before the records go
+  EXPECT_EQ(replay_.registered(), 0);
+}
+
 TEST_F(SessionTest, StopBeforeStartAndStartTwiceAreHarmless) {
   OpenregSession early(*api, everything());
   early.stop();
