@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <set>
@@ -341,7 +342,13 @@ TEST_F(SessionTest, SessionsOnTwoThreadsAtOnce) {
       std::set<int64_t> ids;
       for (const auto* k : kernels) ids.insert(k->correlationId());
       if (ids.size() != kernels.size()) ++failures;  // a record twice
-      if (session.errors().empty()) {
+      // Owned or inert by what the session says; an owner may also warn about
+      // the other thread's kernels, launched in its window and ending after it.
+      const auto errors = session.errors();
+      const bool wasInert = std::any_of(errors.begin(), errors.end(), [](const std::string& e) {
+        return e.find("already collecting") != std::string::npos;
+      });
+      if (!wasInert) {
         ++owned;
         if (kernels.size() < kKernelsPerRound) ++failures;  // its own work is in its window
       } else {
