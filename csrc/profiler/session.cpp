@@ -161,9 +161,10 @@ OpenregSession::~OpenregSession() {
   } catch (...) {
     // A destructor must not throw; stop() already recorded what went wrong.
   }
-  if (parseQueue_) {
+  if (parseQueue_) {                              // an abandoned trace: stopped, never read
     bufferPool().detachQueue(parseQueue_.get());  // in case stop() did not get that far
     parseQueue_.reset();                          // joins the thread that writes records_
+    bufferPool().trim();                          // the buffers it gave back
   }
 }
 
