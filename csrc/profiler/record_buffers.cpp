@@ -4,8 +4,11 @@
 #include <chrono>
 #include <ctime>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <exception>
+#include <new>
+#include <utility>
 
 namespace openreg::profiler {
 namespace {
@@ -67,6 +70,14 @@ uint8_t* RecordBufferPool::acquire() {
     return nullptr;
   }
   auto* buffer = static_cast<uint8_t*>(std::aligned_alloc(kAlignment, bufferBytes_));
+  try {
+    // Room for every buffer in the free list, so recycle() never allocates
+    // (it runs on the parsing thread, which must not throw).
+    if (buffer != nullptr) free_.reserve((allocatedBytes_ + bufferBytes_) / bufferBytes_);
+  } catch (const std::bad_alloc&) {
+    std::free(buffer);
+    buffer = nullptr;
+  }
   if (buffer == nullptr) {
     ++stats_.refused;
     return nullptr;
@@ -148,12 +159,16 @@ ParseQueue::~ParseQueue() { finish(); }
 void ParseQueue::push(uint8_t* buffer, size_t validSize) {
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (!closed_) {
-      queued_.push_back({buffer, validSize});
-      ready_.notify_one();
-      return;
+    try {
+      if (!closed_) {  // after close the thread may be gone: not queued, counted
+        queued_.push_back({buffer, validSize});
+        ready_.notify_one();
+        return;
+      }
+    } catch (const std::bad_alloc&) {
+      // No memory to queue it: the runtime's callback must not throw.
     }
-    ++result_.unparsedBuffers;  // after close: the thread may be gone
+    ++notQueued_;
   }
   pool_.recycle(buffer);
 }
@@ -174,6 +189,8 @@ const ParseQueue::Result& ParseQueue::finish() {
     thread_.join();
     result_.finishWaitNs = steadyNs() - start;
   }
+  std::lock_guard<std::mutex> guard(mutex_);
+  result_.unparsedBuffers += std::exchange(notQueued_, 0);
   return result_;
 }
 
@@ -200,8 +217,9 @@ void ParseQueue::parseOne(const Queued& buffer) {
   try {
     if (next_ != nullptr) parseBuffer(next_, buffer.data, buffer.validSize, sink_);
   } catch (const std::exception& e) {
-    // Out of host memory, most likely: the records are lost, and said so.
-    if (result_.error.empty()) result_.error = e.what();
+    // Out of host memory, most likely: the buffer's records (or the rest of
+    // them) are lost, and said so. A static message: copying e.what() could throw too.
+    result_.error = std::strcmp(e.what(), "std::bad_alloc") == 0 ? "out of host memory" : "parsing failed";
     ++result_.unparsedBuffers;
   }
   result_.parseCpuNs += static_cast<int64_t>(threadCpuNs() - cpuStart);

@@ -45,7 +45,10 @@ class ParseQueue;
 class RecordBufferPool {
  public:
   // bufferBytes: size of each buffer (at least 1 KiB, multiple of 8).
-  // limitBytes: most memory the pool may hold at once, queued buffers included.
+  // limitBytes: most memory the pool may hold at once, queued buffers
+  // included: one budget for the process, so a session started while the
+  // last one's parser still holds buffers has what is left of it.
+  // (Kineto destroys a trace's sessions before it configures the next.)
   RecordBufferPool(size_t bufferBytes, size_t limitBytes);
   ~RecordBufferPool();
   RecordBufferPool(const RecordBufferPool&) = delete;
@@ -102,8 +105,11 @@ class ParseQueue {
     uint64_t tailBuffers = 0;  // still queued when close() was called
     int64_t tailNs = 0;        // from close() until the last was parsed
     int64_t finishWaitNs = 0;  // how long finish() blocked its caller
-    std::string error;         // set if parsing failed (out of memory); those records are lost
+    // Buffers whose records (all, or the rest after a failure) are lost:
+    // parsing threw (`error` says why, a static string), or they came after
+    // close() or with no memory to queue them (`error` stays null).
     uint64_t unparsedBuffers = 0;
+    const char* error = nullptr;
   };
 
   // Starts the parsing thread; throws std::system_error if there is none to be had.
@@ -139,6 +145,7 @@ class ParseQueue {
   bool closed_ = false;
   int64_t closedAtNs_ = 0;  // steady clock
   uint64_t queuedAtClose_ = 0;
+  uint64_t notQueued_ = 0;  // pushed after close, or with no memory to queue them
 
   Result result_;  // written by the thread; read after it is joined
   std::thread thread_;

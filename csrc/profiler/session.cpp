@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string_view>
-#include <system_error>
+#include <exception>
 #include <unordered_map>
 #include <utility>
 
@@ -273,10 +273,11 @@ void OpenregSession::start() {
   auto& pool = bufferPool();
   try {
     parseQueue_ = std::make_unique<ParseQueue>(pool, fn.getNextRecord, records_);
-  } catch (const std::system_error& e) {
+  } catch (const std::exception& e) {  // no thread to be had, or no memory
     window_.release();
     state_ = State::Inert;
-    addError(std::string("no thread to parse activity records (") + e.what() + "); this trace gets no device activity",
+    addError(std::string("could not start the thread that parses activity records (") + e.what() +
+                 "); this trace gets no device activity",
              true);
     return;
   }
@@ -341,7 +342,7 @@ void OpenregSession::stop() {
   timings_.recordBytes = bufferStats.recordBytes;
   // Every buffer is in the queue: what is left of it is parsed after stop()
   // returns, and prepared() waits for that (finishParsing).
-  parseQueue_->close();
+  if (parseQueue_) parseQueue_->close();
 
   uint64_t droppedNow = droppedAtStart_;
   fn.getNumDroppedRecords(-1, &droppedNow);
@@ -365,6 +366,7 @@ void OpenregSession::stop() {
 
 void OpenregSession::finishParsing() {
   if (!parseQueue_) return;
+  bufferPool().detachQueue(parseQueue_.get());  // stop() did; a misused session may not have
   const ParseQueue::Result parsed = parseQueue_->finish();
   parseQueue_.reset();
   bufferPool().trim();  // the buffers it gave back
@@ -374,8 +376,10 @@ void OpenregSession::finishParsing() {
   timings_.parseNs = parsed.parseNs;
   timings_.parseCpuNs = parsed.parseCpuNs;
   timings_.records = records_.recordsParsed;
-  if (!parsed.error.empty()) {
-    addError(std::to_string(parsed.unparsedBuffers) + " activity buffers could not be parsed (" + parsed.error +
+  if (parsed.unparsedBuffers > 0) {
+    addError(std::to_string(parsed.unparsedBuffers) + " activity buffers were not parsed (" +
+                 (parsed.error != nullptr ? parsed.error
+                                          : "handed back after the window closed, or no memory to queue them") +
                  "); their records are missing from the trace",
              true);
   }
@@ -705,6 +709,9 @@ std::unordered_map<std::string, std::string> OpenregSession::getMetadata() {
     const auto errs = errors();
     out["openreg_profiler_error"] = jsonString(errs.empty() ? "device tracing inactive" : errs.front());
     return out;
+  }
+  if (state_ == State::Running) {
+    stop();  // as processTrace does: the records are not complete before
   }
   // Kineto asks before processTrace.
   const PreparedTrace& trace = prepared();

@@ -54,7 +54,7 @@ struct SessionRequest {
 struct SessionTimings {
   int64_t stopNs = 0;        // stop(): close the window, flush, unregister
   int64_t flushNs = 0;       // of which orActivityFlushAll(FORCED)
-  uint64_t tailBuffers = 0;  // buffers still queued for parsing when the window closed
+  uint64_t tailBuffers = 0;  // buffers still queued for parsing when stop() was done with the runtime
   int64_t tailParseNs = 0;   // from stop() until the last of them was parsed
   int64_t tailWaitNs = 0;    // how long getMetadata/processTrace waited for that
   int64_t parseNs = 0;       // parsing all the trace's buffers (on the session's parsing thread)
@@ -185,7 +185,7 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   std::unique_ptr<HostClock::Trace> hostClockTrace_;   // while the window is open
   std::function<int64_t(uint64_t)> hostClockToEpoch_;  // set at stop when the runtime used a HostClock
   std::string hostClockSource_ = "CLOCK_REALTIME";     // in the trace's metadata
-  RecordSet records_;                                  // filled by the buffer pool's completed callback
+  RecordSet records_;                                  // filled by parseQueue_'s thread
   std::unique_ptr<ParseQueue> parseQueue_;             // parses into records_, from start() until finishParsing()
   std::vector<std::pair<int32_t, ClockPoint>> directClockSamples_;
   uint64_t droppedAtStart_ = 0;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <new>
 #include <thread>
@@ -76,7 +77,8 @@ TEST(RecordBuffers, CompletedBuffersAreParsedByTheQueueInOrder) {
   pool.setQueue(nullptr);
   const ParseQueue::Result& result = queue.finish();
   EXPECT_EQ(result.buffers, 2u);
-  EXPECT_TRUE(result.error.empty());
+  EXPECT_EQ(result.error, nullptr);
+  EXPECT_EQ(result.unparsedBuffers, 0u);
   ASSERT_EQ(sink.deviceOps.size(), 3u);
   EXPECT_EQ(sink.deviceOps[0].correlationId, 1u);
   EXPECT_EQ(sink.deviceOps[2].correlationId, 3u) << "parsed in the order they completed";
@@ -92,12 +94,35 @@ TEST(RecordBuffers, CompletedBuffersAreParsedByTheQueueInOrder) {
   EXPECT_EQ(pool.takeStats().discarded, 1u) << "without a queue, completed buffers are dropped";
 }
 
-// What the flush hands back is queued without waiting for a parse; it is
-// parsed after close(), and finish() waits for it.
+// A NextRecordFn whose first call, on the queue's thread, waits for open():
+// the queue's thread is then known to be busy with buffer 1.
+struct ParserGate {
+  static inline std::atomic<bool> inside{false}, opened{false};
+  static void reset() {
+    inside = false;
+    opened = false;
+  }
+  static orError_t next(const uint8_t* buffer, size_t validSize, const orActivityRecord** record) {
+    if (!inside.exchange(true)) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!opened && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    }
+    return nextRecord(buffer, validSize, record);
+  }
+  static bool waitInside() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!inside && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    return inside;
+  }
+};
+
+// What is still queued at close() is parsed after it, in order, and counted
+// as the tail; finish() waits for it.
 TEST(RecordBuffers, BuffersQueuedAtCloseAreParsedAfterIt) {
+  ParserGate::reset();
   RecordBufferPool pool(1024, 64 * 1024);
   RecordSet sink;
-  ParseQueue queue(pool, &nextRecord, sink);
+  ParseQueue queue(pool, &ParserGate::next, sink);
   pool.setQueue(&queue);
   size_t size = 0;
   for (uint64_t corr = 1; corr <= 40; ++corr) {
@@ -105,14 +130,58 @@ TEST(RecordBuffers, BuffersQueuedAtCloseAreParsedAfterIt) {
     RecordBufferPool::onRequested(&pool, &buffer, &size);
     ASSERT_NE(buffer, nullptr);
     RecordBufferPool::onCompleted(&pool, buffer, size, writeKernel(buffer, corr));
+    if (corr == 1) ASSERT_TRUE(ParserGate::waitInside());
   }
   pool.setQueue(nullptr);
-  queue.close();
+  queue.close();  // returns at once: the thread is still held on buffer 1
+  EXPECT_EQ(sink.deviceOps.size(), 0u);
+  ParserGate::opened = true;
   const ParseQueue::Result& result = queue.finish();
+  EXPECT_EQ(result.tailBuffers, 39u) << "buffers 2 to 40 were queued at close";
   EXPECT_EQ(result.buffers, 40u);
-  EXPECT_LE(result.tailBuffers, 40u);
   ASSERT_EQ(sink.deviceOps.size(), 40u);
   for (uint64_t corr = 1; corr <= 40; ++corr) EXPECT_EQ(sink.deviceOps[corr - 1].correlationId, corr);
+}
+
+// A session that starts while the last one's parser is still busy: each
+// queue gets its own buffers, and the first one's still come back.
+TEST(RecordBuffers, ASecondQueueCollectsWhileTheFirstStillParses) {
+  ParserGate::reset();
+  RecordBufferPool pool(1024, 64 * 1024);
+  RecordSet firstSink, secondSink;
+  ParseQueue first(pool, &ParserGate::next, firstSink);
+  pool.setQueue(&first);
+  size_t size = 0;
+  auto complete = [&](uint64_t corr) {
+    uint8_t* buffer = nullptr;
+    RecordBufferPool::onRequested(&pool, &buffer, &size);
+    ASSERT_NE(buffer, nullptr);
+    RecordBufferPool::onCompleted(&pool, buffer, size, writeKernel(buffer, corr));
+  };
+  complete(1);
+  ASSERT_TRUE(ParserGate::waitInside());
+  complete(2);
+  complete(3);
+  pool.setQueue(nullptr);
+  first.close();
+  ParseQueue second(pool, &nextRecord, secondSink);
+  pool.setQueue(&second);
+  for (uint64_t corr = 101; corr <= 110; ++corr) complete(corr);
+  pool.setQueue(nullptr);
+  EXPECT_EQ(second.finish().buffers, 10u);
+  ParserGate::opened = true;
+  EXPECT_EQ(first.finish().buffers, 3u);
+  ASSERT_EQ(firstSink.deviceOps.size(), 3u);
+  ASSERT_EQ(secondSink.deviceOps.size(), 10u);
+  EXPECT_EQ(firstSink.deviceOps[2].correlationId, 3u);
+  EXPECT_EQ(secondSink.deviceOps[0].correlationId, 101u);
+  pool.trim();
+  std::vector<uint8_t*> all(64, nullptr);
+  for (uint8_t*& buffer : all) {  // the whole limit again: nothing leaked
+    RecordBufferPool::onRequested(&pool, &buffer, &size);
+    EXPECT_NE(buffer, nullptr);
+  }
+  for (uint8_t* buffer : all) RecordBufferPool::onCompleted(&pool, buffer, size, 0);
 }
 
 TEST(RecordBuffers, AFailedParseIsReportedAndTheBufferStillComesBack) {
@@ -128,7 +197,8 @@ TEST(RecordBuffers, AFailedParseIsReportedAndTheBufferStillComesBack) {
   pool.setQueue(nullptr);
   const ParseQueue::Result& result = queue.finish();
   EXPECT_EQ(result.unparsedBuffers, 1u);
-  EXPECT_FALSE(result.error.empty());
+  ASSERT_NE(result.error, nullptr);
+  EXPECT_STREQ(result.error, "out of host memory");
   uint8_t* again = nullptr;
   RecordBufferPool::onRequested(&pool, &again, &size);
   EXPECT_EQ(again, buffer) << "the only buffer the limit allows was given back";

@@ -89,7 +89,9 @@ int64_t now() {
 
 class SessionTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { api = new ActivityApi(replayPath()); }
+  static void SetUpTestSuite() {
+    if (api == nullptr) api = new ActivityApi(replayPath());  // once, also under --gtest_repeat
+  }
   static const ActivityApi* api;
   Replay replay_;
 };
@@ -248,6 +250,25 @@ TEST_F(SessionTest, RecordsStillQueuedAtStopReachTheTrace) {
   session.processTrace(
       logger, [](int32_t) { return nullptr; }, 0, now());
   EXPECT_EQ(logger.ofType(ActivityType::CONCURRENT_KERNEL).size(), 2000u);
+}
+
+// Asked before stop(), as processTrace may be: the session stops first.
+TEST_F(SessionTest, MetadataAskedWhileRunningStopsTheSessionFirst) {
+  OpenregSession session(*api, everything());
+  session.start();
+  for (int k = 0; k < 500; ++k) ASSERT_EQ(replay_.submit(1, 0, 1, "early_kernel", 0, 1'000, 0), 0);
+  replay_.synchronize();
+  const std::string metadata = session.getMetadata().at("openreg_profiler");
+  EXPECT_NE(metadata.find("\"device_activities\":500,"), std::string::npos) << metadata;
+  EXPECT_EQ(replay_.isTracing(), 0);
+  EXPECT_EQ(replay_.registered(), 0);
+  OpenregSession next(*api, everything());  // the buffers go to the new session only
+  next.start();
+  for (int k = 0; k < 7; ++k) ASSERT_EQ(replay_.submit(1, 0, 1, "next_kernel", 0, 1'000, 0), 0);
+  replay_.synchronize();
+  next.stop();
+  const std::string nextMetadata = next.getMetadata().at("openreg_profiler");
+  EXPECT_NE(nextMetadata.find("\"device_activities\":7,"), std::string::npos) << nextMetadata;
 }
 
 TEST_F(SessionTest, ASessionStartedWhileTheLastOneParsesKeepsToItsOwnRecords) {
