@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <queue>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -70,27 +70,68 @@ std::vector<size_t> runStarts(const std::vector<T>& items, Before before) {
   return starts;
 }
 
+// A run's head as mergeRuns keeps it: at()'s value, or a pointer when at()
+// returns a reference, so each item is looked up once, not per comparison.
+template <typename Key>
+struct MergeKey {
+  Key value;
+  const Key& get() const { return value; }
+};
+template <typename Key>
+struct MergeKey<const Key&> {
+  const Key* value;
+  const Key& get() const { return *value; }
+};
+
 // Hands (run, position) to `sink` in `before` order of at(run, position),
 // where run r holds lengths[r] items already in that order: one pass
-// through a heap of the runs' heads, O(n log runs). Stable: at equal items
-// the lower run goes first.
+// through a heap of the runs' heads, O(n log runs); the head just taken is
+// replaced by its successor and sifted down, not popped and pushed. Stable:
+// at equal items the lower run goes first.
 template <typename At, typename Before, typename Sink>
 void mergeRuns(const std::vector<size_t>& lengths, At at, Before before, Sink sink) {
-  using Head = std::pair<size_t, size_t>;  // (run, position)
-  auto later = [&](const Head& a, const Head& b) {
-    if (before(at(b.first, b.second), at(a.first, a.second))) return true;
-    if (before(at(a.first, a.second), at(b.first, b.second))) return false;
-    return a.first > b.first;
+  using Key = decltype(at(size_t{0}, size_t{0}));
+  struct Head {
+    size_t run, position;
+    MergeKey<Key> key;
   };
-  std::priority_queue<Head, std::vector<Head>, decltype(later)> heads(later);
+  auto keyOf = [&](size_t run, size_t position) {
+    if constexpr (std::is_reference_v<Key>) {
+      return MergeKey<Key>{&at(run, position)};
+    } else {
+      return MergeKey<Key>{at(run, position)};
+    }
+  };
+  // True when a goes after b: the heap's top is the head that goes first.
+  auto later = [&](const Head& a, const Head& b) {
+    if (before(b.key.get(), a.key.get())) return true;
+    if (before(a.key.get(), b.key.get())) return false;
+    return a.run > b.run;
+  };
+  std::vector<Head> heap;
   for (size_t r = 0; r < lengths.size(); ++r) {
-    if (lengths[r] > 0) heads.push({r, 0});
+    if (lengths[r] > 0) heap.push_back({r, 0, keyOf(r, 0)});
   }
-  while (!heads.empty()) {
-    auto [run, position] = heads.top();
-    heads.pop();
-    sink(run, position);
-    if (position + 1 < lengths[run]) heads.push({run, position + 1});
+  std::make_heap(heap.begin(), heap.end(), later);
+  while (!heap.empty()) {
+    Head& top = heap.front();
+    sink(top.run, top.position);
+    if (++top.position < lengths[top.run]) {
+      top.key = keyOf(top.run, top.position);
+      // Sift the new head down to its place.
+      for (size_t i = 0;;) {
+        size_t first = i;
+        for (size_t child = 2 * i + 1; child <= 2 * i + 2 && child < heap.size(); ++child) {
+          if (later(heap[first], heap[child])) first = child;
+        }
+        if (first == i) break;
+        std::swap(heap[i], heap[first]);
+        i = first;
+      }
+    } else {
+      std::pop_heap(heap.begin(), heap.end(), later);
+      heap.pop_back();
+    }
   }
 }
 
