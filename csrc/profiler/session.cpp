@@ -365,8 +365,7 @@ void OpenregSession::stop() {
 }
 
 void OpenregSession::finishParsing() {
-  if (!parseQueue_) return;
-  bufferPool().detachQueue(parseQueue_.get());  // stop() did; a misused session may not have
+  if (!parseQueue_) return;  // stop() has detached it: prepared()'s callers stop a running session first
   const ParseQueue::Result parsed = parseQueue_->finish();
   parseQueue_.reset();
   bufferPool().trim();  // the buffers it gave back

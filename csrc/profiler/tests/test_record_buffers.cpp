@@ -31,6 +31,16 @@ size_t writeKernel(uint8_t* buffer, uint64_t corr) {
   return sizeof(k);
 }
 
+// As the runtime does: asks the pool for a buffer, writes one kernel record
+// into it and hands it back. The buffer, or nullptr if the pool refused.
+uint8_t* completeOneKernel(RecordBufferPool& pool, uint64_t corr) {
+  uint8_t* buffer = nullptr;
+  size_t size = 0;
+  RecordBufferPool::onRequested(&pool, &buffer, &size);
+  if (buffer != nullptr) RecordBufferPool::onCompleted(&pool, buffer, size, writeKernel(buffer, corr));
+  return buffer;
+}
+
 }  // namespace
 
 TEST(RecordBuffers, RefusesPastTheLimitAndRecycles) {
@@ -124,12 +134,8 @@ TEST(RecordBuffers, BuffersQueuedAtCloseAreParsedAfterIt) {
   RecordSet sink;
   ParseQueue queue(pool, &ParserGate::next, sink);
   pool.setQueue(&queue);
-  size_t size = 0;
   for (uint64_t corr = 1; corr <= 40; ++corr) {
-    uint8_t* buffer = nullptr;
-    RecordBufferPool::onRequested(&pool, &buffer, &size);
-    ASSERT_NE(buffer, nullptr);
-    RecordBufferPool::onCompleted(&pool, buffer, size, writeKernel(buffer, corr));
+    ASSERT_NE(completeOneKernel(pool, corr), nullptr);
     if (corr == 1) ASSERT_TRUE(ParserGate::waitInside());
   }
   pool.setQueue(nullptr);
@@ -151,13 +157,7 @@ TEST(RecordBuffers, ASecondQueueCollectsWhileTheFirstStillParses) {
   RecordSet firstSink, secondSink;
   ParseQueue first(pool, &ParserGate::next, firstSink);
   pool.setQueue(&first);
-  size_t size = 0;
-  auto complete = [&](uint64_t corr) {
-    uint8_t* buffer = nullptr;
-    RecordBufferPool::onRequested(&pool, &buffer, &size);
-    ASSERT_NE(buffer, nullptr);
-    RecordBufferPool::onCompleted(&pool, buffer, size, writeKernel(buffer, corr));
-  };
+  auto complete = [&](uint64_t corr) { ASSERT_NE(completeOneKernel(pool, corr), nullptr); };
   complete(1);
   ASSERT_TRUE(ParserGate::waitInside());
   complete(2);
@@ -176,6 +176,7 @@ TEST(RecordBuffers, ASecondQueueCollectsWhileTheFirstStillParses) {
   EXPECT_EQ(firstSink.deviceOps[2].correlationId, 3u);
   EXPECT_EQ(secondSink.deviceOps[0].correlationId, 101u);
   pool.trim();
+  size_t size = 0;
   std::vector<uint8_t*> all(64, nullptr);
   for (uint8_t*& buffer : all) {  // the whole limit again: nothing leaked
     RecordBufferPool::onRequested(&pool, &buffer, &size);
@@ -190,16 +191,15 @@ TEST(RecordBuffers, AFailedParseIsReportedAndTheBufferStillComesBack) {
   auto failing = [](const uint8_t*, size_t, const orActivityRecord**) -> orError_t { throw std::bad_alloc(); };
   ParseQueue queue(pool, failing, sink);
   pool.setQueue(&queue);
-  uint8_t* buffer = nullptr;
-  size_t size = 0;
-  RecordBufferPool::onRequested(&pool, &buffer, &size);
-  RecordBufferPool::onCompleted(&pool, buffer, size, writeKernel(buffer, 1));
+  uint8_t* const buffer = completeOneKernel(pool, 1);
+  ASSERT_NE(buffer, nullptr);
   pool.setQueue(nullptr);
   const ParseQueue::Result& result = queue.finish();
   EXPECT_EQ(result.unparsedBuffers, 1u);
   ASSERT_NE(result.error, nullptr);
   EXPECT_STREQ(result.error, "out of host memory");
   uint8_t* again = nullptr;
+  size_t size = 0;
   RecordBufferPool::onRequested(&pool, &again, &size);
   EXPECT_EQ(again, buffer) << "the only buffer the limit allows was given back";
   RecordBufferPool::onCompleted(&pool, again, size, 0);
@@ -216,10 +216,7 @@ TEST(RecordBuffers, ParsingNeverRunsOnTheThreadThatCompletesTheBuffer) {
   };
   ParseQueue queue(pool, noting, sink);
   pool.setQueue(&queue);
-  uint8_t* buffer = nullptr;
-  size_t size = 0;
-  RecordBufferPool::onRequested(&pool, &buffer, &size);
-  RecordBufferPool::onCompleted(&pool, buffer, size, writeKernel(buffer, 7));
+  ASSERT_NE(completeOneKernel(pool, 7), nullptr);
   pool.setQueue(nullptr);
   queue.finish();
   ASSERT_EQ(sink.deviceOps.size(), 1u);

@@ -94,6 +94,12 @@ class SessionTest : public ::testing::Test {
   }
   static const ActivityApi* api;
   Replay replay_;
+
+  // `count` kernels of 1 us on device 1, stream 1, then a device synchronize.
+  void launchKernels(int count, const char* name) {
+    for (int k = 0; k < count; ++k) ASSERT_EQ(replay_.submit(1, 0, 1, name, 0, 1'000, 0), 0);
+    replay_.synchronize();
+  }
 };
 const ActivityApi* SessionTest::api = nullptr;
 
@@ -213,8 +219,7 @@ TEST_F(SessionTest, ActivitiesLiveAsLongAsTheTraceBuffer) {
     OpenregSession session(*api, everything());
     const int64_t begin = now();
     session.start();
-    for (int k = 0; k < 3000; ++k) ASSERT_EQ(replay_.submit(1, 0, 1, "kernel_name_past_small_strings", 0, 1'000, 0), 0);
-    replay_.synchronize();
+    launchKernels(3000, "kernel_name_past_small_strings");
     session.stop();
     const std::string before = session.getMetadata().at("openreg_profiler");
     EXPECT_NE(before.find("\"device_activities\":3000,"), std::string::npos) << before;
@@ -240,8 +245,7 @@ TEST_F(SessionTest, ActivitiesLiveAsLongAsTheTraceBuffer) {
 TEST_F(SessionTest, RecordsStillQueuedAtStopReachTheTrace) {
   OpenregSession session(*api, everything());
   session.start();
-  for (int k = 0; k < 2000; ++k) ASSERT_EQ(replay_.submit(1, 0, 1, "tail_kernel", 0, 1'000, 0), 0);
-  replay_.synchronize();
+  launchKernels(2000, "tail_kernel");
   session.stop();
   const std::string metadata = session.getMetadata().at("openreg_profiler");
   EXPECT_NE(metadata.find("\"device_activities\":2000,"), std::string::npos) << metadata;
@@ -256,16 +260,14 @@ TEST_F(SessionTest, RecordsStillQueuedAtStopReachTheTrace) {
 TEST_F(SessionTest, MetadataAskedWhileRunningStopsTheSessionFirst) {
   OpenregSession session(*api, everything());
   session.start();
-  for (int k = 0; k < 500; ++k) ASSERT_EQ(replay_.submit(1, 0, 1, "early_kernel", 0, 1'000, 0), 0);
-  replay_.synchronize();
+  launchKernels(500, "early_kernel");
   const std::string metadata = session.getMetadata().at("openreg_profiler");
   EXPECT_NE(metadata.find("\"device_activities\":500,"), std::string::npos) << metadata;
   EXPECT_EQ(replay_.isTracing(), 0);
   EXPECT_EQ(replay_.registered(), 0);
   OpenregSession next(*api, everything());  // the buffers go to the new session only
   next.start();
-  for (int k = 0; k < 7; ++k) ASSERT_EQ(replay_.submit(1, 0, 1, "next_kernel", 0, 1'000, 0), 0);
-  replay_.synchronize();
+  launchKernels(7, "next_kernel");
   next.stop();
   const std::string nextMetadata = next.getMetadata().at("openreg_profiler");
   EXPECT_NE(nextMetadata.find("\"device_activities\":7,"), std::string::npos) << nextMetadata;
@@ -274,14 +276,12 @@ TEST_F(SessionTest, MetadataAskedWhileRunningStopsTheSessionFirst) {
 TEST_F(SessionTest, ASessionStartedWhileTheLastOneParsesKeepsToItsOwnRecords) {
   auto first = std::make_unique<OpenregSession>(*api, everything());
   first->start();
-  for (int k = 0; k < 3000; ++k) ASSERT_EQ(replay_.submit(1, 0, 1, "first_kernel", 0, 1'000, 0), 0);
-  replay_.synchronize();
+  launchKernels(3000, "first_kernel");
   first->stop();
   OpenregSession second(*api, everything());
   second.start();
   EXPECT_TRUE(second.errors().empty()) << "the window is free once stop() returns";
-  for (int k = 0; k < 1000; ++k) ASSERT_EQ(replay_.submit(1, 0, 1, "second_kernel", 0, 1'000, 0), 0);
-  replay_.synchronize();
+  launchKernels(1000, "second_kernel");
   second.stop();
   const std::string firstMetadata = first->getMetadata().at("openreg_profiler");
   const std::string secondMetadata = second.getMetadata().at("openreg_profiler");
@@ -295,8 +295,7 @@ TEST_F(SessionTest, AStoppedSessionDestroyedUnprocessedWaitsForItsParse) {
   for (int round = 0; round < 3; ++round) {
     OpenregSession session(*api, everything());
     session.start();
-    for (int k = 0; k < 3000; ++k) ASSERT_EQ(replay_.submit(1, 0, 1, "abandoned_kernel", 0, 1'000, 0), 0);
-    replay_.synchronize();
+    launchKernels(3000, "abandoned_kernel");
     session.stop();
   }  // the destructor joins the parser before the records go
   EXPECT_EQ(replay_.registered(), 0);
