@@ -210,6 +210,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         top=args.top,
         gaps=args.gaps,
         ranks=args.ranks,
+        compile=args.compile,
     )
     return run(options)
 
@@ -269,6 +270,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="train with DistributedDataParallel on N local processes (one per device when N is "
         "the device count), every rank's traces in the output folder",
+    )
+    demo.add_argument(
+        "--compile",
+        action="store_true",
+        help="train the model under torch.compile (Inductor's C++ kernels, launched on the device)",
     )
     demo.add_argument("--gzip", action="store_true", help="write .json.gz traces")
     demo.add_argument("--check", action="store_true", help="also run the invariant checks on every trace written")

@@ -62,15 +62,19 @@ class JsonArgs final : public ArgWriter {
   void dims(const char* key, const uint32_t (&value)[3]) override {
     json_.key(key).beginArray().value(value[0]).value(value[1]).value(value[2]).endArray();
   }
+  void members(const char* json) override { members_ = json; }
   // What is inside the braces: Kineto writes the braces.
   std::string body() {
     json_.endObject();
     const std::string& all = json_.str();
-    return all.substr(1, all.size() - 2);
+    std::string inner = all.substr(1, all.size() - 2);
+    if (members_ != nullptr) inner.append(inner.empty() ? "" : ", ").append(members_);
+    return inner;
   }
 
  private:
   common::JsonWriter json_;
+  const char* members_ = nullptr;
 };
 
 // Formats one arg's value, as getMetadataValue returns it (strings unquoted).
@@ -96,6 +100,8 @@ class OneArg final : public ArgWriter {
   void dims(const char* key, const uint32_t (&v)[3]) override {
     if (wanted(key)) value = dimsText(v);
   }
+  // An annotation's members are not looked up one by one.
+  void members(const char* /*json*/) override {}
 
  private:
   bool wanted(const char* key) const { return !value && key_ == key; }
@@ -189,6 +195,13 @@ uint32_t ActivityStore::internNameSlow(std::string_view name) {
   return index;
 }
 
+const char* ActivityStore::keepAnnotation(const char* runtimeOwned) {
+  // Runtime strings may go with the library; the trace may be written later.
+  auto [it, added] = annotationByPointer_.try_emplace(runtimeOwned, nullptr);
+  if (added) it->second = annotations_.emplace_back(runtimeOwned).c_str();
+  return it->second;
+}
+
 uint32_t ActivityStore::internShape(const ActivityShape& shape, const char* nameKey) {
   // As names: the shape before of the same source first, then the cache.
   uint32_t& last = lastShape_[static_cast<size_t>(shape.args.source)];
@@ -216,6 +229,7 @@ const OpenregActivity& ActivityStore::add(const TraceEvent& event, const libkine
     communications_.push_back(*shape.args.communication);
     shape.args.communication = &communications_.back();
   }
+  if (shape.args.annotation != nullptr) shape.args.annotation = keepAnnotation(shape.args.annotation);
   shape.args.correlation = 0;
   shape.args.durationNs = 0;
   // Compared by name pointer first: the name's index is the same for one pointer.

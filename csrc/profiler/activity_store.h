@@ -123,12 +123,16 @@ class ActivityStore final : public libkineto::GenericTraceActivity {
   uint32_t internName(std::string_view name, EventArgs::Source source);
   uint32_t internNameSlow(std::string_view name);
   uint32_t internShape(const ActivityShape& shape, const char* nameKey);
+  // The store's own copy of a kernel annotation, one per runtime pointer.
+  const char* keepAnnotation(const char* runtimeOwned);
   void* allocate(size_t bytes);
 
   const libkineto::TraceSpan* span_;
   std::deque<std::string> names_;
   std::deque<ActivityShape> shapes_;
   std::deque<CommunicationInfo> communications_;  // what collectives' shapes point at
+  std::deque<std::string> annotations_;           // what kernels' shapes point at
+  std::unordered_map<const char*, const char*> annotationByPointer_;
   // Memory for the activities: 64 KiB blocks from a SlabArena, freed with the store.
   SlabArena arena_;
   std::vector<void*> blocks_;

@@ -1,5 +1,6 @@
 #include "record_parser.h"
 
+#include <cstddef>
 #include <cstring>
 
 namespace openreg::profiler {
@@ -12,6 +13,16 @@ bool readPrefix(const orActivityRecord& record, T& out) {
     return false;
   }
   std::memcpy(&out, &record, sizeof(T));
+  return true;
+}
+
+// The same for a record whose later fields were appended: at least
+// `firstLayout` bytes, fields past the record's size read as zero.
+template <typename T>
+bool readGrown(const orActivityRecord& record, T& out, size_t firstLayout) {
+  if (record.size < firstLayout) return false;
+  out = T{};
+  std::memcpy(&out, &record, record.size < sizeof(T) ? record.size : sizeof(T));
   return true;
 }
 
@@ -28,6 +39,7 @@ size_t launchShapeHash(const LaunchShape& s) {
   mix(s.grid[2] + (uint64_t{s.block[0]} << 32));
   mix(s.block[1] + (uint64_t{s.block[2]} << 32));
   mix(s.sharedMemBytes + (uint64_t{static_cast<uint32_t>(s.streamPriority)} << 32));
+  mix(reinterpret_cast<uintptr_t>(s.annotation));
   return static_cast<size_t>(h ^ (h >> 29));
 }
 
@@ -109,7 +121,7 @@ void parseRecord(const orActivityRecord& record, RecordSet& out) {
     }
     case OR_ACTIVITY_KIND_KERNEL: {
       orActivityKernel k;
-      if ((complete = readPrefix(record, k))) {
+      if ((complete = readGrown(record, k, offsetof(orActivityKernel, annotation)))) {
         DeviceOp op;
         op.kind = DeviceOpKind::Kernel;
         op.device = k.device;
@@ -124,6 +136,7 @@ void parseRecord(const orActivityRecord& record, RecordSet& out) {
         copyDim(k.block, shape.block);
         shape.sharedMemBytes = k.sharedMemBytes;
         shape.streamPriority = k.streamPriority;
+        shape.annotation = k.annotation;
         op.launchShape = out.internLaunchShape(shape);
         out.deviceOps.push_back(op);
       }

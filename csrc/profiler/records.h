@@ -91,6 +91,10 @@ struct LaunchShape {
   uint32_t block[3] = {0, 0, 0};
   uint32_t sharedMemBytes = 0;
   int32_t streamPriority = 0;
+  // Where the kernel came from (JSON object members, owned by the runtime),
+  // or nullptr. Kept here, not per kernel: a kernel's code launches with the
+  // same one every time.
+  const char* annotation = nullptr;
 
   bool operator==(const LaunchShape&) const = default;
 };

@@ -138,6 +138,7 @@ class StringArgs final : public ArgWriter {
     args.push_back({key, decimalText(value, decimals)});
   }
   void dims(const char* key, const uint32_t (&value)[3]) override { args.push_back({key, dimsText(value)}); }
+  void members(const char* json) override { args.push_back({"annotation", json}); }
 };
 
 }  // namespace
@@ -207,6 +208,7 @@ EventArgs eventArgsOf(const TraceEvent& event) {
           std::copy(std::begin(shape->block), std::end(shape->block), a.block);
           a.sharedMemBytes = shape->sharedMemBytes;
           a.streamPriority = shape->streamPriority;
+          a.annotation = shape->annotation;
         }
         break;
       case DeviceOpKind::Memcpy:
@@ -259,6 +261,7 @@ void writeArgs(const EventArgs& a, ArgWriter& out) {
         out.dims("block", a.block);
         out.unsignedInteger("shared memory", a.sharedMemBytes);
         out.integer("stream priority", a.streamPriority);
+        if (a.annotation != nullptr && a.annotation[0] != '\0') out.members(a.annotation);
         break;
       case DeviceOpKind::Memcpy:
         out.text("kind", memcpyKindName(a.copyKind));

@@ -142,6 +142,8 @@ struct EventArgs {
   // Collectives only, the one pointer: into the RecordSet while the trace is
   // built; the ActivityStore points a collective's shape at its own copy.
   const CommunicationInfo* communication = nullptr;
+  // Kernels: LaunchShape::annotation (owned by the runtime), or nullptr.
+  const char* annotation = nullptr;
 
   bool operator==(const EventArgs&) const = default;
 };
@@ -161,6 +163,9 @@ class ArgWriter {
   virtual void decimal(const char* key, double value, int decimals) = 0;
   // A CUDA-style dim3: a list of three numbers.
   virtual void dims(const char* key, const uint32_t (&value)[3]) = 0;
+  // Members of a JSON object, written as they are (a kernel's annotation,
+  // which its launcher guarantees is valid JSON).
+  virtual void members(const char* json) = 0;
 };
 
 // The text forms of dims and decimals ("[4, 1, 1]", "1048.576"), as

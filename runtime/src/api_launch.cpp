@@ -29,7 +29,8 @@ orError_t launch(const orLaunchConfig& config, orStream_t streamHandle) {
                  config.userDataDestroy,
                  config.grid,
                  config.block,
-                 config.sharedMemBytes};
+                 config.sharedMemBytes,
+                 config.annotation != nullptr ? activity::internName(config.annotation) : nullptr};
   task.correlationId = call.correlationId();
   task.recordDevice = call.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_KERNEL);
   stream->enqueue(std::move(task));
@@ -65,6 +66,7 @@ orError_t orLaunchKernelEx(const orLaunchConfig* config, orStream_t stream) {
     std::memcpy(&copy, config, known);
     if (known < offsetof(orLaunchConfig, block)) copy.grid = {1, 1, 1};
     if (known < offsetof(orLaunchConfig, sharedMemBytes)) copy.block = {1, 1, 1};
+    // (annotation past an older structSize reads as NULL: copy was zeroed.)
     return launch(copy, stream);
   });
 }

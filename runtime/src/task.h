@@ -28,6 +28,7 @@ struct KernelWork {
   orDim3 grid;
   orDim3 block;
   uint32_t sharedMemBytes;
+  const char* annotation;  // interned, or nullptr
 };
 
 struct CopyWork {

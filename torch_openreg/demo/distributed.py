@@ -27,10 +27,12 @@ from typing import Any, TextIO
 
 from .._local_ranks import LocalRanks, free_port, rank_environment
 from .run import (
+    COMPILE_NOTE,
     EXIT_CHECK_FAILED,
     EXIT_OK,
     TRACE_SUFFIXES,
     DemoOptions,
+    compile_if_asked,
     load_backend,
     start_demo,
     train_step,
@@ -103,6 +105,8 @@ def run_distributed(options: DemoOptions, out: TextIO | None = None, err: TextIO
         f"{options.total_steps} steps each; traces of every rank to {options.output}/",
         file=out,
     )
+    if options.compile:
+        print(COMPILE_NOTE, file=out)
     out.flush()
     port = free_port()
     logs = []
@@ -183,6 +187,7 @@ def rank_main() -> int:
     config = config_for(options.size, len(vocabulary))
     model = DistributedDataParallel(GPT(config).to(device), device_ids=[device.index])
     optimizer = torch.optim.AdamW(model.parameters(), lr=options.learning_rate, weight_decay=0.1, foreach=True)
+    model = compile_if_asked(model, options)
     batches = PrefetchingBatches(
         vocabulary.encode(TEXT), config.batch_size, config.context, device, options.seed + 1000 * rank
     )

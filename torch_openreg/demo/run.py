@@ -43,6 +43,7 @@ class DemoOptions:
     gaps: int = 5
     learning_rate: float = 3e-3
     ranks: int | None = None  # DDP on this many local processes (demo/distributed.py)
+    compile: bool = False  # torch.compile the model (Inductor's C++ kernels, launched on the device)
 
     @property
     def schedule_steps(self) -> int:
@@ -131,6 +132,22 @@ def train_step(model: Any, optimizer: Any, batches: Any) -> float:
     return loss.item()  # the host reads the loss, so it waits for the device here, once per step
 
 
+COMPILE_NOTE = (
+    "torch.compile: default Inductor; its C++ kernels are launched on the device's current stream, each inside "
+    "a host op of its name, and each kernel's trace event names the model lines and ATen ops it fused; the first "
+    "step compiles, outside the profiler's recorded steps"
+)
+
+
+def compile_if_asked(model: Any, options: DemoOptions) -> Any:
+    """The model under torch.compile when the demo was asked to compile it (the first step compiles)."""
+    if not options.compile:
+        return model
+    import torch
+
+    return torch.compile(model)
+
+
 def start_demo(options: DemoOptions, folder: Path, err: TextIO) -> int | None:
     """Loads the backend and makes `folder` (inside the trace folder); the exit code if either fails."""
     try:
@@ -166,6 +183,7 @@ def run(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = No
     else:
         model, batches, description = _gpt_workload(options, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=options.learning_rate, weight_decay=0.1, foreach=True)
+    model = compile_if_asked(model, options)
 
     steps = options.total_steps
     print(f"{description} on {device} ({torch.openreg.get_device_name(device)}), AdamW, {steps} steps", file=out)
@@ -175,6 +193,8 @@ def run(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = No
         f"traces to {options.output}/",
         file=out,
     )
+    if options.compile:
+        print(COMPILE_NOTE, file=out)
     if steps < options.schedule_steps:
         print(
             f"note: {steps} steps cover only part of the schedule's {options.schedule_steps}; "
@@ -196,7 +216,8 @@ def run(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = No
             acc_events=True,  # key_averages over every recorded cycle, not only the last
         ) as prof:
             for step in range(steps):
-                bar.update(note=f"profiler {_profiler_phase(prof.current_action, step, options.schedule_steps)}")
+                phase = _profiler_phase(prof.current_action, step, options.schedule_steps)
+                bar.update(note=f"profiler {phase}" + (", compiling" if options.compile and step == 0 else ""))
                 losses.append(train_step(model, optimizer, batches))
                 bar.clear()  # Kineto logs a line to stderr when a cycle starts or stops
                 prof.step()

@@ -191,6 +191,18 @@ from torch_openreg.openreg.streams import (  # noqa: E402
     stream,
 )
 
+
+
+def __getattr__(name: str):
+    # Inductor's hooks for a custom device, answered on first use: importing
+    # Inductor to define them here would cost every `import torch` seconds.
+    from torch_openreg import _inductor
+
+    if name in _inductor.DEVICE_MODULE_HOOKS:
+        return _inductor.device_module_hook(name)
+    raise AttributeError(f"module 'torch.openreg' has no attribute {name!r}")
+
+
 __all__ = [
     "Event",
     "Stream",

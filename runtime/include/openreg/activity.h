@@ -132,6 +132,9 @@ typedef struct orActivityKernel {
   orDim3 block;
   uint32_t sharedMemBytes;
   int32_t streamPriority;
+  /* orLaunchConfig.annotation (JSON object members), or NULL. Appended after
+   * the first layout: read it only when header.size covers it. */
+  const char* annotation;
 } orActivityKernel;
 
 typedef enum orActivityMemcpyKind {

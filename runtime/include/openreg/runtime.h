@@ -284,6 +284,12 @@ typedef struct orLaunchConfig {
   orDim3 grid; /* logical launch shape, recorded for profilers */
   orDim3 block;
   uint32_t sharedMemBytes;
+  /* Optional (may be NULL): where the kernel came from, as the members of a
+   * JSON object (e.g. "\"source_lines\": [\"model.py:12\"]"), which profilers
+   * add to the kernel's event. Copied (interned) by the runtime: pass the
+   * same few strings over and over, not a new one per launch. The caller
+   * guarantees it is valid JSON; the runtime does not parse it. */
+  const char* annotation;
 } orLaunchConfig;
 
 /* Queues the kernel and returns before it runs. name and func must not be

@@ -19,6 +19,7 @@ void recordKernel(const Task& task, const Stream& stream, uint64_t start, uint64
   record.grid = task.kernel.grid;
   record.block = task.kernel.block;
   record.sharedMemBytes = task.kernel.sharedMemBytes;
+  record.annotation = task.kernel.annotation;
   record.streamPriority = stream.priority();
   writeRecord(record, OR_ACTIVITY_KIND_KERNEL, stream.device());
 }
