@@ -18,6 +18,7 @@ import torch_openreg  # noqa: F401  (registers the device with TORCH_DEVICE_BACK
 @pytest.fixture(autouse=True)
 def _fresh_compiler():
     torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
     torch.openreg.set_device(0)
     with inductor_config.patch(force_disable_caches=True):
         yield
