@@ -4,6 +4,10 @@
 
 #include <random>
 #include <set>
+#include <cstddef>
+#include <vector>
+#include <string>
+#include <map>
 
 #include "test_support.h"
 
@@ -158,6 +162,45 @@ TEST(Activity, OnlyWorkQueuedInsideTheWindowIsRecorded) {
   for (const auto& k : collector.records<orActivityKernel>(OR_ACTIVITY_KIND_KERNEL)) names.insert(k.name);
   EXPECT_EQ(names, (std::set<std::string>{"inside_window", "inside_window_runs_late"}));
   EXPECT_EQ(ran.load(), 3);
+}
+
+TEST(Activity, KernelRecordsCarryTheLaunchAnnotation) {
+  ActivityCollector collector;
+  collector.enableAll();
+  auto body = [](void*, char*, size_t) { return 0; };
+  std::string annotation = "\"source_lines\": [\"model.py:3\"]";
+  orLaunchConfig config{};
+  config.structSize = sizeof(config);
+  config.name = "annotated";
+  config.func = body;
+  config.annotation = annotation.c_str();
+  ASSERT_OR(orActivityEnableTracing());
+  ASSERT_OR(orLaunchKernelEx(&config, nullptr));
+  ASSERT_OR(orLaunchKernelEx(&config, nullptr));
+  annotation[1] = 'X';  // the runtime kept its own copy
+  config.name = "plain";
+  config.annotation = nullptr;
+  ASSERT_OR(orLaunchKernelEx(&config, nullptr));
+  // A caller built against the layout without the field: its annotation slot is not read.
+  config.name = "older_caller";
+  config.annotation = "not read";
+  config.structSize = offsetof(orLaunchConfig, annotation);
+  ASSERT_OR(orLaunchKernelEx(&config, nullptr));
+  ASSERT_OR(orActivityDisableTracing());
+  collector.flush();
+  std::map<std::string, std::vector<const char*>> byName;
+  for (const auto& k : collector.records<orActivityKernel>(OR_ACTIVITY_KIND_KERNEL)) {
+    EXPECT_EQ(k.header.size % 8, 0u);
+    EXPECT_GE(k.header.size, sizeof(orActivityKernel));
+    byName[k.name].push_back(k.annotation);
+  }
+  ASSERT_EQ(byName["annotated"].size(), 2u);
+  EXPECT_STREQ(byName["annotated"][0], "\"source_lines\": [\"model.py:3\"]");
+  EXPECT_EQ(byName["annotated"][0], byName["annotated"][1]) << "one interned copy for the same text";
+  ASSERT_EQ(byName["plain"].size(), 1u);
+  EXPECT_EQ(byName["plain"][0], nullptr);
+  ASSERT_EQ(byName["older_caller"].size(), 1u);
+  EXPECT_EQ(byName["older_caller"][0], nullptr);
 }
 
 TEST(Activity, PerKindSwitchesAreHonoured) {

@@ -36,12 +36,16 @@ def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 30
 
 
 def test_a_compiled_call_returns_before_its_kernels_run():
-    def fn(x):
-        return torch.relu(x) * 3 + 1
+    # Two fused kernels around a matmul: the wrapper frees intermediate buffers
+    # while the launches that read them are still queued.
+    def fn(x, w, scale):
+        return (torch.relu(x * 2) @ w).sigmoid() * scale + 1
 
     compiled = torch.compile(fn)
-    x = torch.randn(1000, device=DEVICE)
-    compiled(x)  # compile first, outside the gated part
+    x, w = torch.randn(64, 32, device=DEVICE), torch.randn(32, 16, device=DEVICE)
+    scale = torch.tensor(3.0)  # a CPU scalar: its value is taken at the call
+    expected = fn(x, w, scale)
+    compiled(x, w, scale)  # compile first, outside the gated part
     torch.openreg.synchronize()
 
     gate = 4242
@@ -49,18 +53,19 @@ def test_a_compiled_call_returns_before_its_kernels_run():
     outcome = {}
 
     def call():
-        outcome["result"] = compiled(x)
+        outcome["result"] = compiled(x, w, scale)
 
     caller = threading.Thread(target=call)
     caller.start()
     caller.join(timeout=60)
     returned = not caller.is_alive()
     still_held = torch_openreg._C._gate_waiting(gate)
+    scale.fill_(100.0)  # after the call, before its kernels run
     torch_openreg._C._open_gate(gate)
     caller.join(timeout=60)
     assert returned, "the compiled call waited for the device"
     assert still_held, "the gate kernel was no longer blocking when the call returned"
-    torch.testing.assert_close(outcome["result"], fn(x))
+    torch.testing.assert_close(outcome["result"], expected)
 
 
 def test_a_compiled_call_launches_on_the_current_stream():

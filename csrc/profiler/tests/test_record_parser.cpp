@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -33,6 +34,14 @@ struct Writer {
     std::memcpy(bytes + used, &record, sizeof(T));
     std::memset(bytes + used + sizeof(T), 0xCD, extra);
     used += sizeof(T) + extra;
+  }
+  // The first layout of a record whose later fields were appended.
+  template <typename T>
+  void putPrefix(T record, orActivityKind kind, size_t size) {
+    record.header.kind = kind;
+    record.header.size = static_cast<uint32_t>(size);
+    std::memcpy(bytes + used, &record, size);
+    used += size;
   }
   void raw(uint32_t kind, uint32_t size) {
     orActivityRecord h{kind, size};
@@ -167,6 +176,28 @@ TEST(RecordParser, SkipsUnknownKindsAndReadsLongerRecords) {
   EXPECT_EQ(out.unknownKinds, 1u);
   ASSERT_EQ(out.deviceOps.size(), 1u);
   EXPECT_EQ(out.deviceOps[0].correlationId, 3u);
+}
+
+// A kernel's annotation belongs to its launch shape; a record from a library
+// that predates the field (its first layout) reads as having none.
+TEST(RecordParser, KernelAnnotationsAreReadWhenTheRecordHasThem) {
+  Writer w;
+  orActivityKernel k{};
+  k.name = "cpp_fused_add_0";
+  k.annotation = "\"source_lines\": [\"m.py:1\"]";
+  k.correlationId = 1;
+  w.put(k, OR_ACTIVITY_KIND_KERNEL);
+  k.correlationId = 2;
+  w.putPrefix(k, OR_ACTIVITY_KIND_KERNEL, offsetof(orActivityKernel, annotation));
+  RecordSet out;
+  parseBuffer(&nextRecord, w.bytes, w.used, out);
+  EXPECT_EQ(out.truncatedRecords, 0u);
+  ASSERT_EQ(out.deviceOps.size(), 2u);
+  ASSERT_NE(out.launchShapeOf(out.deviceOps[0]), nullptr);
+  EXPECT_STREQ(out.launchShapeOf(out.deviceOps[0])->annotation, k.annotation);
+  ASSERT_NE(out.launchShapeOf(out.deviceOps[1]), nullptr);
+  EXPECT_EQ(out.launchShapeOf(out.deviceOps[1])->annotation, nullptr);
+  EXPECT_EQ(out.launchShapes.size(), 2u);
 }
 
 TEST(RecordParser, CountsTruncatedRecordsAndMalformedBuffers) {

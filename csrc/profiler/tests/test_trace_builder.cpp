@@ -116,6 +116,26 @@ TEST(TraceBuilder, JoinsLaunchDeviceWorkAndOp) {
   EXPECT_FALSE(arg(rt, "stream")) << "host rows must not look like device work to HTA";
 }
 
+// A kernel launched with an annotation (where a compiled kernel came from)
+// carries its members as args, after the ones every kernel has.
+TEST(TraceBuilder, KernelAnnotationsBecomeArgs) {
+  Builder b;
+  b.launch(DeviceOpKind::Kernel, 0, 1, 10, 20, 30, /*op=*/42);
+  b.launch(DeviceOpKind::Kernel, 0, 1, 11, 31, 40, /*op=*/43);
+  LaunchShape shape;
+  shape.annotation = "\"source_lines\": [\"model.py:7\"], \"fused_aten_ops\": [\"aten::gelu\"]";
+  b.records.deviceOps[0].launchShape = b.records.internLaunchShape(shape);
+  auto prepared = prepareTrace(b.records);
+  auto r = emitTrace(prepared, window(0, 1000), rangeName);
+  auto kernels = ofType(r, TraceEventType::Kernel);
+  ASSERT_EQ(kernels.size(), 2u);
+  const auto annotated = eventArgs(*kernels[0]);
+  ASSERT_FALSE(annotated.empty());
+  EXPECT_EQ(annotated.back().key, "annotation");
+  EXPECT_EQ(annotated.back().value, shape.annotation);
+  EXPECT_FALSE(arg(*kernels[1], "annotation"));
+}
+
 TEST(TraceBuilder, NamesCopiesLikeCuda) {
   Builder b;
   b.launch(DeviceOpKind::Memcpy, 0, 1, 1, 2, 3);

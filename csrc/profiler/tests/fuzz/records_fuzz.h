@@ -45,22 +45,33 @@ inline const char* fuzzName(uint8_t pick) {
   return kNames[pick % (sizeof(kNames) / sizeof(kNames[0]))];
 }
 
-// Points the name fields of complete RUNTIME and KERNEL records at fixed
-// strings (the byte that was there picks which).
+inline const char* fuzzAnnotation(uint8_t pick) {
+  static const char* const kAnnotations[] = {nullptr, "", "\"source_lines\": [\"m.py:1\"]",
+                                             "\"fused_aten_ops\": [\"aten::add\", \"aten::mul\"]"};
+  return kAnnotations[pick % (sizeof(kAnnotations) / sizeof(kAnnotations[0]))];
+}
+
+// Replaces the pointer at `offset` of a record by pick(the byte that was there).
+inline void fixPointer(uint8_t* record, size_t offset, const char* (*pick)(uint8_t)) {
+  const char* text = pick(record[offset]);
+  std::memcpy(record + offset, &text, sizeof(text));
+}
+
+// Points the string fields of RUNTIME and KERNEL records that the parser
+// reads (complete records; a kernel's annotation only when its record has
+// one) at fixed strings.
 inline void fixNames(uint8_t* buffer, size_t validSize) {
   const orActivityRecord* record = nullptr;
   while (nextRecord(buffer, validSize, &record) == orSuccess) {
     auto* bytes = const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(record));
-    size_t offset = 0;
     if (record->kind == OR_ACTIVITY_KIND_RUNTIME && record->size >= sizeof(orActivityRuntime)) {
-      offset = offsetof(orActivityRuntime, name);
-    } else if (record->kind == OR_ACTIVITY_KIND_KERNEL && record->size >= sizeof(orActivityKernel)) {
-      offset = offsetof(orActivityKernel, name);
-    } else {
-      continue;
+      fixPointer(bytes, offsetof(orActivityRuntime, name), fuzzName);
+    } else if (record->kind == OR_ACTIVITY_KIND_KERNEL && record->size >= offsetof(orActivityKernel, annotation)) {
+      fixPointer(bytes, offsetof(orActivityKernel, name), fuzzName);
+      if (record->size >= sizeof(orActivityKernel)) {
+        fixPointer(bytes, offsetof(orActivityKernel, annotation), fuzzAnnotation);
+      }
     }
-    const char* name = fuzzName(bytes[offset]);
-    std::memcpy(bytes + offset, &name, sizeof(name));
   }
 }
 
