@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import inspect
 import json
-import shutil
 from collections import Counter
 
+import pytest
 import torch
+import torch._inductor.config as inductor_config
 import torch.nn.functional as F
 from compile_support import DEVICE
 from torch.profiler import ProfilerActivity, profile
@@ -55,12 +56,23 @@ def _profile_compiled_training(path, record_shapes=True):
     return json.loads(path.read_text())["traceEvents"], prof
 
 
+@pytest.fixture(scope="module")
+def compiled_trace(tmp_path_factory):
+    """(events, profiler, trace folder) of one profiled compiled training step, shared by the tests."""
+    torch._dynamo.reset()
+    folder = tmp_path_factory.mktemp("compiled_trace")
+    with inductor_config.patch(force_disable_caches=True):
+        events, prof = _profile_compiled_training(folder / "rank0.pt.trace.json")
+    torch._dynamo.reset()
+    return events, prof, folder
+
+
 def _by_cat(events, cat):
     return [e for e in events if e.get("cat") == cat]
 
 
-def test_each_compiled_kernel_is_linked_to_a_host_op_of_its_name(tmp_path):
-    events, _ = _profile_compiled_training(tmp_path / "trace.json")
+def test_each_compiled_kernel_is_linked_to_a_host_op_of_its_name(compiled_trace):
+    events, _, _ = compiled_trace
     kernels = [e for e in _by_cat(events, "kernel") if e["name"].startswith("cpp_fused_")]
     assert len(kernels) >= 3, [e["name"] for e in _by_cat(events, "kernel")]  # forward, backward, and more
     ops = {e["args"]["External id"]: e for e in _by_cat(events, "cpu_op") if "External id" in e.get("args", {})}
@@ -82,8 +94,8 @@ def test_each_compiled_kernel_is_linked_to_a_host_op_of_its_name(tmp_path):
         assert flows[("f", kernel["args"]["correlation"])] == 1
 
 
-def test_kernel_events_name_the_model_lines_and_fused_ops(tmp_path):
-    events, _ = _profile_compiled_training(tmp_path / "trace.json")
+def test_kernel_events_name_the_model_lines_and_fused_ops(compiled_trace):
+    events, _, _ = compiled_trace
     kernels = [e for e in _by_cat(events, "kernel") if e["name"].startswith("cpp_fused_")]
     gelu_line = f"{THIS_FILE}:{_line_of('LINE_GELU')}"
     softmax_line = f"{THIS_FILE}:{_line_of('LINE_SOFTMAX')}"
@@ -96,8 +108,8 @@ def test_kernel_events_name_the_model_lines_and_fused_ops(tmp_path):
         assert all(line.startswith(THIS_FILE) for line in k["args"]["source_lines"]), k["args"]["source_lines"]
 
 
-def test_compiled_region_ranges_are_there_as_on_cuda(tmp_path):
-    events, _ = _profile_compiled_training(tmp_path / "trace.json")
+def test_compiled_region_ranges_are_there_as_on_cuda(compiled_trace):
+    events, _, _ = compiled_trace
     names = [e["name"] for e in events if e.get("ph") == "X"]
     assert any(n.startswith("Torch-Compiled Region: ") for n in names)
     assert "CompiledFunction" in names
@@ -105,8 +117,8 @@ def test_compiled_region_ranges_are_there_as_on_cuda(tmp_path):
     assert sum(n.startswith("## Call CompiledFxGraph ") for n in names) >= 2  # forward and backward
 
 
-def test_key_averages_credit_each_compiled_kernel_to_its_op(tmp_path):
-    events, prof = _profile_compiled_training(tmp_path / "trace.json")
+def test_key_averages_credit_each_compiled_kernel_to_its_op(compiled_trace):
+    events, prof, _ = compiled_trace
     averages = {e.key: e for e in prof.key_averages()}
     kernels = {e["name"] for e in _by_cat(events, "kernel") if e["name"].startswith("cpp_fused_")}
     for name in kernels:
@@ -114,10 +126,8 @@ def test_key_averages_credit_each_compiled_kernel_to_its_op(tmp_path):
         assert averages[name].self_device_time_total > 0, name
 
 
-def test_check_strict_passes_and_hta_reads_the_trace(tmp_path):
-    folder = tmp_path / "traces"
-    folder.mkdir()
-    _profile_compiled_training(folder / "rank0.pt.trace.json")
+def test_check_strict_passes_and_hta_reads_the_trace(compiled_trace):
+    _, _, folder = compiled_trace
     with open_trace(folder / "rank0.pt.trace.json") as trace:
         verdict = trace.check(strict=True)
     assert verdict["ok"], verdict
@@ -127,4 +137,3 @@ def test_check_strict_passes_and_hta_reads_the_trace(tmp_path):
     analysis = TraceAnalysis(trace_dir=str(folder))
     breakdown = analysis.get_gpu_kernel_breakdown(visualize=False)[0]
     assert breakdown["kernel_type"].tolist()  # HTA found the device kernels
-    shutil.rmtree(folder)

@@ -78,6 +78,8 @@ class OpenRegSubgraphWrapperCodegen(_OpenRegWrapperMixin, SubgraphPythonWrapperC
 class OpenRegCppWrapperCodegen:
     """Registered so Inductor finds one; openreg has no C++ wrapper."""
 
+    supports_caching = False  # read before codegen: nothing to cache, create() refuses
+
     @staticmethod
     def create(*args, **kwargs):
         raise unsupported(
@@ -88,6 +90,8 @@ class OpenRegCppWrapperCodegen:
 
 class OpenRegFxWrapperCodegen:
     """Registered so Inductor finds one; openreg has no FX wrapper."""
+
+    supports_caching = False
 
     @staticmethod
     def create(*args, **kwargs):
