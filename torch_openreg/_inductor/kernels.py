@@ -13,7 +13,8 @@ import ctypes
 import os
 
 from torch._inductor.async_compile import AsyncCompile, get_compile_threads
-from torch._inductor.codecache import CppCodeCache, LambdaFuture
+from torch._inductor.codecache import CppCodeCache, LambdaFuture, _get_cpp_prefix_header
+from torch._inductor.utils import clear_on_fresh_cache
 
 from torch_openreg._lib import load_extension
 
@@ -21,6 +22,19 @@ ENTRY_NAME = "openreg_kernel_entry"
 
 # The C type of each slot the launcher fills (torch_openreg._C.CompiledKernel).
 _SLOT_TYPEDEF = "typedef union { void* pointer; int64_t integer; double real; } openreg_kernel_arg;"
+
+
+@clear_on_fresh_cache
+class OpenRegKernelCodeCache(CppCodeCache):
+    """Inductor's C++ code cache, built as its CPU kernels are: no libtorch, the kernel prefix precompiled."""
+
+    cache: dict = {}
+    cache_clear = staticmethod(cache.clear)
+    cpp_compile_command_flags = {"include_pytorch": False, "shared": True}
+
+    @classmethod
+    def _get_uncompiled_header(cls, device: str) -> str | None:
+        return _get_cpp_prefix_header(device)
 
 
 def _slot_read(index: int, cpp_type: str) -> str:
@@ -73,6 +87,6 @@ def openreg_kernel(name: str, arg_types: list[str], annotation: str, source: str
     in the wrapper resolves, as Inductor's own CPU kernels do.
     """
     if get_compile_threads() <= 1:
-        return _launcher(name, arg_types, annotation, CppCodeCache.load(source, "cpu"))
-    load = CppCodeCache.load_async(source, "cpu", submit_fn=AsyncCompile.submit)
+        return _launcher(name, arg_types, annotation, OpenRegKernelCodeCache.load(source, "cpu"))
+    load = OpenRegKernelCodeCache.load_async(source, "cpu", submit_fn=AsyncCompile.submit)
     return LambdaFuture(lambda: _launcher(name, arg_types, annotation, load()))
