@@ -42,8 +42,8 @@ void convertTensor(const CompiledKernel& kernel, c10::DeviceIndex device, const 
 }
 
 // One Python argument into its slot, checked against the entry's type.
-void convertArg(const CompiledKernel& kernel, c10::DeviceIndex device, py::handle value, size_t slot,
-                bool recordInputs, CompiledLaunchArgs& args) {
+void convertArg(const CompiledKernel& kernel, c10::DeviceIndex device, py::handle value, size_t slot, bool recordInputs,
+                CompiledLaunchArgs& args) {
   const CompiledArgKind kind = kernel.kinds()[slot];
   if (kind == CompiledArgKind::Pointer) {
     TORCH_CHECK(THPVariable_Check(value.ptr()), "openreg: compiled kernel '", kernel.name(), "' expects a tensor for ",
@@ -59,7 +59,7 @@ void convertArg(const CompiledKernel& kernel, c10::DeviceIndex device, py::handl
     args.slots.push_back({.real = value.cast<double>()});
   }
   if (recordInputs) {
-    args.recordedInputs.push_back(kind == CompiledArgKind::Pointer ? c10::IValue(THPVariable_Unpack(value.ptr()))
+    args.recordedInputs.push_back(kind == CompiledArgKind::Pointer   ? c10::IValue(THPVariable_Unpack(value.ptr()))
                                   : kind == CompiledArgKind::Integer ? c10::IValue(value.cast<int64_t>())
                                                                      : c10::IValue(value.cast<double>()));
   }
@@ -91,7 +91,6 @@ void bindCompiledKernels(py::module& m) {
            py::arg("hash"))
       .def_property_readonly("name", &CompiledKernel::name)
       // launch(device, *args): queue on the current stream of openreg:device.
-      .def("launch", [](const CompiledKernel& kernel, int device, const py::args& args) {
-        launch(kernel, device, args);
-      });
+      .def("launch",
+           [](const CompiledKernel& kernel, int device, const py::args& args) { launch(kernel, device, args); });
 }

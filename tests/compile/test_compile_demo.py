@@ -27,7 +27,12 @@ def _run(args: list[str], cwd: Path, timeout: float = 900) -> subprocess.Complet
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     env["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
     return subprocess.run(
-        [sys.executable, "-m", "torch_openreg", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "torch_openreg", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 

@@ -48,9 +48,7 @@ def _profile_compiled_training(path, record_shapes=True):
     for _ in range(2):  # compile and warm up outside the window
         compiled(x).backward()
     torch.openreg.synchronize()
-    with profile(
-        activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], record_shapes=record_shapes
-    ) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], record_shapes=record_shapes) as prof:
         compiled(x).backward()
     prof.export_chrome_trace(str(path))
     return json.loads(path.read_text())["traceEvents"], prof

@@ -10,9 +10,8 @@ uniform entry point the launcher calls, and the wrapper binds its name to a
 from __future__ import annotations
 
 from torch._inductor import config
-from torch._inductor.utils import Placeholder
 from torch._inductor.codegen.cpp import CppScheduling
-from torch._inductor.utils import get_fused_kernel_name
+from torch._inductor.utils import Placeholder, get_fused_kernel_name
 from torch._inductor.virtualized import V
 
 from torch_openreg._inductor.kernels import entry_point_source
@@ -48,9 +47,7 @@ class OpenRegScheduling(CppScheduling):
             .replace("#pragma CMT", "//")
         )
         provenance = kernel_provenance(nodes)
-        definition = (
-            f"openreg_kernel({name!r}, {arg_types!r}, {annotation_json(provenance)!r}, r'''\n{source}''')"
-        )
+        definition = f"openreg_kernel({name!r}, {arg_types!r}, {annotation_json(provenance)!r}, r'''\n{source}''')"
         comment = "\n".join(
             [f"# Source lines: {', '.join(provenance['source_lines']) or '-'}"]
             + [f"# Fused ATen ops: {', '.join(provenance['fused_aten_ops']) or '-'}"]

@@ -192,7 +192,6 @@ from torch_openreg.openreg.streams import (  # noqa: E402
 )
 
 
-
 def __getattr__(name: str):
     # Inductor's hooks for a custom device, answered on first use: importing
     # Inductor to define them here would cost every `import torch` seconds.
