@@ -146,11 +146,8 @@ def start_demo(options: DemoOptions, folder: Path, err: TextIO) -> int | None:
     return None
 
 
-def run(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    if options.ranks is not None:
-        from .distributed import run_distributed
-
-        return run_distributed(options, out, err)
+def run_single(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """The demo in this process (without --ranks)."""
     out = out or sys.stdout
     err = err or sys.stderr
     if (code := start_demo(options, options.output, err)) is not None:
