@@ -280,7 +280,7 @@ def _report_traces(traces: list[Path], options: DemoOptions, out: TextIO, err: T
         f"\nSummary of the last cycle (for every cycle: python -m torch_openreg summary {options.output})\n", file=out
     )
     with open_trace(last) as trace:
-        print(summary_text(trace.summary(top=options.top, gaps=options.gaps), str(last)), file=out)
+        print(summary_text(trace.summary(top=options.top, gaps=options.gaps), str(last), top=options.top), file=out)
     print(
         f"\nOpen the traces in https://ui.perfetto.dev or chrome://tracing; draw one with "
         f"python -m torch_openreg timeline {last} -o timeline.png",

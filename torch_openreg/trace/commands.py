@@ -80,8 +80,13 @@ def summary(
     from .ranks import compare_ranks
 
     out = out or sys.stdout
-    text = None if as_json else summary_text
-    results = _for_each_trace(paths, lambda t: t.summary(top=top, gaps=gaps), text, classification or {}, out)
+
+    def text(result: dict[str, Any], path: str) -> str:
+        return summary_text(result, path, top=top)
+
+    results = _for_each_trace(
+        paths, lambda t: t.summary(top=top, gaps=gaps), None if as_json else text, classification or {}, out
+    )
     if len(results) == 1:
         if as_json:
             _print_json(results[0][1], out)

@@ -174,6 +174,22 @@ struct MemoryStat {
   std::vector<uint32_t> opStack;  // host ops enclosing the peak, outermost first
 };
 
+// Device time per model source line (summary_source_lines.cpp).
+struct SourceLineStat {
+  std::string source;    // "file:line"
+  std::string function;  // "" when unknown (compiled kernels name lines only)
+  int64_t deviceNs = 0;
+  uint64_t events = 0;  // device events that ran code of this line
+};
+struct SourceAttribution {
+  // How the device events were attributed: by the kernel's "source_lines"
+  // (compiled), by the innermost user frame of the Python stack around the
+  // launching op (eager, with_stack), or not at all.
+  uint64_t compiledEvents = 0, stackEvents = 0, unattributedEvents = 0;
+  int64_t compiledNs = 0, stackNs = 0, unattributedNs = 0;
+  std::vector<SourceLineStat> lines;  // by device time, descending (all)
+};
+
 struct Summary {
   std::optional<Window> window;
   int64_t deviceTotalNs = 0;
@@ -189,6 +205,7 @@ struct Summary {
   std::vector<IdleBreakdown> idle;  // by device, stream
   LaunchStats launches;
   Communication communication;
+  SourceAttribution sourceLines;
 };
 
 // The HTA-style parts of the summary (device_analysis.cpp).
@@ -235,10 +252,18 @@ void computeLaunches(const Trace& t, const SummaryOptions& options, Summary& s);
 void writeLaunches(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
 void computeCommunication(const Trace& t, const SummaryOptions& options, Summary& s);
 void writeCommunication(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+// summary_source_lines.cpp: device time per model source line
+void computeSourceLines(const Trace& t, const SummaryOptions& options, Summary& s);
+void writeSourceLines(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
 // summary_memory.cpp: the peak of device and host memory
 void computeMemory(const Trace& t, const SummaryOptions& options, Summary& s);
 void writeMemory(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
 }  // namespace sections
+
+// A python_function name "path(line): function" of user code (not
+// <built-in>, not under torch/, site-packages/ or Python's own lib/python3.*/):
+// {"path:line", function}; nullopt otherwise.
+std::optional<std::pair<std::string, std::string>> userSourceLine(std::string_view frame);
 
 Summary computeSummary(const Trace& t, const SummaryOptions& options);
 std::string summaryToJson(const Trace& t, const Summary& s, const SummaryOptions& options);

@@ -223,6 +223,7 @@ const std::vector<SummarySection>& summarySections() {
       {"idle_breakdown", computeIdleBreakdown, writeIdleBreakdown},
       {"launches", computeLaunches, writeLaunches},
       {"communication", computeCommunication, writeCommunication},
+      {"source_lines", computeSourceLines, writeSourceLines},
       {"memory", computeMemory, writeMemory},
   };
   return kSections;

@@ -62,6 +62,12 @@ const CommArgs* Trace::commArgsOf(uint32_t slice) const {
   return it != commArgs.end() && it->slice == slice ? &*it : nullptr;
 }
 
+const SourceLines* Trace::sourceLinesOf(uint32_t slice) const {
+  auto it = std::lower_bound(sourceLines.begin(), sourceLines.end(), slice,
+                             [](const SourceLines& a, uint32_t i) { return a.slice < i; });
+  return it != sourceLines.end() && it->slice == slice ? &*it : nullptr;
+}
+
 uint32_t Trace::laneId(const Lane& lane) {
   auto [it, inserted] = laneIds_.emplace(lane, static_cast<uint32_t>(lanes.size()));
   if (inserted) lanes.push_back(lane);
@@ -85,6 +91,7 @@ struct EventFields {
   IntArg externalId, device, stream, correlation, deviceType, deviceId, totalAllocated, bytes, sortIndex;
   CommArgs comm;
   bool hasComm = false;
+  std::vector<uint32_t> sourceLines;
   uint32_t strArg = kNoString;
 };
 
@@ -172,6 +179,17 @@ class Loader {
       return kNoString;
     }
     return t_.strings.intern(r_.readString());
+  }
+
+  // An array of strings; other elements (and a value that is no array) are skipped.
+  void readStrings(std::vector<uint32_t>& out) {
+    if (r_.peekKind() != JsonKind::Array) {
+      r_.skipValue();
+      return;
+    }
+    r_.beginArray();
+    while (r_.nextElement())
+      if (uint32_t id = readInternedString(); id != kNoString) out.push_back(id);
   }
 
   bool readKey(Key& out) {
@@ -273,6 +291,12 @@ class Loader {
           }
           if (key == "Group size") {
             readIntArg(e.comm.groupSize);
+            continue;
+          }
+          break;
+        case 12:
+          if (key == "source_lines") {
+            readStrings(e.sourceLines);
             continue;
           }
           break;
@@ -428,6 +452,8 @@ class Loader {
           e.comm.slice = static_cast<uint32_t>(t_.slices.size());
           t_.commArgs.push_back(e.comm);
         }
+        if (!e.sourceLines.empty())
+          t_.sourceLines.push_back({static_cast<uint32_t>(t_.slices.size()), std::move(e.sourceLines)});
         t_.slices.push_back(s);
         return;
       }
