@@ -240,114 +240,77 @@ class Loader {
     r_.beginObject();
     std::string_view key;
     while (r_.nextKey(key)) {
-      switch (key.size()) {
-        case 3:
-          if (key == "Seq") {
-            readIntOrNumericString(e.comm.seq);
-            e.hasComm = true;
-            continue;
-          }
-          break;
-        case 4:
-          if (key == "name") {
-            e.strArg = readInternedString();
-            continue;
-          }
-          break;
-        case 5:
-          if (key == "Bytes") {
-            readIntArg(e.bytes);
-            continue;
-          }
-          if (key == "dtype") {
-            e.comm.dtype = readInternedString();
-            continue;
-          }
-          break;
-        case 6:
-          if (key == "device") {
-            readIntArg(e.device);
-            continue;
-          }
-          if (key == "stream") {
-            readIntArg(e.stream);
-            continue;
-          }
-          if (key == "labels") {
-            e.strArg = readInternedString();
-            continue;
-          }
-          break;
-        case 9:
-          if (key == "Device Id") {
-            readIntArg(e.deviceId);
-            continue;
-          }
-          break;
-        case 10:
-          if (key == "sort_index") {
-            readIntArg(e.sortIndex);
-            continue;
-          }
-          if (key == "Group size") {
-            readIntArg(e.comm.groupSize);
-            continue;
-          }
-          break;
-        case 12:
-          if (key == "source_lines") {
-            readStrings(e.sourceLines);
-            continue;
-          }
-          break;
-        case 13:
-          if (key == "In msg nelems") {
-            readIntArg(e.comm.inNelems);
-            continue;
-          }
-          break;
-        case 14:
-          if (key == "Out msg nelems") {
-            readIntArg(e.comm.outNelems);
-            continue;
-          }
-          break;
-        case 18:
-          if (key == "Process Group Name") {
-            e.comm.group = readInternedString();
-            continue;
-          }
-          break;
-        case 11:
-          if (key == "External id") {
-            readIntArg(e.externalId);
-            continue;
-          }
-          if (key == "correlation") {
-            readIntArg(e.correlation);
-            continue;
-          }
-          if (key == "Device Type") {
-            readIntArg(e.deviceType);
-            continue;
-          }
-          break;
-        case 15:
-          if (key == "Total Allocated") {
-            readIntArg(e.totalAllocated);
-            continue;
-          }
-          if (key == "Collective name") {
-            e.comm.collective = readInternedString();
-            e.hasComm = true;
-            continue;
-          }
-          break;
-        default:
-          break;
-      }
-      r_.skipValue();
+      if (!readEventArg(key, e) && !readCommArg(key, e.comm, e.hasComm)) r_.skipValue();
     }
+  }
+
+  // The args of events in general (ids, lanes, memory, metadata); false if
+  // `key` is none of them (its value is then still unread).
+  bool readEventArg(std::string_view key, EventFields& e) {
+    switch (key.size()) {
+      case 4:
+        if (key == "name") return (e.strArg = readInternedString(), true);
+        break;
+      case 5:
+        if (key == "Bytes") return (readIntArg(e.bytes), true);
+        break;
+      case 6:
+        if (key == "device") return (readIntArg(e.device), true);
+        if (key == "stream") return (readIntArg(e.stream), true);
+        if (key == "labels") return (e.strArg = readInternedString(), true);
+        break;
+      case 9:
+        if (key == "Device Id") return (readIntArg(e.deviceId), true);
+        break;
+      case 10:
+        if (key == "sort_index") return (readIntArg(e.sortIndex), true);
+        break;
+      case 11:
+        if (key == "External id") return (readIntArg(e.externalId), true);
+        if (key == "correlation") return (readIntArg(e.correlation), true);
+        if (key == "Device Type") return (readIntArg(e.deviceType), true);
+        break;
+      case 12:
+        if (key == "source_lines") return (readStrings(e.sourceLines), true);
+        break;
+      case 15:
+        if (key == "Total Allocated") return (readIntArg(e.totalAllocated), true);
+        break;
+      default:
+        break;
+    }
+    return false;
+  }
+
+  // record_param_comms' args (see CommArgs); `seen` is set by the two that
+  // make an event a collective. False if `key` is none of them.
+  bool readCommArg(std::string_view key, CommArgs& comm, bool& seen) {
+    switch (key.size()) {
+      case 3:
+        if (key == "Seq") return (readIntOrNumericString(comm.seq), seen = true);
+        break;
+      case 5:
+        if (key == "dtype") return (comm.dtype = readInternedString(), true);
+        break;
+      case 10:
+        if (key == "Group size") return (readIntArg(comm.groupSize), true);
+        break;
+      case 13:
+        if (key == "In msg nelems") return (readIntArg(comm.inNelems), true);
+        break;
+      case 14:
+        if (key == "Out msg nelems") return (readIntArg(comm.outNelems), true);
+        break;
+      case 15:
+        if (key == "Collective name") return (comm.collective = readInternedString(), seen = true);
+        break;
+      case 18:
+        if (key == "Process Group Name") return (comm.group = readInternedString(), true);
+        break;
+      default:
+        break;
+    }
+    return false;
   }
 
   void readEvent(const Origin& origin) {
