@@ -61,14 +61,14 @@ def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     return graph
 
 
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+def cycles(graph: dict[str, set[str]]) -> list[tuple[list[str], list[str]]]:
     """Strongly connected components of more than one module (Tarjan), each as
-    one loop through them."""
+    one loop through them and all its modules."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
-    found: list[list[str]] = []
+    found: list[tuple[list[str], list[str]]] = []
 
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)
@@ -89,7 +89,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
                 if w == v:
                     break
             if len(component) > 1:
-                found.append(loop_through(graph, set(component)))
+                found.append((loop_through(graph, set(component)), sorted(component)))
 
     for v in sorted(graph):
         if v not in index:
@@ -124,8 +124,9 @@ def main(argv: list[str]) -> int:
             return 2
         modules.update(module_files(d))
     found = cycles(import_graph(modules))
-    for loop in found:
-        print("import cycle: " + " -> ".join(loop))
+    for loop, component in found:
+        others = [m for m in component if m not in loop]
+        print("import cycle: " + " -> ".join(loop) + (f" (also tied in: {', '.join(others)})" if others else ""))
     print(f"import_cycles: {len(modules)} modules, {len(found)} cycles")
     return 1 if found else 0
 
