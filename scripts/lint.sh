@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Style gate: clang-format (layout), clang-tidy (C++ naming) and ruff (Python)
-# over the tracked sources. Runs every tool, prints what each found, and
-# exits non-zero if any found something.
+# Style gate: clang-format (layout), clang-tidy (C++ naming), ruff (Python),
+# function length (lizard) and import cycles over the tracked sources. Runs
+# every tool, prints what each found, and exits non-zero if any found something.
 #   scripts/lint.sh            check everything (needs build/py/compile_commands.json)
 #   scripts/lint.sh --fix      rewrite layout in place (clang-format, ruff format)
 set -euo pipefail
@@ -33,6 +33,13 @@ if [[ -z "${LINT_SKIP_FORMAT:-}" ]]; then
   "$PYTHON" -m ruff format --check . || failed+=("ruff format")
   "$PYTHON" -m ruff check . || failed+=("ruff check")
 fi
+
+# Structure, checked on every change: no C++ function over 120 lines (lizard,
+# registration tables exempt) and no Python module importing one that imports it.
+echo "lint: function length (lizard) on ${#cxx_files[@]} files"
+"$PYTHON" scripts/long_functions.py --max-lines 120 "${cxx_files[@]}" || failed+=("long functions")
+echo "lint: import cycles in torch_openreg"
+"$PYTHON" scripts/import_cycles.py torch_openreg || failed+=("import cycles")
 
 # clang-tidy reads the compile commands of the torch build. Its PCH is gcc's,
 # which clang cannot read, so the commands are rewritten without it.

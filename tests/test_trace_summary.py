@@ -15,10 +15,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from test_trace_tools import device_trace, run_cli  # noqa: E402
+from test_trace_tools import HOST, device_trace, run_cli  # noqa: E402
 
 from torch_openreg.trace import open_trace  # noqa: E402
-from torch_openreg.trace.synthetic import write_rank_traces  # noqa: E402
+from torch_openreg.trace.synthetic import KinetoTraceWriter, write_rank_traces  # noqa: E402
 
 MIB4 = 4 << 20  # 1 Mi f32 elements
 
@@ -171,6 +171,113 @@ def test_idle_breakdown_of_the_device_trace(tmp_path):
     # 140 us the stream waited for something other than its host (aten::item's sync, in fact).
     assert (streams[7]["host_wait_ns"], streams[7]["kernel_wait_ns"], streams[7]["other_ns"]) == (0, 0, 140_000)
     assert streams[8]["idle_ns"] == 0
+
+
+# ---------------------------------------------------------------- device time per source line
+
+
+def compiled_trace() -> KinetoTraceWriter:
+    """Inductor's kernels on stream 7, each launched from a host op named as the kernel: one fusing
+    model.py lines 10-12 (1 us), one line 12 (10 us); an extern gemm without lines or stack (5 us)."""
+    w = KinetoTraceWriter(host_pid=HOST, host_tid=HOST)
+    w.host_rows().device_rows(0, [7])
+    w.span(0, 100_000)
+    lines = ["/m/model.py:10", "/m/model.py:11", "/m/model.py:12"]
+    ops = ["aten::add", "aten::relu", "aten::mul"]
+    w.op("cpp_fused_add_mul_relu_0", 1_000, 3_000, 1)
+    w.launch(
+        "cpp_fused_add_mul_relu_0",
+        2_000,
+        10_000,
+        1_000,
+        0,
+        7,
+        201,
+        1,
+        api="orLaunchKernelEx",
+        extra_args={"source_lines": lines, "fused_aten_ops": ops},
+    )
+    w.op("cpp_fused_sum_1", 5_000, 3_000, 2)
+    w.launch(
+        "cpp_fused_sum_1",
+        6_000,
+        20_000,
+        10_000,
+        0,
+        7,
+        202,
+        2,
+        api="orLaunchKernelEx",
+        extra_args={"source_lines": lines[2:], "fused_aten_ops": ["aten::sum"]},
+    )
+    w.op("aten::mm", 9_000, 3_000, 3).launch("gemm", 10_000, 40_000, 5_000, 0, 7, 203, 3)
+    w.window_end(100_000)
+    return w
+
+
+def test_compiled_kernels_split_their_time_among_their_source_lines(tmp_path):
+    s = summary(compiled_trace().write(tmp_path / "c.json"))
+    src = s["source_lines"]
+    assert s["device_total_ns"] == 16_000
+    # 1000 ns over three lines: 334 + 333 + 333.
+    assert [(x["source"], x["function"], x["device_ns"], x["kernels"]) for x in src["lines"]] == [
+        ("/m/model.py:12", None, 333 + 10_000, 2),
+        ("/m/model.py:10", None, 334, 1),
+        ("/m/model.py:11", None, 333, 1),
+    ]
+    assert src["lines"][0]["share"] == pytest.approx(10_333 / 16_000)
+    assert src["compiled"] == {"device_events": 2, "device_ns": 11_000, "share": pytest.approx(11 / 16)}
+    assert src["python_stack"] == {"device_events": 0, "device_ns": 0, "share": 0.0}
+    assert src["unattributed"] == {"device_events": 1, "device_ns": 5_000, "share": pytest.approx(5 / 16)}
+
+
+def test_kernels_with_source_lines_pass_the_strict_check(tmp_path):
+    path = compiled_trace().write(tmp_path / "c.json")
+    with open_trace(path) as t:
+        result = t.check(strict=True)
+    assert result["ok"], [c for c in result["checks"] if c["status"] != "pass"]
+
+
+def eager_stack_trace() -> KinetoTraceWriter:
+    """An eager step recorded with_stack: ops under user frames, torch frames and a builtin."""
+    w = KinetoTraceWriter(host_pid=HOST, host_tid=HOST)
+    w.host_rows().device_rows(0, [7])
+    w.span(0, 100_000)
+    w.python("/home/u/train.py(20): train_step", 1_000, 90_000)
+    w.python("/v/lib/python3.11/site-packages/torch/nn/modules/module.py(1751): _call_impl", 2_000, 50_000)
+    w.python("/home/u/model.py(49): forward", 3_000, 40_000)
+    w.python("<built-in method matmul of type object at 0x7f00>", 4_000, 5_000)
+    w.op("aten::mm", 4_500, 3_000, 2).launch("gemm", 5_000, 10_000, 7_000, 0, 7, 301, 2)
+    w.python("/v/lib/python3.11/site-packages/torch/_tensor.py(41): wrapped", 12_000, 6_000)
+    w.op("aten::add", 13_000, 3_000, 3).launch("add", 14_000, 20_000, 2_000, 0, 7, 302, 3)
+    w.op("aten::item", 60_000, 10_000, 4)
+    w.launch("Memcpy DtoH (Device -> Host)", 61_000, 62_000, 1_000, 0, 7, 303, 4, cat="gpu_memcpy")
+    w.op("aten::zero_", 95_000, 2_000, 5).launch("fill", 95_500, 97_000, 500, 0, 7, 304, 5)
+    w.window_end(100_000)
+    return w
+
+
+def test_eager_device_time_goes_to_the_innermost_user_frame(tmp_path):
+    s = summary(eager_stack_trace().write(tmp_path / "e.json"))
+    src = s["source_lines"]
+    # gemm and add ran under model.py(49) (the add through a torch frame); the copy under
+    # train.py(20) only; the fill's op ran outside any Python frame.
+    assert [(x["source"], x["function"], x["device_ns"], x["kernels"]) for x in src["lines"]] == [
+        ("/home/u/model.py:49", "forward", 9_000, 2),
+        ("/home/u/train.py:20", "train_step", 1_000, 1),
+    ]
+    assert src["python_stack"]["device_events"] == 3 and src["python_stack"]["device_ns"] == 10_000
+    assert src["unattributed"] == {"device_events": 1, "device_ns": 500, "share": pytest.approx(500 / 10_500)}
+    text = run_cli("summary", "--top", "1", str(tmp_path / "e.json")).stdout
+    assert "Device time per model source line (2 lines; 0 compiled kernels" in text
+    assert "/home/u/model.py:49  (forward)" in text and "train.py:20" not in text  # --top 1
+
+
+def test_source_lines_of_the_device_trace(tmp_path):
+    """Every device event of device_trace() ran under train.py(20), aten::item's copy too."""
+    src = summary(device_trace().write(tmp_path / "d.json"))["source_lines"]
+    assert [(x["source"], x["device_ns"], x["kernels"]) for x in src["lines"]] == [("train.py:20", 87_000, 4)]
+    assert src["unattributed"]["device_events"] == 0
 
 
 # ---------------------------------------------------------------- diff, explain

@@ -7,28 +7,10 @@ only libopenreg_trace.so: they import neither torch nor the openreg backend.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-TRACE_SUFFIXES = (".json", ".json.gz")
-ALL_ROWS = 1_000_000_000  # a summary `top` that keeps every kernel and op
-
-
-def _trace_files(paths: Sequence[str]) -> list[Path]:
-    """Files as given; a directory (e.g. tensorboard_trace_handler's) gives its traces."""
-    files: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
-            if not found:
-                raise SystemExit(f"error: no *.json or *.json.gz trace in {p}")
-            files.extend(found)
-        else:
-            files.append(p)
-    return files
 
 
 def _classification(args: argparse.Namespace) -> dict[str, Any]:
@@ -76,59 +58,17 @@ def _add_classification(p: argparse.ArgumentParser) -> None:
     g.add_argument("--flow-cat", action="append", metavar="CAT", help="host-to-device arrows (default: ac2g)")
 
 
-def _analysed(
-    names: list[str], args: argparse.Namespace, analyse: Callable[[Any], dict[str, Any]]
-) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """(path, analyse(trace)) for each trace named (a folder gives its traces), one open at a time."""
-    from torch_openreg.trace import open_trace
-
-    for path in _trace_files(names):
-        with open_trace(path, **_classification(args)) as t:
-            yield path, analyse(t)
-
-
-def _for_each_trace(
-    args: argparse.Namespace, analyse: Callable[[Any], dict[str, Any]], text: Callable[[dict[str, Any], str], str]
-) -> list[tuple[Path, dict[str, Any]]]:
-    """Runs `analyse` on each trace named; without --json prints each result as text.
-    Returns (path, result) pairs."""
-    results: list[tuple[Path, dict[str, Any]]] = []
-    for path, result in _analysed(args.trace, args, analyse):
-        if not args.json:
-            if results:
-                print()
-            print(text(result, str(path)))
-        results.append((path, result))
-    return results
-
-
-def _print_json(doc: Any) -> None:
-    json.dump(doc, sys.stdout, indent=1)
-    print()
-
-
 def _cmd_summary(args: argparse.Namespace) -> int:
-    from torch_openreg.trace.format import ranks_text, summary_text
-    from torch_openreg.trace.ranks import compare_ranks
+    from torch_openreg.trace import commands
 
-    results = _for_each_trace(args, lambda t: t.summary(top=args.top, gaps=args.gaps), summary_text)
-    if len(results) == 1:
-        if args.json:
-            _print_json(results[0][1])
-        return 0
-    # Several traces (a folder of rank traces): also what the ranks did together.
-    ranks = compare_ranks([(str(p), r) for p, r in results])
-    if args.json:
-        _print_json({"traces": [{"path": str(p), "summary": r} for p, r in results], "ranks": ranks})
-    elif ranks is not None:
-        print()
-        print(ranks_text(ranks))
-    return 0
+    return commands.summary(
+        args.trace, top=args.top, gaps=args.gaps, as_json=args.json, classification=_classification(args)
+    )
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from torch_openreg.trace import list_checks
-    from torch_openreg.trace.format import check_text, explain_text
+    from torch_openreg.trace import commands, list_checks
+    from torch_openreg.trace.format import explain_text
 
     if args.list:
         for c in list_checks():
@@ -148,37 +88,21 @@ def _cmd_check(args: argparse.Namespace) -> int:
         options["skip"] = args.skip
     if args.only:
         options["only"] = args.only
-    results = _for_each_trace(args, lambda t: t.check(**options), check_text)
-    if args.json:
-        _print_json(results[0][1] if len(results) == 1 else [{"path": str(p), "check": r} for p, r in results])
-    return 0 if all(r["ok"] for _, r in results) else 1
+    return commands.check(args.trace, options, as_json=args.json, classification=_classification(args))
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from torch_openreg.trace.diff import diff_summaries
-    from torch_openreg.trace.format import diff_text
+    from torch_openreg.trace import commands
 
-    def summarise(t: Any) -> dict[str, Any]:
-        return t.summary(top=ALL_ROWS, gaps=0)
-
-    base, new = ([s for _, s in _analysed([name], args, summarise)] for name in (args.base, args.new))
-    d = diff_summaries(base, new)
-    if args.json:
-        _print_json(d)
-    else:
-        print(diff_text(d, args.base, args.new, top=args.top))
-    return 0
+    return commands.diff(args.base, args.new, top=args.top, as_json=args.json, classification=_classification(args))
 
 
 def _cmd_timeline(args: argparse.Namespace) -> int:
-    from torch_openreg.trace import open_trace
-    from torch_openreg.trace.timeline import draw
+    from torch_openreg.trace import commands
 
-    with open_trace(args.trace, **_classification(args)) as t:
-        data = t.timeline(width=args.width)
-    draw(data, args.output, title=args.title if args.title is not None else Path(args.trace).name)
-    print(f"wrote {args.output}")
-    return 0
+    return commands.timeline(
+        args.trace, args.output, width=args.width, title=args.title, classification=_classification(args)
+    )
 
 
 def _count(minimum: int):

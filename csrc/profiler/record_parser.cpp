@@ -102,156 +102,192 @@ void RecordSet::releaseRecords() {
   clock = {};
 }
 
+namespace {
+
+// One reader per record kind: each copies the record's version-1 prefix and
+// returns false when the record is shorter than that (truncated).
+
+bool readRuntime(const orActivityRecord& record, RecordSet& out) {
+  orActivityRuntime r;
+  if (!readPrefix(record, r)) return false;
+  out.runtimeCalls.push_back({.processId = r.processId,
+                              .threadId = r.threadId,
+                              .device = r.device,
+                              .status = r.status,
+                              .correlationId = r.correlationId,
+                              .start = r.start,
+                              .end = r.end,
+                              .name = r.name});
+  return true;
+}
+
+bool readKernel(const orActivityRecord& record, RecordSet& out) {
+  orActivityKernel k;
+  if (!readGrown(record, k, offsetof(orActivityKernel, annotation))) return false;
+  DeviceOp op;
+  op.kind = DeviceOpKind::Kernel;
+  op.device = k.device;
+  op.stream = k.streamId;
+  op.correlationId = k.correlationId;
+  op.start = k.start;
+  op.end = k.end;
+  op.name = k.name;
+  op.status = k.status;
+  LaunchShape shape;
+  copyDim(k.grid, shape.grid);
+  copyDim(k.block, shape.block);
+  shape.sharedMemBytes = k.sharedMemBytes;
+  shape.streamPriority = k.streamPriority;
+  shape.annotation = k.annotation;
+  op.launchShape = out.internLaunchShape(shape);
+  out.deviceOps.push_back(op);
+  return true;
+}
+
+bool readMemcpy(const orActivityRecord& record, RecordSet& out) {
+  orActivityMemcpy m;
+  if (!readPrefix(record, m)) return false;
+  DeviceOp op;
+  op.kind = DeviceOpKind::Memcpy;
+  op.device = m.device;
+  op.stream = m.streamId;
+  op.correlationId = m.correlationId;
+  op.start = m.start;
+  op.end = m.end;
+  op.bytes = m.bytes;
+  op.copyKind = m.copyKind;
+  op.srcKind = m.srcKind;
+  op.dstKind = m.dstKind;
+  op.srcDevice = m.srcDevice;
+  op.dstDevice = m.dstDevice;
+  op.isAsync = m.isAsync != 0;
+  out.deviceOps.push_back(op);
+  return true;
+}
+
+bool readMemset(const orActivityRecord& record, RecordSet& out) {
+  orActivityMemset m;
+  if (!readPrefix(record, m)) return false;
+  DeviceOp op;
+  op.kind = DeviceOpKind::Memset;
+  op.device = m.device;
+  op.stream = m.streamId;
+  op.correlationId = m.correlationId;
+  op.start = m.start;
+  op.end = m.end;
+  op.bytes = m.bytes;
+  op.memsetValue = m.value;
+  op.memsetElementSize = m.elementSize;
+  op.isAsync = m.isAsync != 0;
+  out.deviceOps.push_back(op);
+  return true;
+}
+
+// The device op, and the collective's own fields beside it (its eventId).
+bool readCommunication(const orActivityRecord& record, RecordSet& out) {
+  orActivityCommunication c;
+  if (!readPrefix(record, c)) return false;
+  DeviceOp op;
+  op.kind = DeviceOpKind::Communication;
+  op.device = c.device;
+  op.stream = c.streamId;
+  op.correlationId = c.correlationId;
+  op.start = c.start;
+  op.end = c.end;
+  op.name = c.name;
+  op.status = c.status;
+  op.bytes = c.bytes;
+  op.eventId = out.communications.size();
+  out.deviceOps.push_back(op);
+  out.communications.push_back({.collective = c.collective,
+                                .dataType = c.dataType,
+                                .groupName = c.groupName,
+                                .count = c.count,
+                                .sequence = c.sequence,
+                                .groupSize = c.groupSize,
+                                .rank = c.rank,
+                                .peer = c.peer});
+  return true;
+}
+
+// A stream waiting on the device is device work (a row event); a host-side
+// synchronisation is kept apart.
+bool readSynchronization(const orActivityRecord& record, RecordSet& out) {
+  orActivitySynchronization s;
+  if (!readPrefix(record, s)) return false;
+  if (s.clockDomain == OR_ACTIVITY_CLOCK_DEVICE) {
+    DeviceOp op;
+    op.kind = DeviceOpKind::StreamWait;
+    op.device = s.device;
+    op.stream = s.streamId;
+    op.correlationId = s.correlationId;
+    op.start = s.start;
+    op.end = s.end;
+    op.eventId = s.eventId;
+    out.deviceOps.push_back(op);
+  } else {
+    out.hostSyncs.push_back({.syncType = s.syncType,
+                             .device = s.device,
+                             .stream = s.streamId,
+                             .eventId = s.eventId,
+                             .correlationId = s.correlationId});
+  }
+  return true;
+}
+
+bool readExternalCorrelation(const orActivityRecord& record, RecordSet& out) {
+  orActivityExternalCorrelation e;
+  if (!readPrefix(record, e)) return false;
+  out.external.push_back({.correlationId = e.correlationId, .externalId = e.externalId, .kind = e.externalKind});
+  return true;
+}
+
+bool readClockSync(const orActivityRecord& record, RecordSet& out) {
+  orActivityClockSync c;
+  if (!readPrefix(record, c)) return false;
+  out.clock[c.device].push_back({.host = c.hostTimestamp, .device = c.deviceTimestamp, .uncertainty = c.uncertainty});
+  return true;
+}
+
+bool readOverhead(const orActivityRecord& record, RecordSet& out) {
+  orActivityOverhead o;
+  if (!readPrefix(record, o)) return false;
+  if (o.end > o.start) out.overheadNs += o.end - o.start;
+  return true;
+}
+
+}  // namespace
+
 void parseRecord(const orActivityRecord& record, RecordSet& out) {
   bool complete = true;
   switch (record.kind) {
-    case OR_ACTIVITY_KIND_RUNTIME: {
-      orActivityRuntime r;
-      if ((complete = readPrefix(record, r))) {
-        out.runtimeCalls.push_back({.processId = r.processId,
-                                    .threadId = r.threadId,
-                                    .device = r.device,
-                                    .status = r.status,
-                                    .correlationId = r.correlationId,
-                                    .start = r.start,
-                                    .end = r.end,
-                                    .name = r.name});
-      }
+    case OR_ACTIVITY_KIND_RUNTIME:
+      complete = readRuntime(record, out);
       break;
-    }
-    case OR_ACTIVITY_KIND_KERNEL: {
-      orActivityKernel k;
-      if ((complete = readGrown(record, k, offsetof(orActivityKernel, annotation)))) {
-        DeviceOp op;
-        op.kind = DeviceOpKind::Kernel;
-        op.device = k.device;
-        op.stream = k.streamId;
-        op.correlationId = k.correlationId;
-        op.start = k.start;
-        op.end = k.end;
-        op.name = k.name;
-        op.status = k.status;
-        LaunchShape shape;
-        copyDim(k.grid, shape.grid);
-        copyDim(k.block, shape.block);
-        shape.sharedMemBytes = k.sharedMemBytes;
-        shape.streamPriority = k.streamPriority;
-        shape.annotation = k.annotation;
-        op.launchShape = out.internLaunchShape(shape);
-        out.deviceOps.push_back(op);
-      }
+    case OR_ACTIVITY_KIND_KERNEL:
+      complete = readKernel(record, out);
       break;
-    }
-    case OR_ACTIVITY_KIND_MEMCPY: {
-      orActivityMemcpy m;
-      if ((complete = readPrefix(record, m))) {
-        DeviceOp op;
-        op.kind = DeviceOpKind::Memcpy;
-        op.device = m.device;
-        op.stream = m.streamId;
-        op.correlationId = m.correlationId;
-        op.start = m.start;
-        op.end = m.end;
-        op.bytes = m.bytes;
-        op.copyKind = m.copyKind;
-        op.srcKind = m.srcKind;
-        op.dstKind = m.dstKind;
-        op.srcDevice = m.srcDevice;
-        op.dstDevice = m.dstDevice;
-        op.isAsync = m.isAsync != 0;
-        out.deviceOps.push_back(op);
-      }
+    case OR_ACTIVITY_KIND_MEMCPY:
+      complete = readMemcpy(record, out);
       break;
-    }
-    case OR_ACTIVITY_KIND_MEMSET: {
-      orActivityMemset m;
-      if ((complete = readPrefix(record, m))) {
-        DeviceOp op;
-        op.kind = DeviceOpKind::Memset;
-        op.device = m.device;
-        op.stream = m.streamId;
-        op.correlationId = m.correlationId;
-        op.start = m.start;
-        op.end = m.end;
-        op.bytes = m.bytes;
-        op.memsetValue = m.value;
-        op.memsetElementSize = m.elementSize;
-        op.isAsync = m.isAsync != 0;
-        out.deviceOps.push_back(op);
-      }
+    case OR_ACTIVITY_KIND_MEMSET:
+      complete = readMemset(record, out);
       break;
-    }
-    case OR_ACTIVITY_KIND_COMMUNICATION: {
-      orActivityCommunication c;
-      if ((complete = readPrefix(record, c))) {
-        DeviceOp op;
-        op.kind = DeviceOpKind::Communication;
-        op.device = c.device;
-        op.stream = c.streamId;
-        op.correlationId = c.correlationId;
-        op.start = c.start;
-        op.end = c.end;
-        op.name = c.name;
-        op.status = c.status;
-        op.bytes = c.bytes;
-        op.eventId = out.communications.size();
-        out.deviceOps.push_back(op);
-        out.communications.push_back({.collective = c.collective,
-                                      .dataType = c.dataType,
-                                      .groupName = c.groupName,
-                                      .count = c.count,
-                                      .sequence = c.sequence,
-                                      .groupSize = c.groupSize,
-                                      .rank = c.rank,
-                                      .peer = c.peer});
-      }
+    case OR_ACTIVITY_KIND_COMMUNICATION:
+      complete = readCommunication(record, out);
       break;
-    }
-    case OR_ACTIVITY_KIND_SYNCHRONIZATION: {
-      orActivitySynchronization s;
-      if ((complete = readPrefix(record, s))) {
-        if (s.clockDomain == OR_ACTIVITY_CLOCK_DEVICE) {
-          DeviceOp op;
-          op.kind = DeviceOpKind::StreamWait;
-          op.device = s.device;
-          op.stream = s.streamId;
-          op.correlationId = s.correlationId;
-          op.start = s.start;
-          op.end = s.end;
-          op.eventId = s.eventId;
-          out.deviceOps.push_back(op);
-        } else {
-          out.hostSyncs.push_back({.syncType = s.syncType,
-                                   .device = s.device,
-                                   .stream = s.streamId,
-                                   .eventId = s.eventId,
-                                   .correlationId = s.correlationId});
-        }
-      }
+    case OR_ACTIVITY_KIND_SYNCHRONIZATION:
+      complete = readSynchronization(record, out);
       break;
-    }
-    case OR_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-      orActivityExternalCorrelation e;
-      if ((complete = readPrefix(record, e))) {
-        out.external.push_back({.correlationId = e.correlationId, .externalId = e.externalId, .kind = e.externalKind});
-      }
+    case OR_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+      complete = readExternalCorrelation(record, out);
       break;
-    }
-    case OR_ACTIVITY_KIND_CLOCK_SYNC: {
-      orActivityClockSync c;
-      if ((complete = readPrefix(record, c))) {
-        out.clock[c.device].push_back(
-            {.host = c.hostTimestamp, .device = c.deviceTimestamp, .uncertainty = c.uncertainty});
-      }
+    case OR_ACTIVITY_KIND_CLOCK_SYNC:
+      complete = readClockSync(record, out);
       break;
-    }
-    case OR_ACTIVITY_KIND_OVERHEAD: {
-      orActivityOverhead o;
-      if ((complete = readPrefix(record, o)) && o.end > o.start) {
-        out.overheadNs += o.end - o.start;
-      }
+    case OR_ACTIVITY_KIND_OVERHEAD:
+      complete = readOverhead(record, out);
       break;
-    }
     case OR_ACTIVITY_KIND_MEMORY:
       ++out.memoryRecords;
       break;

@@ -5,11 +5,23 @@
     resnet.py    the ResNet-18-shaped CNN and synthetic images (--model resnet)
     progress.py  the progress bar
     run.py       backend checks, the profiled training loop, key_averages, summary and checks
+    distributed.py  --ranks N: the same with DistributedDataParallel on N local processes
 
 run() checks the backend, the profiler plugin and the trace library before
 any work, and says which one is missing (exit code 3).
 """
 
-from .run import EXIT_BACKEND_UNAVAILABLE, EXIT_CHECK_FAILED, EXIT_OK, BackendUnavailable, DemoOptions, run
+from typing import TextIO
+
+from .run import EXIT_BACKEND_UNAVAILABLE, EXIT_CHECK_FAILED, EXIT_OK, BackendUnavailable, DemoOptions, run_single
 
 __all__ = ["BackendUnavailable", "DemoOptions", "EXIT_BACKEND_UNAVAILABLE", "EXIT_CHECK_FAILED", "EXIT_OK", "run"]
+
+
+def run(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """The demo: in this process, or with DDP on options.ranks local processes. Returns the exit code."""
+    if options.ranks is not None:
+        from .distributed import run_distributed
+
+        return run_distributed(options, out, err)
+    return run_single(options, out, err)

@@ -145,7 +145,7 @@ def _print_results(results: list[dict], out: TextIO) -> None:
 
 
 def _report(options: DemoOptions, traces: list[Path], out: TextIO) -> int:
-    from torch_openreg.__main__ import main as command_line
+    from torch_openreg.trace import commands
 
     if not traces:
         print(f"error: no trace was written to {options.output}/", file=out)
@@ -153,12 +153,10 @@ def _report(options: DemoOptions, traces: list[Path], out: TextIO) -> int:
     status = EXIT_OK
     if options.check:
         print("\nInvariant checks of every rank's traces (python -m torch_openreg check):", file=out)
-        out.flush()
-        if command_line(["check", *map(str, traces)]) != 0:
+        if commands.check(traces, out=out) != 0:
             status = EXIT_CHECK_FAILED
     print(f"\nSummary of all ranks' traces (python -m torch_openreg summary {options.output}):\n", file=out)
-    out.flush()
-    command_line(["summary", "--top", str(options.top), "--gaps", str(options.gaps), *map(str, traces)])
+    commands.summary(traces, top=options.top, gaps=options.gaps, out=out)
     return status
 
 

@@ -163,11 +163,8 @@ def start_demo(options: DemoOptions, folder: Path, err: TextIO) -> int | None:
     return None
 
 
-def run(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    if options.ranks is not None:
-        from .distributed import run_distributed
-
-        return run_distributed(options, out, err)
+def run_single(options: DemoOptions, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """The demo in this process (without --ranks)."""
     out = out or sys.stdout
     err = err or sys.stderr
     if (code := start_demo(options, options.output, err)) is not None:
@@ -304,7 +301,7 @@ def _report_traces(traces: list[Path], options: DemoOptions, out: TextIO, err: T
         f"\nSummary of the last cycle (for every cycle: python -m torch_openreg summary {options.output})\n", file=out
     )
     with open_trace(last) as trace:
-        print(summary_text(trace.summary(top=options.top, gaps=options.gaps), str(last)), file=out)
+        print(summary_text(trace.summary(top=options.top, gaps=options.gaps), str(last), top=options.top), file=out)
     print(
         f"\nOpen the traces in https://ui.perfetto.dev or chrome://tracing; draw one with "
         f"python -m torch_openreg timeline {last} -o timeline.png",

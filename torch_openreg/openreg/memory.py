@@ -11,10 +11,10 @@ from typing import Any
 
 import torch
 
+from torch_openreg.openreg._core import _get_device_index, _lazy_init, is_initialized
+
 
 def _index(device) -> int:
-    from torch_openreg.openreg import _get_device_index, _lazy_init
-
     _lazy_init()
     return _get_device_index(device)
 
@@ -49,8 +49,6 @@ def reset_accumulated_memory_stats(device=None) -> None:
 
 def empty_cache() -> None:
     """Returns cached, unused blocks of every device to the runtime."""
-    from torch_openreg.openreg import is_initialized
-
     if is_initialized():
         torch.accelerator.empty_cache()
 

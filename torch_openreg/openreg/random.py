@@ -11,17 +11,15 @@ from collections.abc import Iterable
 
 import torch
 
+from torch_openreg.openreg._core import _C, _get_device_index, device_count
+
 
 def _generator(device=None) -> torch.Generator:
-    from torch_openreg.openreg import _C, _get_device_index
-
     index = _get_device_index(device)
     return _C._get_default_generator(index)
 
 
 def _all_generators() -> list[torch.Generator]:
-    from torch_openreg.openreg import _C, device_count
-
     return [_C._get_default_generator(i) for i in range(device_count())]
 
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import torch
 
+from torch_openreg.openreg._core import _C, _get_device_index, _lazy_init
+
 
 def _index(device) -> int:
-    from torch_openreg.openreg import _get_device_index, _lazy_init
-
     _lazy_init()
     return _get_device_index(device)
 
@@ -84,8 +84,6 @@ class StreamContext:
     def __enter__(self):
         if self.stream is None:
             return self
-        from torch_openreg.openreg import _C
-
         self._previous_device = _C._get_device()
         self._previous = [torch.accelerator.current_stream(self.stream.device_index)]
         if self._previous_device != self.stream.device_index:
@@ -96,8 +94,6 @@ class StreamContext:
     def __exit__(self, *exc: Any) -> bool:
         if self.stream is None:
             return False
-        from torch_openreg.openreg import _C
-
         for previous in reversed(self._previous):
             torch.accelerator.set_stream(previous)
         _C._set_device(self._previous_device)

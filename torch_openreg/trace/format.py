@@ -43,7 +43,8 @@ def _lane(value: Any) -> str:
     return str(value)
 
 
-def summary_text(s: dict[str, Any], path: str = "") -> str:
+def summary_text(s: dict[str, Any], path: str = "", top: int = 10) -> str:
+    """The summary as text; `top` rows of the tables the JSON gives in full (source lines)."""
     out: list[str] = []
     t = s["trace"]
     window = s.get("window")
@@ -99,6 +100,7 @@ def summary_text(s: dict[str, Any], path: str = "") -> str:
         )
         per_cat = ", ".join(f"{c['category']} {percent(c['share'])}" for c in links["by_category"])
         out.append(f"  by category: {per_cat}")
+        out += _source_lines_text(s, top)
 
         out.append("")
         out.append("Device utilisation per stream (busy time / the device's first-to-last span)")
@@ -175,6 +177,34 @@ def summary_text(s: dict[str, Any], path: str = "") -> str:
         op = m["op"]
         out.append(f"  (host memory peak: {size(m['peak_bytes'])}{', in ' + op['name'] if op else ''})")
     return "\n".join(out)
+
+
+def _source_lines_text(s: dict[str, Any], top: int) -> list[str]:
+    """Device time per model source line: from compiled kernels' source_lines, else the Python stack."""
+    src = s["source_lines"]
+    compiled, stack, none = src["compiled"], src["python_stack"], src["unattributed"]
+    if not src["lines"]:
+        return [
+            "",
+            "Device time per source line: none known (compiled kernels name their lines; eager traces need "
+            "with_stack=True)",
+        ]
+    out = [
+        "",
+        f"Device time per model source line ({len(src['lines'])} lines; {compiled['device_events']:,} compiled "
+        f"kernels split evenly among their lines, {stack['device_events']:,} events by their Python stack, "
+        f"{none['device_events']:,} unattributed ({duration(none['device_ns'])}))",
+    ]
+    rows = [
+        [
+            duration(line["device_ns"]),
+            percent(line["share"]),
+            str(line["kernels"]),
+            line["source"] + (f"  ({line['function']})" if line["function"] else ""),
+        ]
+        for line in src["lines"][:top]
+    ]
+    return out + _table(rows, ["device", "share", "kernels", "line"], {0, 1, 2})
 
 
 _CLASSES = ("compute", "communication", "memory", "other")

@@ -160,14 +160,16 @@ class KinetoTraceWriter:
         external_id: int | None,
         cat: str = "kernel",
         args: dict[str, Any] | None = None,
+        extra_args: dict[str, Any] | None = None,
     ) -> KinetoTraceWriter:
-        """A kernel/copy/memset. `args` replaces the standard args entirely (to plant bad ones)."""
+        """A kernel/copy/memset. `args` replaces the standard args entirely (to plant bad ones);
+        `extra_args` follow the standard ones (e.g. a compiled kernel's source_lines)."""
         if args is None:
             args = {}
             if external_id is not None:
                 args["External id"] = external_id
             args.update({"device": device, "stream": stream, "correlation": correlation})
-        return self.complete(cat, name, ts, dur, device, stream, args)
+        return self.complete(cat, name, ts, dur, device, stream, {**args, **(extra_args or {})})
 
     def flow(self, ph: str, flow_id: int, ts: int, pid: Any, tid: Any) -> KinetoTraceWriter:
         bp = ', "bp": "e"' if ph == "f" else ""
@@ -189,10 +191,13 @@ class KinetoTraceWriter:
         cat: str = "kernel",
         api: str = "orLaunchKernel",
         api_dur: int = 1_500,
+        extra_args: dict[str, Any] | None = None,
     ) -> KinetoTraceWriter:
         """The runtime call, the device event and the arrow between them (inside an op the caller wrote)."""
         self.runtime(api, launch_ts, api_dur, correlation, external_id)
-        self.device_event(kernel, kernel_ts, kernel_dur, device, stream, correlation, external_id, cat)
+        self.device_event(
+            kernel, kernel_ts, kernel_dur, device, stream, correlation, external_id, cat, extra_args=extra_args
+        )
         self.flow("s", correlation, launch_ts, self.host_pid, self.host_tid)
         return self.flow("f", correlation, kernel_ts, device, stream)
 

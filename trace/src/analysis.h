@@ -144,6 +144,7 @@ struct DeviceStat {
   Key device;
   uint64_t streams = 0, events = 0;
   int64_t busyNs = 0, firstNs = 0, lastNs = 0;
+  std::vector<Interval> busy;  // the union of its streams' work, sorted
 };
 
 struct HostActivity {
@@ -173,6 +174,22 @@ struct MemoryStat {
   std::vector<uint32_t> opStack;  // host ops enclosing the peak, outermost first
 };
 
+// Device time per model source line (summary_source_lines.cpp).
+struct SourceLineStat {
+  std::string source;    // "file:line"
+  std::string function;  // "" when unknown (compiled kernels name lines only)
+  int64_t deviceNs = 0;
+  uint64_t events = 0;  // device events that ran code of this line
+};
+struct SourceAttribution {
+  // How the device events were attributed: by the kernel's "source_lines"
+  // (compiled), by the innermost user frame of the Python stack around the
+  // launching op (eager, with_stack), or not at all.
+  uint64_t compiledEvents = 0, stackEvents = 0, unattributedEvents = 0;
+  int64_t compiledNs = 0, stackNs = 0, unattributedNs = 0;
+  std::vector<SourceLineStat> lines;  // by device time, descending (all)
+};
+
 struct Summary {
   std::optional<Window> window;
   int64_t deviceTotalNs = 0;
@@ -188,6 +205,7 @@ struct Summary {
   std::vector<IdleBreakdown> idle;  // by device, stream
   LaunchStats launches;
   Communication communication;
+  SourceAttribution sourceLines;
 };
 
 // The HTA-style parts of the summary (device_analysis.cpp).
@@ -195,7 +213,57 @@ KernelClasses computeKernelClasses(const Trace& t);
 std::vector<IdleBreakdown> computeIdleBreakdown(const Trace& t, const SummaryOptions& options);
 LaunchStats computeLaunchStats(const Trace& t, const SummaryOptions& options);
 Communication computeCommunication(const Trace& t);
-void writeDeviceAnalyses(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+
+// One section of the summary: it fills its part of Summary and writes its
+// keys of the JSON object. The sections run, and their keys appear, in the
+// order of summarySections(); a section may read what an earlier one
+// computed. Adding a section: its fields in Summary, its two functions, one
+// row in the table (summary.cpp).
+struct SummarySection {
+  const char* name;
+  void (*compute)(const Trace& t, const SummaryOptions& options, Summary& s);  // null: nothing to compute
+  void (*write)(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+};
+const std::vector<SummarySection>& summarySections();
+
+// The sections, by the file that holds them.
+namespace sections {
+// summary.cpp
+void writeTrace(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+void computeWindow(const Trace& t, const SummaryOptions& options, Summary& s);
+void writeWindow(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+// summary_device_time.cpp: top kernels; device time per op and the linked share
+void computeKernels(const Trace& t, const SummaryOptions& options, Summary& s);
+void writeKernels(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+void computeOps(const Trace& t, const SummaryOptions& options, Summary& s);
+void writeOps(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+// summary_streams.cpp: utilisation per stream and device; idle gaps
+void computeStreams(const Trace& t, const SummaryOptions& options, Summary& s);
+void writeStreams(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+void computeIdleGaps(const Trace& t, const SummaryOptions& options, Summary& s);
+void writeIdleGaps(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+// device_analysis.cpp: what HTA reports
+void computeKernelClasses(const Trace& t, const SummaryOptions& options, Summary& s);
+void writeKernelClasses(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+void writeTemporal(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+void computeIdleBreakdown(const Trace& t, const SummaryOptions& options, Summary& s);
+void writeIdleBreakdown(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+void computeLaunches(const Trace& t, const SummaryOptions& options, Summary& s);
+void writeLaunches(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+void computeCommunication(const Trace& t, const SummaryOptions& options, Summary& s);
+void writeCommunication(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+// summary_source_lines.cpp: device time per model source line
+void computeSourceLines(const Trace& t, const SummaryOptions& options, Summary& s);
+void writeSourceLines(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+// summary_memory.cpp: the peak of device and host memory
+void computeMemory(const Trace& t, const SummaryOptions& options, Summary& s);
+void writeMemory(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+}  // namespace sections
+
+// A python_function name "path(line): function" of user code (not
+// <built-in>, not under torch/, site-packages/ or Python's own lib/python3.*/):
+// {"path:line", function}; nullopt otherwise.
+std::optional<std::pair<std::string, std::string>> userSourceLine(std::string_view frame);
 
 Summary computeSummary(const Trace& t, const SummaryOptions& options);
 std::string summaryToJson(const Trace& t, const Summary& s, const SummaryOptions& options);
@@ -277,5 +345,7 @@ void writeKey(JsonWriter& w, const Trace& t, const Key& k);
 void writeName(JsonWriter& w, const Trace& t, uint32_t id);  // null for kNoString
 void writeEventRef(JsonWriter& w, const Trace& t, const EventRef& ref);
 void writeTraceInfo(JsonWriter& w, const Trace& t);
+// {name, category, start_ns, duration_ns, event_index} of a slice.
+void writeSliceBrief(JsonWriter& w, const Trace& t, uint32_t slice);
 
 }  // namespace openreg::trace

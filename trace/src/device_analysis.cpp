@@ -147,7 +147,7 @@ void addLaunch(LaunchRow& r, int64_t host, int64_t delay, int64_t device, const 
   r.slowStarts += delay > o.slowStartNs;
 }
 
-void writeTemporal(JsonWriter& w, const Trace& t, const Summary& s) {
+void writeTemporalObject(JsonWriter& w, const Trace& t, const Summary& s) {
   // HTA's temporal breakdown: over the span from the first device event to
   // the last, idle is what no event covers; compute is the union of
   // compute kernels; the rest of the busy time is non-compute.
@@ -175,7 +175,7 @@ void writeTemporal(JsonWriter& w, const Trace& t, const Summary& s) {
   w.endObject();
 }
 
-void writeIdle(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& o) {
+void writeIdleObject(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& o) {
   w.key("idle_breakdown").beginObject();
   w.field("kernel_wait_threshold_ns", o.kernelWaitNs);
   IdleBreakdown total;
@@ -212,7 +212,7 @@ void writeIdle(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOpt
   w.endObject();
 }
 
-void writeLaunches(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& o) {
+void writeLaunchesObject(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& o) {
   const size_t top = static_cast<size_t>(std::max(o.top, 0));
   w.key("launches").beginObject();
   w.field("slow_launch_threshold_ns", o.slowLaunchNs);
@@ -235,7 +235,7 @@ void writeLaunches(JsonWriter& w, const Trace& t, const Summary& s, const Summar
   w.endObject();
 }
 
-void writeCommunication(JsonWriter& w, const Trace& t, const Summary& s) {
+void writeCommunicationObject(JsonWriter& w, const Trace& t, const Summary& s) {
   const Communication& c = s.communication;
   w.key("communication").beginObject();
   w.key("rank");
@@ -511,7 +511,19 @@ Communication computeCommunication(const Trace& t) {
   return out;
 }
 
-void writeDeviceAnalyses(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& o) {
+namespace sections {
+
+void computeKernelClasses(const Trace& t, const SummaryOptions& /*options*/, Summary& s) {
+  s.classes = trace::computeKernelClasses(t);
+  std::sort(s.classes.streams.begin(), s.classes.streams.end(), [&](const auto& a, const auto& b) {
+    const Lane& x = t.lanes[a.lane];
+    const Lane& y = t.lanes[b.lane];
+    if (!(x.pid == y.pid)) return x.pid < y.pid;
+    return x.tid < y.tid;
+  });
+}
+
+void writeKernelClasses(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& /*options*/) {
   w.key("kernel_classes").beginObject();
   w.key("total");
   writeClassTimes(w, s.classes.total, s.deviceTotalNs);
@@ -527,10 +539,36 @@ void writeDeviceAnalyses(JsonWriter& w, const Trace& t, const Summary& s, const 
   }
   w.endArray();
   w.endObject();
-  writeTemporal(w, t, s);
-  writeIdle(w, t, s, o);
-  writeLaunches(w, t, s, o);
-  writeCommunication(w, t, s);
 }
+
+void writeTemporal(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& /*options*/) {
+  writeTemporalObject(w, t, s);
+}
+
+void computeIdleBreakdown(const Trace& t, const SummaryOptions& options, Summary& s) {
+  s.idle = trace::computeIdleBreakdown(t, options);
+}
+
+void writeIdleBreakdown(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options) {
+  writeIdleObject(w, t, s, options);
+}
+
+void computeLaunches(const Trace& t, const SummaryOptions& options, Summary& s) {
+  s.launches = computeLaunchStats(t, options);
+}
+
+void writeLaunches(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options) {
+  writeLaunchesObject(w, t, s, options);
+}
+
+void computeCommunication(const Trace& t, const SummaryOptions& /*options*/, Summary& s) {
+  s.communication = trace::computeCommunication(t);
+}
+
+void writeCommunication(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& /*options*/) {
+  writeCommunicationObject(w, t, s);
+}
+
+}  // namespace sections
 
 }  // namespace openreg::trace

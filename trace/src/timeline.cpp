@@ -49,158 +49,198 @@ std::string laneLabel(const Trace& t, uint32_t lane, const char* pidWord, const 
 
 bool isStep(const Trace& t, const Slice& s) { return t.str(s.name).substr(0, 13) == "ProfilerStep#"; }
 
-}  // namespace
-
-std::string timelineJson(const Trace& t, const TimelineOptions& options) {
-  const int width = std::max(options.width, 1);
+// The drawing extent: the profiling window, widened to every device event.
+struct Extent {
   int64_t lo = 0, hi = 0;
+  int64_t resolution = 1;  // one bucket
+};
+
+Extent drawingExtent(const Trace& t, int width) {
+  Extent e;
   if (auto w = profilingWindow(t)) {
-    lo = w->start;
-    hi = w->end;
+    e.lo = w->start;
+    e.hi = w->end;
   }
-  bool any = hi > lo;
+  bool any = e.hi > e.lo;
   for (uint32_t i : t.deviceSlices) {
     const Slice& s = t.slices[i];
-    if (!any || s.ts < lo) lo = s.ts;
-    if (!any || s.end() > hi) hi = s.end();
+    if (!any || s.ts < e.lo) e.lo = s.ts;
+    if (!any || s.end() > e.hi) e.hi = s.end();
     any = true;
   }
   // Rounded up, so that at most width + 1 blocks fit in a row.
-  const int64_t resolution = std::max<int64_t>(1, (hi - lo + width - 1) / width);
+  e.resolution = std::max<int64_t>(1, (e.hi - e.lo + width - 1) / width);
+  return e;
+}
 
-  std::vector<std::string_view> names;
-  std::unordered_map<uint32_t, size_t> nameIndex;
-  auto intern = [&](uint32_t id) -> size_t {
-    auto [it, inserted] = nameIndex.emplace(id, names.size());
-    if (inserted) names.push_back(t.str(id));
+// Writes the timeline's parts in order; rows refer to slice names by their
+// index in "names", written last.
+class TimelineWriter {
+ public:
+  TimelineWriter(const Trace& t, const Extent& extent) : t_(t), extent_(extent) {}
+
+  std::string write() {
+    w_.beginObject();
+    w_.field("origin_ns", t_.originNs);
+    w_.field("start_ns", extent_.lo - t_.originNs);
+    w_.field("end_ns", extent_.hi - t_.originNs);
+    w_.field("resolution_ns", extent_.resolution);
+    writeDeviceRows();
+    writeSteps(writeHostRows());
+    writeMemoryCurves();
+    writeNames();
+    w_.endObject();
+    return w_.take();
+  }
+
+ private:
+  size_t intern(uint32_t id) {
+    auto [it, inserted] = nameIndex_.emplace(id, names_.size());
+    if (inserted) names_.push_back(t_.str(id));
     return it->second;
-  };
+  }
 
-  JsonWriter w;
   // A row's "blocks": [start, end, name index] after the origin, merged at the resolution.
-  auto writeBlocks = [&](const std::vector<uint32_t>& slices) {
-    w.key("blocks").beginArray();
-    for (const Block& b : mergeBlocks(t, slices, resolution)) {
-      w.beginArray()
-          .value(b.start - t.originNs)
-          .value(b.end - t.originNs)
+  void writeBlocks(const std::vector<uint32_t>& slices) {
+    w_.key("blocks").beginArray();
+    for (const Block& b : mergeBlocks(t_, slices, extent_.resolution)) {
+      w_.beginArray()
+          .value(b.start - t_.originNs)
+          .value(b.end - t_.originNs)
           .value(static_cast<uint64_t>(intern(b.name)))
           .endArray();
     }
-    w.endArray();
-  };
-  w.beginObject();
-  w.field("origin_ns", t.originNs);
-  w.field("start_ns", lo - t.originNs);
-  w.field("end_ns", hi - t.originNs);
-  w.field("resolution_ns", resolution);
+    w_.endArray();
+  }
 
   // Device rows, ordered by device then stream.
-  std::map<std::pair<Key, Key>, std::vector<uint32_t>> rows;
-  for (uint32_t i : t.deviceSlices) {
-    const Lane& l = t.lanes[t.slices[i].lane];
-    rows[{l.pid, l.tid}].push_back(i);
-  }
-  w.key("device_rows").beginArray();
-  for (auto& [key, idx] : rows) {
-    std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return t.slices[a].ts < t.slices[b].ts; });
-    uint32_t lane = t.slices[idx[0]].lane;
-    w.beginObject();
-    w.field("label", laneLabel(t, lane, "device", "stream"));
-    w.field("events", static_cast<uint64_t>(idx.size()));
-    writeBlocks(idx);
-    w.endObject();
-  }
-  w.endArray();
-
-  // Host rows: outermost ops per thread, and the profiler steps.
-  std::vector<uint32_t> steps;
-  w.key("host_rows").beginArray();
-  for (uint32_t lane = 0; lane < t.lanes.size(); ++lane) {
-    if (t.laneKind[lane] != LaneKind::Host) continue;
-    std::vector<uint32_t> top;
-    for (uint32_t i : t.laneSlices[lane]) {
-      const Slice& s = t.slices[i];
-      if (t.role(s.cat) != CategoryRole::Op) continue;
-      if (isStep(t, s)) {
-        steps.push_back(i);
-        continue;
-      }
-      bool outermost = true;
-      for (int32_t p = t.parent[i]; p != kNoSlice; p = t.parent[p]) {
-        const Slice& ps = t.slices[p];
-        if (t.role(ps.cat) == CategoryRole::Op && !isStep(t, ps)) {
-          outermost = false;
-          break;
-        }
-      }
-      if (outermost) top.push_back(i);
+  void writeDeviceRows() {
+    std::map<std::pair<Key, Key>, std::vector<uint32_t>> rows;
+    for (uint32_t i : t_.deviceSlices) {
+      const Lane& l = t_.lanes[t_.slices[i].lane];
+      rows[{l.pid, l.tid}].push_back(i);
     }
-    if (top.empty()) continue;
-    w.beginObject();
-    w.field("label", laneLabel(t, lane, "process", "thread"));
-    w.field("ops", static_cast<uint64_t>(top.size()));
-    writeBlocks(top);
-    w.endObject();
+    w_.key("device_rows").beginArray();
+    for (auto& [key, idx] : rows) {
+      std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return t_.slices[a].ts < t_.slices[b].ts; });
+      w_.beginObject();
+      w_.field("label", laneLabel(t_, t_.slices[idx[0]].lane, "device", "stream"));
+      w_.field("events", static_cast<uint64_t>(idx.size()));
+      writeBlocks(idx);
+      w_.endObject();
+    }
+    w_.endArray();
   }
-  w.endArray();
 
-  std::sort(steps.begin(), steps.end(), [&](uint32_t a, uint32_t b) { return t.slices[a].ts < t.slices[b].ts; });
-  w.key("steps").beginArray();
-  for (uint32_t i : steps) {
-    const Slice& s = t.slices[i];
-    w.beginArray().value(s.ts - t.originNs).value(s.end() - t.originNs).value(t.str(s.name)).endArray();
+  // Host rows: the outermost ops of each thread. Returns the profiler steps,
+  // which are drawn apart.
+  std::vector<uint32_t> writeHostRows() {
+    std::vector<uint32_t> steps;
+    w_.key("host_rows").beginArray();
+    for (uint32_t lane = 0; lane < t_.lanes.size(); ++lane) {
+      if (t_.laneKind[lane] != LaneKind::Host) continue;
+      std::vector<uint32_t> top;
+      for (uint32_t i : t_.laneSlices[lane]) {
+        const Slice& s = t_.slices[i];
+        if (t_.role(s.cat) != CategoryRole::Op) continue;
+        if (isStep(t_, s))
+          steps.push_back(i);
+        else if (isOutermostOp(i))
+          top.push_back(i);
+      }
+      if (top.empty()) continue;
+      w_.beginObject();
+      w_.field("label", laneLabel(t_, lane, "process", "thread"));
+      w_.field("ops", static_cast<uint64_t>(top.size()));
+      writeBlocks(top);
+      w_.endObject();
+    }
+    w_.endArray();
+    return steps;
   }
-  w.endArray();
 
-  // Memory curves: per bucket its first value, maximum and last value, so
-  // peaks survive the reduction.
-  std::map<std::pair<int64_t, int64_t>, std::vector<uint32_t>> series;
-  for (uint32_t i = 0; i < t.memory.size(); ++i) {
-    const MemoryPoint& m = t.memory[i];
-    if (m.deviceType.ok() && m.totalAllocated.ok())
-      series[{m.deviceType.value, m.deviceId.ok() ? m.deviceId.value : -1}].push_back(i);
+  // No op other than a profiler step encloses it.
+  bool isOutermostOp(uint32_t i) const {
+    for (int32_t p = t_.parent[i]; p != kNoSlice; p = t_.parent[p]) {
+      const Slice& ps = t_.slices[p];
+      if (t_.role(ps.cat) == CategoryRole::Op && !isStep(t_, ps)) return false;
+    }
+    return true;
   }
-  w.key("memory").beginArray();
-  for (auto& entry : series) {
-    // Named, not a structured binding: clang 14 cannot capture those in lambdas.
-    const auto& key = entry.first;
-    std::vector<uint32_t>& idx = entry.second;
-    std::stable_sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return t.memory[a].ts < t.memory[b].ts; });
-    w.beginObject();
-    w.field("device_type", key.first);
-    w.field("device_type_name", deviceTypeName(key.first));
-    w.field("device_id", key.second);
-    w.key("points").beginArray();
-    size_t k = 0;
-    while (k < idx.size()) {
-      const int64_t bucket = (t.memory[idx[k]].ts - lo) / resolution;
+
+  void writeSteps(std::vector<uint32_t> steps) {
+    std::sort(steps.begin(), steps.end(), [&](uint32_t a, uint32_t b) { return t_.slices[a].ts < t_.slices[b].ts; });
+    w_.key("steps").beginArray();
+    for (uint32_t i : steps) {
+      const Slice& s = t_.slices[i];
+      w_.beginArray().value(s.ts - t_.originNs).value(s.end() - t_.originNs).value(t_.str(s.name)).endArray();
+    }
+    w_.endArray();
+  }
+
+  // Memory curves, one per (device type, device id).
+  void writeMemoryCurves() {
+    std::map<std::pair<int64_t, int64_t>, std::vector<uint32_t>> series;
+    for (uint32_t i = 0; i < t_.memory.size(); ++i) {
+      const MemoryPoint& m = t_.memory[i];
+      if (m.deviceType.ok() && m.totalAllocated.ok())
+        series[{m.deviceType.value, m.deviceId.ok() ? m.deviceId.value : -1}].push_back(i);
+    }
+    w_.key("memory").beginArray();
+    for (auto& [key, idx] : series) {
+      std::stable_sort(idx.begin(), idx.end(),
+                       [&](uint32_t a, uint32_t b) { return t_.memory[a].ts < t_.memory[b].ts; });
+      w_.beginObject();
+      w_.field("device_type", key.first);
+      w_.field("device_type_name", deviceTypeName(key.first));
+      w_.field("device_id", key.second);
+      writeMemoryPoints(idx);
+      w_.endObject();
+    }
+    w_.endArray();
+  }
+
+  // Per bucket its first value, maximum and last value, so peaks survive
+  // the reduction (idx: one series' points, sorted by time).
+  void writeMemoryPoints(const std::vector<uint32_t>& idx) {
+    auto bucketOf = [&](size_t j) { return (t_.memory[idx[j]].ts - extent_.lo) / extent_.resolution; };
+    auto emit = [&](size_t j) {
+      const MemoryPoint& m = t_.memory[idx[j]];
+      w_.beginArray().value(m.ts - t_.originNs).value(m.totalAllocated.value).endArray();
+    };
+    w_.key("points").beginArray();
+    for (size_t k = 0; k < idx.size();) {
+      const int64_t bucket = bucketOf(k);
       size_t e = k;
       size_t peak = k;
-      while (e < idx.size() && (t.memory[idx[e]].ts - lo) / resolution == bucket) {
-        if (t.memory[idx[e]].totalAllocated.value > t.memory[idx[peak]].totalAllocated.value) peak = e;
-        ++e;
-      }
+      for (; e < idx.size() && bucketOf(e) == bucket; ++e)
+        if (t_.memory[idx[e]].totalAllocated.value > t_.memory[idx[peak]].totalAllocated.value) peak = e;
       // Positions k <= peak <= e - 1: emit each once, in time order.
-      auto emit = [&](size_t j) {
-        const MemoryPoint& m = t.memory[idx[j]];
-        w.beginArray().value(m.ts - t.originNs).value(m.totalAllocated.value).endArray();
-      };
       emit(k);
       if (peak != k) emit(peak);
       if (e - 1 != peak) emit(e - 1);
       k = e;
     }
-    w.endArray();
-    w.endObject();
+    w_.endArray();
   }
-  w.endArray();
 
-  w.key("names").beginArray();
-  for (std::string_view n : names) w.value(n);
-  w.endArray();
-  w.endObject();
-  return w.take();
+  void writeNames() {
+    w_.key("names").beginArray();
+    for (std::string_view n : names_) w_.value(n);
+    w_.endArray();
+  }
+
+  const Trace& t_;
+  const Extent extent_;
+  JsonWriter w_;
+  std::vector<std::string_view> names_;
+  std::unordered_map<uint32_t, size_t> nameIndex_;
+};
+
+}  // namespace
+
+std::string timelineJson(const Trace& t, const TimelineOptions& options) {
+  return TimelineWriter(t, drawingExtent(t, std::max(options.width, 1))).write();
 }
 
 }  // namespace openreg::trace

@@ -62,6 +62,12 @@ const CommArgs* Trace::commArgsOf(uint32_t slice) const {
   return it != commArgs.end() && it->slice == slice ? &*it : nullptr;
 }
 
+const SourceLines* Trace::sourceLinesOf(uint32_t slice) const {
+  auto it = std::lower_bound(sourceLines.begin(), sourceLines.end(), slice,
+                             [](const SourceLines& a, uint32_t i) { return a.slice < i; });
+  return it != sourceLines.end() && it->slice == slice ? &*it : nullptr;
+}
+
 uint32_t Trace::laneId(const Lane& lane) {
   auto [it, inserted] = laneIds_.emplace(lane, static_cast<uint32_t>(lanes.size()));
   if (inserted) lanes.push_back(lane);
@@ -85,6 +91,7 @@ struct EventFields {
   IntArg externalId, device, stream, correlation, deviceType, deviceId, totalAllocated, bytes, sortIndex;
   CommArgs comm;
   bool hasComm = false;
+  std::vector<uint32_t> sourceLines;
   uint32_t strArg = kNoString;
 };
 
@@ -174,6 +181,17 @@ class Loader {
     return t_.strings.intern(r_.readString());
   }
 
+  // An array of strings; other elements (and a value that is no array) are skipped.
+  void readStrings(std::vector<uint32_t>& out) {
+    if (r_.peekKind() != JsonKind::Array) {
+      r_.skipValue();
+      return;
+    }
+    r_.beginArray();
+    while (r_.nextElement())
+      if (uint32_t id = readInternedString(); id != kNoString) out.push_back(id);
+  }
+
   bool readKey(Key& out) {
     switch (r_.peekKind()) {
       case JsonKind::Number: {
@@ -222,108 +240,77 @@ class Loader {
     r_.beginObject();
     std::string_view key;
     while (r_.nextKey(key)) {
-      switch (key.size()) {
-        case 3:
-          if (key == "Seq") {
-            readIntOrNumericString(e.comm.seq);
-            e.hasComm = true;
-            continue;
-          }
-          break;
-        case 4:
-          if (key == "name") {
-            e.strArg = readInternedString();
-            continue;
-          }
-          break;
-        case 5:
-          if (key == "Bytes") {
-            readIntArg(e.bytes);
-            continue;
-          }
-          if (key == "dtype") {
-            e.comm.dtype = readInternedString();
-            continue;
-          }
-          break;
-        case 6:
-          if (key == "device") {
-            readIntArg(e.device);
-            continue;
-          }
-          if (key == "stream") {
-            readIntArg(e.stream);
-            continue;
-          }
-          if (key == "labels") {
-            e.strArg = readInternedString();
-            continue;
-          }
-          break;
-        case 9:
-          if (key == "Device Id") {
-            readIntArg(e.deviceId);
-            continue;
-          }
-          break;
-        case 10:
-          if (key == "sort_index") {
-            readIntArg(e.sortIndex);
-            continue;
-          }
-          if (key == "Group size") {
-            readIntArg(e.comm.groupSize);
-            continue;
-          }
-          break;
-        case 13:
-          if (key == "In msg nelems") {
-            readIntArg(e.comm.inNelems);
-            continue;
-          }
-          break;
-        case 14:
-          if (key == "Out msg nelems") {
-            readIntArg(e.comm.outNelems);
-            continue;
-          }
-          break;
-        case 18:
-          if (key == "Process Group Name") {
-            e.comm.group = readInternedString();
-            continue;
-          }
-          break;
-        case 11:
-          if (key == "External id") {
-            readIntArg(e.externalId);
-            continue;
-          }
-          if (key == "correlation") {
-            readIntArg(e.correlation);
-            continue;
-          }
-          if (key == "Device Type") {
-            readIntArg(e.deviceType);
-            continue;
-          }
-          break;
-        case 15:
-          if (key == "Total Allocated") {
-            readIntArg(e.totalAllocated);
-            continue;
-          }
-          if (key == "Collective name") {
-            e.comm.collective = readInternedString();
-            e.hasComm = true;
-            continue;
-          }
-          break;
-        default:
-          break;
-      }
-      r_.skipValue();
+      if (!readEventArg(key, e) && !readCommArg(key, e.comm, e.hasComm)) r_.skipValue();
     }
+  }
+
+  // The args of events in general (ids, lanes, memory, metadata); false if
+  // `key` is none of them (its value is then still unread).
+  bool readEventArg(std::string_view key, EventFields& e) {
+    switch (key.size()) {
+      case 4:
+        if (key == "name") return (e.strArg = readInternedString(), true);
+        break;
+      case 5:
+        if (key == "Bytes") return (readIntArg(e.bytes), true);
+        break;
+      case 6:
+        if (key == "device") return (readIntArg(e.device), true);
+        if (key == "stream") return (readIntArg(e.stream), true);
+        if (key == "labels") return (e.strArg = readInternedString(), true);
+        break;
+      case 9:
+        if (key == "Device Id") return (readIntArg(e.deviceId), true);
+        break;
+      case 10:
+        if (key == "sort_index") return (readIntArg(e.sortIndex), true);
+        break;
+      case 11:
+        if (key == "External id") return (readIntArg(e.externalId), true);
+        if (key == "correlation") return (readIntArg(e.correlation), true);
+        if (key == "Device Type") return (readIntArg(e.deviceType), true);
+        break;
+      case 12:
+        if (key == "source_lines") return (readStrings(e.sourceLines), true);
+        break;
+      case 15:
+        if (key == "Total Allocated") return (readIntArg(e.totalAllocated), true);
+        break;
+      default:
+        break;
+    }
+    return false;
+  }
+
+  // record_param_comms' args (see CommArgs); `seen` is set by the two that
+  // make an event a collective. False if `key` is none of them.
+  bool readCommArg(std::string_view key, CommArgs& comm, bool& seen) {
+    switch (key.size()) {
+      case 3:
+        if (key == "Seq") return (readIntOrNumericString(comm.seq), seen = true);
+        break;
+      case 5:
+        if (key == "dtype") return (comm.dtype = readInternedString(), true);
+        break;
+      case 10:
+        if (key == "Group size") return (readIntArg(comm.groupSize), true);
+        break;
+      case 13:
+        if (key == "In msg nelems") return (readIntArg(comm.inNelems), true);
+        break;
+      case 14:
+        if (key == "Out msg nelems") return (readIntArg(comm.outNelems), true);
+        break;
+      case 15:
+        if (key == "Collective name") return (comm.collective = readInternedString(), seen = true);
+        break;
+      case 18:
+        if (key == "Process Group Name") return (comm.group = readInternedString(), true);
+        break;
+      default:
+        break;
+    }
+    return false;
   }
 
   void readEvent(const Origin& origin) {
@@ -428,6 +415,8 @@ class Loader {
           e.comm.slice = static_cast<uint32_t>(t_.slices.size());
           t_.commArgs.push_back(e.comm);
         }
+        if (!e.sourceLines.empty())
+          t_.sourceLines.push_back({static_cast<uint32_t>(t_.slices.size()), std::move(e.sourceLines)});
         t_.slices.push_back(s);
         return;
       }

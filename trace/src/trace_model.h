@@ -100,6 +100,14 @@ struct CommArgs {
   IntArg inNelems, outNelems, groupSize, seq;  // "In msg nelems", ..., "Seq"
 };
 
+// The model source lines a compiled kernel fused: args "source_lines", each
+// "file:line" (openreg's Inductor kernels carry them). Kept beside the
+// slices, since few events have them.
+struct SourceLines {
+  uint32_t slice = 0;           // index into Trace::slices
+  std::vector<uint32_t> lines;  // the strings, in the order written
+};
+
 struct FlowPoint {  // ph "s", "t", "f"
   int64_t ts = 0;
   Origin origin;
@@ -158,7 +166,8 @@ class Trace {
   std::vector<FlowPoint> flows;
   std::vector<MemoryPoint> memory;
   std::vector<MetaEvent> meta;
-  std::vector<CommArgs> commArgs;  // by slice index, ascending
+  std::vector<CommArgs> commArgs;        // by slice index, ascending
+  std::vector<SourceLines> sourceLines;  // by slice index, ascending
   // distributedInfo (torch.profiler writes it once torch.distributed runs).
   std::optional<int64_t> rank, worldSize;
   uint32_t distBackend = kNoString;
@@ -197,6 +206,8 @@ class Trace {
   std::string keyText(const Key& k) const;
   // The communication args of slice i, or nullptr.
   const CommArgs* commArgsOf(uint32_t slice) const;
+  // The source lines of slice i, or nullptr.
+  const SourceLines* sourceLinesOf(uint32_t slice) const;
 
   // Innermost slice on `lane` containing t (inclusive ends) whose role is in
   // `roles` (a bit set of 1 << CategoryRole), or kNoSlice.

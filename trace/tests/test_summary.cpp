@@ -187,5 +187,69 @@ TEST(Summary, WindowPrefersTraceSpanAndRecordWindowEnd) {
   EXPECT_EQ(w->end, 5'100);
 }
 
+// ---------------------------------------------------------------- source lines
+
+TEST(Summary, SourceLinesFromThePythonStackAroundTheOp) {
+  auto t = oneStep().load();
+  const SourceAttribution& a = computeSummary(*t, {}).sourceLines;
+  // Every linked event ran under train.py(12) (the memcpy through a <built-in>
+  // frame, the add through its launch's correlation); the orphan has no op.
+  ASSERT_EQ(a.lines.size(), 1u);
+  EXPECT_EQ(a.lines[0].source, "train.py:12");
+  EXPECT_EQ(a.lines[0].function, "step");
+  EXPECT_EQ(a.lines[0].deviceNs, 30'000 + 5'000 + 30'000 + 2'000);
+  EXPECT_EQ(a.lines[0].events, 4u);
+  EXPECT_EQ(a.stackEvents, 4u);
+  EXPECT_EQ(a.stackNs, 67'000);
+  EXPECT_EQ(a.unattributedEvents, 1u);
+  EXPECT_EQ(a.unattributedNs, 1'000);
+  EXPECT_EQ(a.compiledEvents, 0u);
+}
+
+TEST(Summary, CompiledKernelSplitsItsTimeEvenlyAmongItsLines) {
+  TraceBuilder b;
+  b.lanes(0, {7}).span(0, 100'000);
+  b.python("m.py(3): forward", 0, 50'000);
+  b.op("fused_0", 1'000, 2'000, 1).runtime("orLaunchKernelEx", 1'500, 500, 11, 1);
+  // 1000 ns over three lines: 334 + 333 + 333; its Python stack does not count.
+  b.kernel("fused_0", 5'000, 1'000, 0, 7, 11, 1, "kernel",
+           R"("External id":1,"device":0,"stream":7,"correlation":11,)"
+           R"("source_lines":["m.py:10","m.py:11","m.py:12"],"fused_aten_ops":["aten::add","aten::relu","aten::mul"])");
+  b.op("fused_1", 3'000, 2'000, 2).runtime("orLaunchKernelEx", 3'500, 500, 12, 2);
+  b.kernel("fused_1", 7'000, 10'000, 0, 7, 12, 2, "kernel",
+           R"("External id":2,"device":0,"stream":7,"correlation":12,"source_lines":["m.py:12"])");
+  auto t = b.load();
+  const SourceAttribution& a = computeSummary(*t, {}).sourceLines;
+  ASSERT_EQ(a.lines.size(), 3u);
+  EXPECT_EQ(a.lines[0].source, "m.py:12");
+  EXPECT_EQ(a.lines[0].deviceNs, 10'333);
+  EXPECT_EQ(a.lines[0].events, 2u);
+  EXPECT_EQ(a.lines[0].function, "");
+  EXPECT_EQ(a.lines[1].source, "m.py:10");
+  EXPECT_EQ(a.lines[1].deviceNs, 334);
+  EXPECT_EQ(a.lines[2].source, "m.py:11");
+  EXPECT_EQ(a.lines[2].deviceNs, 333);
+  EXPECT_EQ(a.compiledEvents, 2u);
+  EXPECT_EQ(a.compiledNs, 11'000);
+  EXPECT_EQ(a.stackEvents + a.unattributedEvents, 0u);
+}
+
+TEST(Summary, UserSourceLineOfAPythonFrame) {
+  using Line = std::pair<std::string, std::string>;
+  EXPECT_EQ(userSourceLine("/home/u/model.py(49): forward"), Line("/home/u/model.py:49", "forward"));
+  EXPECT_EQ(userSourceLine("train.py(20): <lambda>"), Line("train.py:20", "<lambda>"));
+  // torch_openreg/ is not torch/.
+  EXPECT_EQ(userSourceLine("/w/torch_openreg/demo/model.py(7): forward"),
+            Line("/w/torch_openreg/demo/model.py:7", "forward"));
+  EXPECT_EQ(userSourceLine("/w/f(x).py(3): g"), Line("/w/f(x).py:3", "g"));
+  for (const char* notUser :
+       {"<built-in method add of type object at 0x7f>", "nn.Module: Linear_0",
+        "/v/lib/python3.11/site-packages/torch/nn/modules/module.py(1751): _call_impl", "torch/_tensor.py(41): wrapped",
+        "/opt/dist-packages/numpy/core.py(3): f", "/usr/lib/python3.11/contextlib.py(141): __exit__", "model.py(x): f",
+        "model.py(): f", "(12): f", "<string>(1): <module>"}) {
+    EXPECT_EQ(userSourceLine(notUser), std::nullopt) << notUser;
+  }
+}
+
 }  // namespace
 }  // namespace openreg::trace
