@@ -12,6 +12,7 @@
 #include "backend/Generator.h"
 #include "backend/OpRegistry.h"
 #include "backend/TestGates.h"
+#include "python/MemoryBindings.h"
 
 namespace py = pybind11;
 using namespace openreg::backend;
@@ -106,4 +107,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_open_gate", &openGate, py::arg("gate"), "Release kernels queued by torch.ops.openreg._wait_gate.");
   m.def("_gate_waiting", &gateWaiting, py::arg("gate"), "True while a kernel is blocked on the gate.");
+
+  // Memory debugging: history, snapshots, settings, out-of-memory observers.
+  openreg::python::registerMemoryBindings(m);
 }
