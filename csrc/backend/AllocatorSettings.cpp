@@ -79,10 +79,17 @@ bool parseBool(const std::string& key, const std::string& value) {
 // (one variable may serve several devices): accepted with a warning.
 const std::set<std::string>& keysNotUsed() {
   static const std::set<std::string> keys = {
-      "roundup_power2_divisions",      "large_segment_size_mb",        "pinned_use_background_threads",
-      "pinned_max_round_threshold",    "pinned_max_cached_size",       "backend",
-      "release_lock_on_cudamalloc",    "pinned_use_cuda_host_register", "pinned_num_register_threads",
-      "per_process_memory_fraction",   "graph_capture_record_stream_reuse",
+      "roundup_power2_divisions",
+      "large_segment_size_mb",
+      "pinned_use_background_threads",
+      "pinned_max_round_threshold",
+      "pinned_max_cached_size",
+      "backend",
+      "release_lock_on_cudamalloc",
+      "pinned_use_cuda_host_register",
+      "pinned_num_register_threads",
+      "per_process_memory_fraction",
+      "graph_capture_record_stream_reuse",
   };
   return keys;
 }

@@ -26,10 +26,10 @@ namespace openreg::backend {
 
 namespace {
 
+using c10::GatheredContext;
 using c10::CachingAllocator::Stat;
 using c10::CachingAllocator::StatType;
 using c10::CachingAllocator::StatTypes;
-using c10::GatheredContext;
 using c10::CachingDeviceAllocator::DeviceStats;
 using c10::CachingDeviceAllocator::RecordContext;
 using c10::CachingDeviceAllocator::TraceEntry;
@@ -184,7 +184,8 @@ class DeviceCache {
       stats_.requested_bytes[i].decrease(block->requested);
     });
     if (block->size >= maxSplitSize_) stats_.oversize_allocations.decrease(1);
-    if (C10_UNLIKELY(traceOn_)) recordTrace(TraceEntry::FREE_REQUESTED, block->ptr, block->size, block->stream, context);
+    if (C10_UNLIKELY(traceOn_))
+      recordTrace(TraceEntry::FREE_REQUESTED, block->ptr, block->size, block->stream, context);
     reportToProfiler(block->ptr, -static_cast<int64_t>(block->size));
     if (block->streamUses.empty()) {
       returnToPool(block, context);
@@ -432,8 +433,7 @@ class DeviceCache {
   }
 
   // CUDA's order: the history entry, the count, the profiler (under the lock).
-  void noteOutOfMemory(size_t requested, size_t rounded, orStream_t stream, const Context& context,
-                       OutOfMemory& oom) {
+  void noteOutOfMemory(size_t requested, size_t rounded, orStream_t stream, const Context& context, OutOfMemory& oom) {
     const auto agg = static_cast<size_t>(StatType::AGGREGATE);
     stats_.num_ooms += 1;
     oom.requested = requested;
@@ -477,8 +477,8 @@ class DeviceCache {
   // Splits off the tail of an oversized block and returns the head.
   Block* splitIfWorthIt(Block* block, size_t rounded, FreePool& pool) {
     const size_t remaining = block->size - rounded;
-    const bool worthIt = block->small ? remaining >= kMinBlockSize
-                                      : remaining > kSmallRequestLimit && block->size < maxSplitSize_;
+    const bool worthIt =
+        block->small ? remaining >= kMinBlockSize : remaining > kSmallRequestLimit && block->size < maxSplitSize_;
     if (!worthIt) return block;
     auto* tail = new Block(device_, block->stream, remaining, static_cast<char*>(block->ptr) + rounded, block->small);
     tail->segment = block->segment;
@@ -493,7 +493,8 @@ class DeviceCache {
 
   // A block nobody uses any more: merge with free neighbours, cache it.
   void returnToPool(Block* block, const Context& context) {
-    if (C10_UNLIKELY(traceOn_)) recordTrace(TraceEntry::FREE_COMPLETED, block->ptr, block->size, block->stream, context);
+    if (C10_UNLIKELY(traceOn_))
+      recordTrace(TraceEntry::FREE_COMPLETED, block->ptr, block->size, block->stream, context);
     block->context = nullptr;
     FreePool& pool = block->small ? small_ : large_;
     forEachStat(statTypesFor(block->small), [&](size_t i) {
@@ -625,7 +626,8 @@ class DeviceCache {
           stats_.reserved_bytes[i].decrease(block->size);
         });
         if (block->size >= maxSplitSize_) stats_.oversize_segments.decrease(1);
-        if (C10_UNLIKELY(traceOn_)) recordTrace(TraceEntry::SEGMENT_FREE, block->ptr, block->size, block->stream, nullptr);
+        if (C10_UNLIKELY(traceOn_))
+          recordTrace(TraceEntry::SEGMENT_FREE, block->ptr, block->size, block->stream, nullptr);
         segments_.erase(reinterpret_cast<uintptr_t>(block->ptr));
         delete block;
       }

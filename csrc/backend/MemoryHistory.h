@@ -28,11 +28,11 @@ namespace openreg::backend {
 // The settings the allocator honours, read once from PYTORCH_ALLOC_CONF
 // (or PYTORCH_CUDA_ALLOC_CONF) when the allocator is first used.
 struct AllocatorSettings {
-  std::string conf;                     // the variable's text, as given
-  size_t maxSplitSize = SIZE_MAX;       // blocks this large or larger are never split
+  std::string conf;                       // the variable's text, as given
+  size_t maxSplitSize = SIZE_MAX;         // blocks this large or larger are never split
   size_t maxNonSplitRounding = 20 << 20;  // how much larger an unsplit cached block may be
   double garbageCollectionThreshold = 0;  // reclaim cache above this share of capacity (0: never)
-  bool expandableSegments = false;      // accepted, not implemented: always false here
+  bool expandableSegments = false;        // accepted, not implemented: always false here
 };
 
 // The settings in effect. Throws c10::Error naming the key when the

@@ -57,9 +57,12 @@ void recordHistory(const std::optional<std::string>& enabled, const std::optiona
   options.trace = enabled && *enabled == "all";
   options.maxEntries = maxEntries;
   options.clearHistory = clearHistory;
-  for (const std::string& name : skipActions) options.skipActions.push_back(c10::CachingDeviceAllocator::parseTraceEntryAction(name));
+  for (const std::string& name : skipActions)
+    options.skipActions.push_back(c10::CachingDeviceAllocator::parseTraceEntryAction(name));
   if (context) {
-    options.when = *context == "all" ? RecordContext::ALL : *context == "alloc" ? RecordContext::ALLOC : RecordContext::STATE;
+    options.when = *context == "all"     ? RecordContext::ALL
+                   : *context == "alloc" ? RecordContext::ALLOC
+                                         : RecordContext::STATE;
     options.gather = &gatherPython;
     if (stacks == "all") {
       torch::unwind::unwind();  // loads the unwinder's tables now, not inside the first allocation
@@ -71,8 +74,9 @@ void recordHistory(const std::optional<std::string>& enabled, const std::optiona
 
 const char* actionName(TraceEntry::Action action) {
   static constexpr std::array<const char*, TraceEntry::OOM + 1> kNames = {
-      "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
-      "segment_map", "segment_unmap", "snapshot", "oom"};
+      "alloc",         "free_requested", "free_completed",
+      "segment_alloc", "segment_free",   "segment_map",
+      "segment_unmap", "snapshot",       "oom"};
   return kNames.at(static_cast<size_t>(action));
 }
 
@@ -200,9 +204,11 @@ void registerMemoryBindings(py::module_& m) {
   m.def("_memory_history_enabled", &backend::memoryHistoryEnabled);
   m.def("_memory_snapshot", &snapshotDict, "CUDA's snapshot dict for every openreg device.");
   m.def("_allocator_settings", []() { return settingsDict(backend::allocatorSettings()); });
-  m.def("_parse_allocator_settings", [](const std::string& conf) { return settingsDict(backend::parseAllocatorSettings(conf)); });
-  m.def("_attach_out_of_memory_observer", &attachObserver, py::arg("observer"),
-        "observer(device, bytes_requested, device_total, device_free), called before torch.OutOfMemoryError is raised.");
+  m.def("_parse_allocator_settings",
+        [](const std::string& conf) { return settingsDict(backend::parseAllocatorSettings(conf)); });
+  m.def(
+      "_attach_out_of_memory_observer", &attachObserver, py::arg("observer"),
+      "observer(device, bytes_requested, device_total, device_free), called before torch.OutOfMemoryError is raised.");
 }
 
 }  // namespace openreg::python

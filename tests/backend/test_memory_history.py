@@ -8,6 +8,8 @@ from __future__ import annotations
 import gc
 import inspect
 import pickle
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -255,3 +257,15 @@ def test_memory_snapshot_is_the_segments(history):
     with pytest.raises(ValueError, match="no private memory pools"):
         torch.openreg.memory_snapshot(mempool_id=(1, 2))
     del x
+
+
+def test_readme_memory_example(tmp_path, monkeypatch):
+    """The README's Memory debugging example, run as written."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("\n## Memory debugging\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "README.md", "exec"), {})
+    snapshot = load_snapshot(str(tmp_path / "openreg_memory.pickle"))
+    assert [e["action"] for e in device_trace(snapshot)].count("alloc") >= 3
+    assert not torch_openreg._C._memory_history_enabled()

@@ -75,7 +75,10 @@ def format_memory_summary(stats: Mapping[str, int], device: int, abbreviated: bo
         + f"orMalloc retries: {stats['num_alloc_retries']}".center(37)
         + "|",
         heavy,
-        "|" + f" {'Metric':^22}" + "".join(f"| {name:^11}" for name in ("Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed")) + "|",
+        "|"
+        + f" {'Metric':^22}"
+        + "".join(f"| {name:^11}" for name in ("Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed"))
+        + "|",
     ]
     for label, family, is_size, pooled in _ROWS:
         lines.append(separator)

@@ -120,7 +120,9 @@ def _record_memory_history(
     if max_entries < 1:
         raise ValueError(f"_record_memory_history: max_entries must be at least 1, got {max_entries}")
     _index(device)  # starts the device, as CUDA's does
-    _bindings()._record_memory_history(enabled, context, stacks, min(max_entries, sys.maxsize), clear_history, skip_actions or [])
+    _bindings()._record_memory_history(
+        enabled, context, stacks, min(max_entries, sys.maxsize), clear_history, skip_actions or []
+    )
 
 
 def _legacy_history_arguments(enabled: bool, legacy: dict[str, Any]):
