@@ -78,7 +78,7 @@ bool parseBool(const std::string& key, const std::string& value) {
 // Device-generic keys openreg does not implement, and other backends' keys
 // (one variable may serve several devices): accepted with a warning.
 const std::set<std::string>& keysNotUsed() {
-  static const std::set<std::string> keys = {
+  static const std::set<std::string> kKeys = {
       "roundup_power2_divisions",
       "large_segment_size_mb",
       "pinned_use_background_threads",
@@ -91,7 +91,7 @@ const std::set<std::string>& keysNotUsed() {
       "per_process_memory_fraction",
       "graph_capture_record_stream_reuse",
   };
-  return keys;
+  return kKeys;
 }
 
 void applyItem(AllocatorSettings& settings, const std::string& key, const std::string& value) {
@@ -137,8 +137,8 @@ AllocatorSettings parseAllocatorSettings(const std::string& conf) {
 
 const AllocatorSettings& allocatorSettings() {
   // A throwing initialiser leaves it unset: every later call reports again.
-  static const AllocatorSettings settings = parseAllocatorSettings(confFromEnvironment());
-  return settings;
+  static const AllocatorSettings kSettings = parseAllocatorSettings(confFromEnvironment());
+  return kSettings;
 }
 
 }  // namespace openreg::backend

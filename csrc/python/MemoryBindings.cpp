@@ -18,7 +18,8 @@
 namespace torch {
 // From torch/csrc/profiler/python/combined_traceback.h (libtorch_python), whose
 // header needs nlohmann/json, which the wheel does not ship.
-TORCH_PYTHON_API std::vector<pybind11::object> py_symbolize(std::vector<CapturedTraceback*>& to_symbolize);
+TORCH_PYTHON_API std::vector<pybind11::object> py_symbolize(  // NOLINT(readability-identifier-naming): torch's name
+    std::vector<CapturedTraceback*>& tracebacks);
 }  // namespace torch
 
 namespace py = pybind11;
