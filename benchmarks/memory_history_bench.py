@@ -45,7 +45,7 @@ print((time.thread_time_ns() - start) / calls)
 def measure(tree: Path, mode: str, calls: int, numel: int) -> float:
     env = {**os.environ, "PYTHONPATH": str(tree), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
     code = textwrap.dedent(_CHILD.format(tree=str(tree), mode=mode, calls=calls, numel=numel))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"{tree} ({mode}) failed:\n{out.stderr[-2000:]}")
     return float(out.stdout.strip())
