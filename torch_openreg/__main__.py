@@ -1,4 +1,4 @@
-"""Command line: python -m torch_openreg {demo,summary,check,diff,timeline}.
+"""Command line: python -m torch_openreg {demo,summary,check,diff,timeline,memory}.
 
 summary, check, diff and timeline read any torch.profiler chrome trace and need
 only libopenreg_trace.so: they import neither torch nor the openreg backend.
@@ -256,6 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
     timeline.add_argument("--title", default=None, help="figure title (default: the file name)")
     _add_classification(timeline)
     timeline.set_defaults(func=_cmd_timeline)
+
+    from torch_openreg import memory_report  # `memory SNAPSHOT`: its parser and logic live there
+
+    memory_report.add_command(sub)
     return parser
 
 

@@ -13,6 +13,7 @@
 #include "backend/OpRegistry.h"
 #include "backend/TestGates.h"
 #include "python/Bindings.h"
+#include "python/MemoryBindings.h"
 
 namespace py = pybind11;
 using namespace openreg::backend;
@@ -109,4 +110,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_gate_waiting", &gateWaiting, py::arg("gate"), "True while a kernel is blocked on the gate.");
 
   bindCompiledKernels(m);
+  // Memory debugging: history, snapshots, settings, out-of-memory observers.
+  openreg::python::registerMemoryBindings(m);
 }

@@ -107,6 +107,6 @@ def test_out_of_memory_with_a_small_device():
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("OOM openreg out of memory on device openreg:0: tried to allocate 40.00 MiB")
-    assert "bytes free" in lines[0]
+    assert lines[0].startswith("OOM openreg out of memory. Tried to allocate 40.00 MiB (41943040 bytes).")
+    assert "of which 24.00 MiB is free" in lines[0]
     assert lines[1] == "after 6.0"

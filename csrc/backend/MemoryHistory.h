@@ -1,0 +1,72 @@
+// Memory debugging for the openreg caching allocator, with CUDA's semantics:
+// allocation history, snapshots, out-of-memory observers and the allocator's
+// settings (PYTORCH_ALLOC_CONF).
+//
+// Contract:
+//   - recordMemoryHistory() applies to every device. While it is off the
+//     allocator's only extra work per allocation and free is one relaxed
+//     atomic load. While on, each device keeps a ring of at most maxEntries
+//     trace entries (the oldest are overwritten).
+//   - Stacks are gathered with the CreateContextFn given, called before the
+//     allocator takes its lock (the function may take the GIL).
+//   - memorySnapshot() copies the state under each device's lock; the
+//     contexts it returns are shared with the allocator and stay valid for as
+//     long as the snapshot holds them.
+//   - Out-of-memory observers run after the allocator's lock is released, on
+//     the allocating thread, before torch.OutOfMemoryError is thrown.
+//   - Everything here is thread-safe. Errors are c10::Error (RuntimeError).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <c10/core/CachingDeviceAllocator.h>
+
+namespace openreg::backend {
+
+// The settings the allocator honours, read once from PYTORCH_ALLOC_CONF
+// (or PYTORCH_CUDA_ALLOC_CONF) when the allocator is first used.
+struct AllocatorSettings {
+  std::string conf;                       // the variable's text, as given
+  size_t maxSplitSize = SIZE_MAX;         // blocks this large or larger are never split
+  size_t maxNonSplitRounding = 20 << 20;  // how much larger an unsplit cached block may be
+  double garbageCollectionThreshold = 0;  // reclaim cache above this share of capacity (0: never)
+  bool expandableSegments = false;        // accepted, not implemented: always false here
+};
+
+// The settings in effect. Throws c10::Error naming the key when the
+// variable holds an unknown key or a malformed value.
+const AllocatorSettings& allocatorSettings();
+
+// Checks the variable's text as allocatorSettings() would, without applying it.
+AllocatorSettings parseAllocatorSettings(const std::string& conf);
+
+struct HistoryOptions {
+  bool enabled = false;  // false: stop recording (and drop stacks of new blocks)
+  bool trace = false;    // keep the event ring ("all"); false keeps live-block stacks only ("state")
+  c10::CachingDeviceAllocator::RecordContext when = c10::CachingDeviceAllocator::RecordContext::NEVER;
+  c10::CachingDeviceAllocator::CreateContextFn gather = nullptr;  // null: no stacks
+  size_t maxEntries = SIZE_MAX;
+  bool clearHistory = false;
+  std::vector<c10::CachingDeviceAllocator::TraceEntry::Action> skipActions;
+};
+
+void recordMemoryHistory(const HistoryOptions& options);
+bool memoryHistoryEnabled();
+
+struct MemorySnapshot {
+  std::vector<c10::CachingDeviceAllocator::SegmentInfo> segments;  // by device, then address
+  // One list per device, oldest first; each entry's time_.t_ is ns since the epoch.
+  std::vector<std::vector<c10::CachingDeviceAllocator::TraceEntry>> deviceTraces;
+  AllocatorSettings settings;
+};
+
+// Records a `snapshot` trace entry on each device, then copies the state.
+MemorySnapshot memorySnapshot();
+
+// (device, bytes requested, device total, device free)
+using OutOfMemoryObserver = std::function<void(int64_t, size_t, size_t, size_t)>;
+void attachOutOfMemoryObserver(OutOfMemoryObserver observer);
+
+}  // namespace openreg::backend
