@@ -17,7 +17,8 @@ enum class OpPath {
   Copy,     // runtime memcpy / memset, or a device copy kernel
   Sync,     // needs a host-visible value: synchronizes the stream
   View,     // metadata only: no launch, no synchronization
-  Factory,  // allocation only
+  Factory,      // allocation only
+  Unsupported,  // refused at once with an error naming the reason (sparse layouts)
 };
 
 const char* opPathName(OpPath path);
