@@ -32,8 +32,7 @@ const char* layoutName(c10::Layout layout) {
 
 // The sparse layout a call involves: a tensor argument's, else a factory's
 // `layout` argument, else the dispatch key's family.
-std::string sparseLayout(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
-                         c10::DispatchKeySet keys) {
+std::string sparseLayout(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args, c10::DispatchKeySet keys) {
   for (const c10::IValue& arg : args) {
     if (arg.isTensor() && arg.toTensor().defined() && arg.toTensor().layout() != c10::kStrided) {
       return layoutName(arg.toTensor().layout());
@@ -49,8 +48,8 @@ std::string sparseLayout(const c10::FunctionSchema& schema, c10::ArrayRef<c10::I
 }
 
 [[noreturn]] void refuseSparse(const std::string& op, const std::string& layout) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "openreg: sparse layouts are not supported (", op, " with layout torch.",
-                              layout, "); openreg tensors are strided: keep sparse tensors on the CPU, or call ",
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "openreg: sparse layouts are not supported (", op, " with layout torch.", layout,
+                              "); openreg tensors are strided: keep sparse tensors on the CPU, or call ",
                               "to_dense() first");
 }
 
@@ -73,7 +72,9 @@ constexpr char kBsc[] = "sparse_bsc";
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparseFallback>()); }
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparseFallback>());
+}
 
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparseFallback>());
