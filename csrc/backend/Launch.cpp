@@ -12,7 +12,10 @@
 namespace openreg::backend {
 
 at::Tensor TensorDesc::view() const {
-  return at::from_blob(data, sizes, strides, at::TensorOptions().dtype(dtype).device(c10::kCPU));
+  at::Tensor t = at::from_blob(data, sizes, strides, at::TensorOptions().dtype(dtype).device(c10::kCPU));
+  if (conj) t._set_conj(true);
+  if (neg) t._set_neg(true);
+  return t;
 }
 
 int64_t TensorDesc::numel() const {
@@ -27,6 +30,8 @@ void describeTensorInto(const at::Tensor& tensor, TensorDesc& desc) {
   desc.dtype = tensor.scalar_type();
   desc.sizes.assign(tensor.sizes().begin(), tensor.sizes().end());
   desc.strides.assign(tensor.strides().begin(), tensor.strides().end());
+  desc.conj = tensor.is_conj();
+  desc.neg = tensor.is_neg();
 }
 
 TensorDesc describeTensor(const at::Tensor& tensor) {

@@ -26,12 +26,17 @@ namespace openreg::backend {
 struct TensorDesc {
   void* data = nullptr;
   c10::ScalarType dtype = c10::ScalarType::Undefined;
+  // The conjugate and negative view bits: the ops that receive such views
+  // (copy_, the matrix products) read the memory through them as on CPU.
+  bool conj = false;
+  bool neg = false;
   // Four dimensions inline keep a typical kernel's state in one small heap
   // block (see CpuOpKernel); more spill to the heap.
   c10::SmallVector<int64_t, 4> sizes;
   c10::SmallVector<int64_t, 4> strides;
 
-  // Non-owning CPU tensor over the same memory. Only inside a kernel body.
+  // Non-owning CPU tensor over the same memory, with the view bits. Only
+  // inside a kernel body.
   at::Tensor view() const;
   int64_t numel() const;
 };

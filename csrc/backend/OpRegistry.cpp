@@ -32,6 +32,8 @@ const char* opPathName(OpPath path) {
       return "view";
     case OpPath::Factory:
       return "factory";
+    case OpPath::Unsupported:
+      return "unsupported";
   }
   return "?";
 }

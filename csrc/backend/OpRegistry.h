@@ -13,11 +13,12 @@
 namespace openreg::backend {
 
 enum class OpPath {
-  Device,   // computed by device kernels launched on the current stream
-  Copy,     // runtime memcpy / memset, or a device copy kernel
-  Sync,     // needs a host-visible value: synchronizes the stream
-  View,     // metadata only: no launch, no synchronization
-  Factory,  // allocation only
+  Device,       // computed by device kernels launched on the current stream
+  Copy,         // runtime memcpy / memset, or a device copy kernel
+  Sync,         // needs a host-visible value: synchronizes the stream
+  View,         // metadata only: no launch, no synchronization
+  Factory,      // allocation only
+  Unsupported,  // refused at once with an error naming the reason (sparse layouts)
 };
 
 const char* opPathName(OpPath path);

@@ -122,3 +122,58 @@ def test_autocast_and_grad_scaler_step_on_device(fallback_counts):
     assert scaler.get_scale() == 65536.0  # finite gradients: no backoff
     assert losses[-1] < losses[0]
     assert fallback_counts() == {}
+
+
+def logits_of(model: TinyGPT, idx: torch.Tensor) -> torch.Tensor:
+    positions = torch.arange(idx.shape[1], device=idx.device)
+    x = model.drop(model.tokens(idx) + model.positions(positions))
+    for block in model.blocks:
+        x = block(x)
+    return model.head(model.ln(x))
+
+
+def generate(model: TinyGPT, prompt: torch.Tensor, steps: int, sample: bool, eos: int = 3) -> torch.Tensor:
+    """What a generate() loop calls per token: a repetition penalty (gather,
+    scatter), temperature, top-k and top-p filtering (topk, sort, softmax,
+    cumsum, scatter, masked_fill), greedy or multinomial choice, end-of-sequence
+    bookkeeping (isin, ne, mul, any), and the growing sequence (cat)."""
+    device = prompt.device
+    idx = prompt
+    unfinished = torch.ones(prompt.shape[0], dtype=torch.long, device=device)
+    eos_ids = torch.tensor([eos], device=device)
+    for _ in range(steps):
+        scores = logits_of(model, idx[:, -CONTEXT:])[:, -1, :]
+        seen = torch.gather(scores, 1, idx)
+        seen = torch.where(seen < 0, seen * 1.3, seen / 1.3)
+        scores = scores.scatter(1, idx, seen) / 0.8
+        kth = torch.topk(scores, 10)[0][..., -1, None]
+        scores = scores.masked_fill(scores < kth, -float("inf"))
+        sorted_logits, sorted_idx = torch.sort(scores, descending=False)
+        cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+        remove = cumulative <= 1 - 0.9
+        remove[..., -1:] = 0
+        scores = scores.masked_fill(remove.scatter(1, sorted_idx, remove), -float("inf"))
+        if sample:
+            token = torch.multinomial(F.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+        else:
+            token = torch.argmax(scores, dim=-1)
+        token = token * unfinished + 0 * (1 - unfinished)
+        idx = torch.cat([idx, token[:, None]], dim=-1)
+        unfinished = unfinished & ~torch.isin(token, eos_ids)
+        if unfinished.max() == 0:
+            break
+    return idx
+
+
+def test_generation_stays_on_device_and_matches_cpu(fallback_counts):
+    torch.manual_seed(0)
+    model = TinyGPT().eval()
+    prompt = torch.tensor([[5, 6, 7], [9, 8, 1]])
+    with torch.no_grad():
+        expected = generate(model, prompt, steps=8, sample=False)
+        model.to("openreg")
+        got = generate(model, prompt.to("openreg"), steps=8, sample=False)
+        sampled = generate(model, prompt.to("openreg"), steps=8, sample=True)
+    assert fallback_counts() == {}, "a generation step left the device"
+    assert torch.equal(got.cpu(), expected)
+    assert sampled.shape[0] == 2 and sampled.is_openreg

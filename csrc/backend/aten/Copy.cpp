@@ -29,10 +29,22 @@ bool sameLayout(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && a.strides() == b.strides();
 }
 
+// A conjugate or negative view: its memory holds the values before the
+// conjugation or negation, so its bytes cannot be moved as they are.
+bool hasViewBits(const at::Tensor& t) { return t.is_conj() || t.is_neg(); }
+
+// Bytes of `src` can be moved into `dst` as they are: same dtype, sizes,
+// strides and view bits, and dense.
+bool bytesCopyable(const at::Tensor& dst, const at::Tensor& src) {
+  return src.scalar_type() == dst.scalar_type() && sameLayout(src, dst) && isDense(src) && !hasViewBits(src) &&
+         !hasViewBits(dst);
+}
+
 // A dense tensor's elements occupy [data_ptr, data_ptr + nbytes).
 size_t denseBytes(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.itemsize(); }
 
-// dst = src (with broadcast and dtype conversion) as a kernel on dst's device.
+// dst = src (with broadcast, dtype conversion and view bits) as a kernel on
+// dst's device: the body's CPU copy_ reads and writes through the bits.
 void launchCopyKernel(const at::Tensor& dst, const at::Tensor& src) {
   const std::string name =
       src.scalar_type() == dst.scalar_type()
@@ -51,7 +63,7 @@ at::Tensor emptyLike(const at::Tensor& like, const at::TensorOptions& options) {
 
 void copyWithinDevice(const at::Tensor& dst, const at::Tensor& src) {
   c10::DeviceGuard guard(dst.device());
-  if (src.scalar_type() == dst.scalar_type() && sameLayout(src, dst) && isDense(src)) {
+  if (bytesCopyable(dst, src)) {
     OPENREG_CHECK(
         orMemcpyAsync(dst.data_ptr(), src.const_data_ptr(), denseBytes(dst), orMemcpyDeviceToDevice, streamFor(dst)));
     return;
@@ -73,13 +85,13 @@ void streamWaitStream(const c10::Stream& waiter, const c10::Stream& signaller) {
 void copyAcrossDevices(const at::Tensor& dst, const at::Tensor& src) {
   // Stage on the source device: dst's dtype and shape, dense.
   at::Tensor staged = src;
-  if (!(src.scalar_type() == dst.scalar_type() && sameLayout(src, dst) && isDense(src))) {
+  if (!bytesCopyable(dst, src)) {
     c10::DeviceGuard guard(src.device());
     staged = emptyLike(dst, src.options().dtype(dst.scalar_type()));
     launchCopyKernel(staged, src);
   }
   at::Tensor target = dst;
-  if (!(isDense(dst) && sameLayout(staged, dst))) {
+  if (!(isDense(dst) && sameLayout(staged, dst) && !hasViewBits(dst))) {
     c10::DeviceGuard guard(dst.device());
     target = at::empty_strided(staged.sizes(), staged.strides(), dst.options());
   }
@@ -100,8 +112,9 @@ void copyHostToDevice(const at::Tensor& dst, const at::Tensor& src, bool nonBloc
   c10::DeviceGuard guard(dst.device());
   const c10::Stream stream = currentStream(dst.device().index());
   at::Tensor target = dst;
-  if (!isDense(dst)) target = at::empty(dst.sizes(), dst.options());
-  at::Tensor host = src;
+  if (!isDense(dst) || hasViewBits(dst)) target = at::empty(dst.sizes(), dst.options());
+  // Resolved on the host: the upload moves the values, not a view's bits.
+  at::Tensor host = src.resolve_conj().resolve_neg();
   if (host.scalar_type() != dst.scalar_type()) host = host.to(dst.scalar_type());
   if (host.sizes() != dst.sizes()) host = host.expand(dst.sizes());
   if (!(isDense(host) && sameLayout(host, target))) {
@@ -121,13 +134,13 @@ void copyDeviceToHost(const at::Tensor& dst, const at::Tensor& src, bool nonBloc
   const c10::Stream stream = currentStream(src.device().index());
   at::Tensor staged = src;
   const bool directlyCopyable = src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() && isDense(src) &&
-                                (!isDense(dst) || sameLayout(src, dst));
+                                !hasViewBits(src) && (!isDense(dst) || sameLayout(src, dst));
   if (!directlyCopyable) {
     staged = emptyLike(dst, src.options().dtype(dst.scalar_type()));
     launchCopyKernel(staged, src);
   }
   at::Tensor hostTarget = dst;
-  if (!(isDense(dst) && sameLayout(staged, dst))) {
+  if (!(isDense(dst) && sameLayout(staged, dst) && !hasViewBits(dst))) {
     hostTarget = at::empty_strided(staged.sizes(), staged.strides(), dst.options().pinned_memory(false));
   }
   OPENREG_CHECK(orMemcpyAsync(hostTarget.data_ptr(), staged.const_data_ptr(), denseBytes(staged), orMemcpyDeviceToHost,
@@ -245,6 +258,20 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   recordOpPath("aten::fill_.Scalar", OpPath::Copy, "memset / fill");
   recordOpPath("aten::fill_.Tensor", OpPath::Device, "fill");
   recordOpPath("aten::zero_", OpPath::Copy, "memset / fill");
+}
+
+// The conjugate and negative fallbacks would resolve the source's bits with
+// a clone, which copies through _copy_from again, endlessly (a stack
+// overflow). The copies above handle the bits themselves, as copy_ does for
+// CPU and CUDA.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace openreg::backend

@@ -157,6 +157,10 @@ class KernelNameRef {
 void launchCpuOp(const c10::OperatorHandle& op, const KernelArgs& args, c10::DeviceIndex device, KernelNameRef kernel,
                  const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs = {});
 
+// Runs `op` through the CPU fallback (counted, see OpRegistry.h): for
+// kernels that find they cannot run a call on the device.
+void runCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 namespace detail {
 
 at::Tensor metaTwin(const at::Tensor& t);

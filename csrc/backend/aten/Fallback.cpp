@@ -12,6 +12,7 @@
 #include <set>
 
 #include "backend/OpRegistry.h"
+#include "backend/aten/DeviceKernel.h"
 
 namespace openreg::backend {
 
@@ -38,6 +39,8 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 }  // namespace
+
+void runCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) { cpuFallback(op, stack); }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>()); }
 
