@@ -257,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_classification(timeline)
     timeline.set_defaults(func=_cmd_timeline)
 
-    from torch_openreg import memory_report  # `memory SNAPSHOT`: its parser and logic live there
+    from torch_openreg.trace import memory_report  # `memory SNAPSHOT`: its parser and logic live there
 
     memory_report.add_command(sub)
     return parser
