@@ -194,3 +194,18 @@ def test_compiled_optimizer_step():
         eager_optimizer.step()
     for p, r in zip(params, reference, strict=True):
         torch.testing.assert_close(p, r)
+
+
+def test_conv_heavy_graphs_keep_their_layout():
+    # Inductor's layout optimisation (forced here; conv-heavy graphs such as the
+    # demo's ResNet 'small' turn it on) would trust the fake convolution's
+    # contiguous output where openreg's convolution keeps channels-last.
+    conv1 = torch.nn.Conv2d(3, 16, 3, padding=1).to(DEVICE)
+    conv2 = torch.nn.Conv2d(16, 16, 3, padding=1).to(DEVICE)
+
+    def fn(x):
+        return conv2(torch.relu(conv1(x))).relu().mean(dim=(2, 3))
+
+    x = torch.randn(2, 3, 16, 16, device=DEVICE)
+    with inductor_config.patch(force_layout_optimization=True):
+        check_against_eager(fn, x)

@@ -10,12 +10,19 @@ Each fix applies to openreg alone; other devices keep Inductor's behaviour.
   only (``node.is_cpu()``); for C++ kernels they multiply tuple loop groups and
   fail (``TypeError: can't multiply sequence``). openreg's nodes are C++ kernels
   too, so the steps are skipped for them as well.
+- Layout optimisation turns a conv-heavy graph's activations channels-last,
+  trusting the fake convolution to predict the output layout. For a custom
+  device (torch's "Overrideable" convolution backend) it predicts contiguous,
+  while openreg's convolution keeps channels-last as CPU's does: the compiled
+  graph then fails its stride assertions. It stays off for openreg graphs.
 """
 
 from __future__ import annotations
 
 import functools
 import sys
+
+import torch
 
 DEVICE = "openreg"
 
@@ -72,6 +79,26 @@ def _patch_loop_reshaping() -> None:
         setattr(Scheduler, name, _skip_for_openreg(getattr(Scheduler, name), not_applicable))
 
 
+def _graph_on_openreg(gm) -> bool:
+    for node in gm.graph.nodes:
+        value = node.meta.get("val")
+        if isinstance(value, torch.Tensor) and value.device.type == DEVICE:
+            return True
+    return False
+
+
+def _patch_layout_optimization() -> None:
+    from torch._inductor.graph import GraphLowering
+
+    original = GraphLowering.decide_layout_opt
+
+    @functools.wraps(original)
+    def decide_layout_opt(gm, *, is_inference: bool) -> bool:
+        return False if _graph_on_openreg(gm) else original(gm, is_inference=is_inference)
+
+    GraphLowering.decide_layout_opt = staticmethod(decide_layout_opt)
+
+
 def apply() -> None:
     """Applies the fixes once per process."""
     global _applied
@@ -79,4 +106,5 @@ def apply() -> None:
         return
     _patch_current_backend()
     _patch_loop_reshaping()
+    _patch_layout_optimization()
     _applied = True
