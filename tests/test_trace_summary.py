@@ -253,6 +253,10 @@ def eager_stack_trace() -> KinetoTraceWriter:
     w.op("aten::item", 60_000, 10_000, 4)
     w.launch("Memcpy DtoH (Device -> Host)", 61_000, 62_000, 1_000, 0, 7, 303, 4, cat="gpu_memcpy")
     w.op("aten::zero_", 95_000, 2_000, 5).launch("fill", 95_500, 97_000, 500, 0, 7, 304, 5)
+    # An extern kernel that a compiled graph's generated wrapper launched: the model's call into it counts.
+    w.python("/home/u/train.py(31): train_step", 70_000, 20_000)
+    w.python("/tmp/torchinductor_u/ab/cabc.py(120): call", 71_000, 10_000)
+    w.op("aten::mm", 72_000, 3_000, 6).launch("gemm", 72_500, 80_000, 4_000, 0, 7, 305, 6)
     w.window_end(100_000)
     return w
 
@@ -262,14 +266,16 @@ def test_eager_device_time_goes_to_the_innermost_user_frame(tmp_path):
     src = s["source_lines"]
     # gemm and add ran under model.py(49) (the add through a torch frame); the copy under
     # train.py(20) only; the fill's op ran outside any Python frame.
+    # The gemm under Inductor's generated wrapper goes to the line that called the compiled graph.
     assert [(x["source"], x["function"], x["device_ns"], x["kernels"]) for x in src["lines"]] == [
         ("/home/u/model.py:49", "forward", 9_000, 2),
+        ("/home/u/train.py:31", "train_step", 4_000, 1),
         ("/home/u/train.py:20", "train_step", 1_000, 1),
     ]
-    assert src["python_stack"]["device_events"] == 3 and src["python_stack"]["device_ns"] == 10_000
-    assert src["unattributed"] == {"device_events": 1, "device_ns": 500, "share": pytest.approx(500 / 10_500)}
+    assert src["python_stack"]["device_events"] == 4 and src["python_stack"]["device_ns"] == 14_000
+    assert src["unattributed"] == {"device_events": 1, "device_ns": 500, "share": pytest.approx(500 / 14_500)}
     text = run_cli("summary", "--top", "1", str(tmp_path / "e.json")).stdout
-    assert "Device time per model source line (2 lines; 0 compiled kernels" in text
+    assert "Device time per model source line (3 lines; 0 compiled kernels" in text
     assert "/home/u/model.py:49  (forward)" in text and "train.py:20" not in text  # --top 1
 
 
