@@ -24,8 +24,7 @@ bool isLibraryPath(std::string_view path) {
   // Inductor's generated wrappers (in its default cache folder, torchinductor_<user>) are the compiled graph's
   // own code: the line that matters is the model's call into it, further out.
   return hasDirectory(path, "torch/") || hasDirectory(path, "site-packages/") || hasDirectory(path, "dist-packages/") ||
-         path.find("/lib/python3.") != std::string_view::npos ||
-         path.find("/torchinductor_") != std::string_view::npos;
+         path.find("/lib/python3.") != std::string_view::npos || path.find("/torchinductor_") != std::string_view::npos;
 }
 
 class Attribution {
