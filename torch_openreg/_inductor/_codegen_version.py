@@ -6,7 +6,15 @@ import hashlib
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
-_SOURCES = ("kernels.py", "provenance.py", "scheduling.py", "wrapper.py", "patches.py")
+_SOURCES = (
+    "kernels.py",
+    "kernel_codegen.py",
+    "kernel_headers/uniform_lanes.h",
+    "provenance.py",
+    "scheduling.py",
+    "wrapper.py",
+    "patches.py",
+)
 
 
 def codegen_version() -> str:

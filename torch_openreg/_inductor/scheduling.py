@@ -4,7 +4,8 @@
 difference: each kernel is defined as an openreg kernel. Its source gets the
 uniform entry point the launcher calls, and the wrapper binds its name to a
 ``CompiledKernel`` instead of a Python binding, with the kernel's provenance
-(model source lines, fused ATen ops) for its trace event.
+(model source lines, fused ATen ops) for its trace event. Nodes are generated
+as ``kernel_codegen`` describes (one thread, random numbers by the vector).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.utils import Placeholder, get_fused_kernel_name
 from torch._inductor.virtualized import V
 
+from torch_openreg._inductor.kernel_codegen import openreg_kernel_codegen, with_kernel_headers
 from torch_openreg._inductor.kernels import entry_point_source
 from torch_openreg._inductor.provenance import annotation_json, kernel_provenance
 
@@ -30,13 +32,17 @@ def _declaration(source: str) -> str:
 
 
 class OpenRegScheduling(CppScheduling):
+    def codegen_node(self, node):
+        with openreg_kernel_codegen():
+            super().codegen_node(node)
+
     def define_kernel(self, src_code, nodes, kernel_args=None):
         wrapper = V.graph.wrapper_code
         args = self.kernel_group.args if kernel_args is None else kernel_args
         _, _, arg_types = args.cpp_argdefs()
         # The entry point makes the source differ from the same loop on CPU, so
         # a mixed graph never shares one kernel between the two devices.
-        src_code = src_code + entry_point_source(arg_types)
+        src_code = with_kernel_headers(src_code) + entry_point_source(arg_types)
         if src_code in wrapper.src_to_kernel:
             return wrapper.src_to_kernel[src_code]
         name = _kernel_name(nodes, wrapper)

@@ -1,0 +1,72 @@
+// Uniform random floats for a vector of lanes, equal bit for bit to Inductor's
+// CPU `normalized_rand_cpu(seed, offset)` in each lane: the first word of
+// Philox-4x32-10 at counter {offset, 0, 0, 0} with key {seed, 0}.
+//
+// Inductor's vectorised loops call the scalar function once per lane; each
+// call is ten dependent rounds, which made dropout the largest part of a fused
+// kernel's time on openreg. With AVX2 eight lanes run the rounds together.
+// Pasted into each openreg kernel that draws random numbers, after
+// cpp_prefix.h, so the kernel cache keys on this text.
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace openreg_kernel {
+
+#if defined(__AVX2__)
+// Low and high 32 bits of the eight 32x32-bit products of `words` and `factor`.
+inline void multiplyWide(__m256i words, __m256i factor, __m256i* low, __m256i* high) {
+  const __m256i even = _mm256_mul_epu32(words, factor);
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(words, 32), factor);
+  *low = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  *high = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+}
+
+inline void uniformEight(uint32_t seed, const uint32_t* offsets, float* out) {
+  const __m256i kFactorA = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m256i kFactorB = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  __m256i counter0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(offsets));
+  __m256i counter1 = _mm256_setzero_si256();
+  __m256i counter2 = counter1;
+  __m256i counter3 = counter1;
+  uint32_t key0 = seed;
+  uint32_t key1 = 0;
+  for (int round = 0; round < 10; ++round) {
+    __m256i low0, high0, low1, high1;
+    multiplyWide(counter0, kFactorA, &low0, &high0);
+    multiplyWide(counter2, kFactorB, &low1, &high1);
+    counter0 = _mm256_xor_si256(_mm256_xor_si256(high1, counter1), _mm256_set1_epi32(static_cast<int>(key0)));
+    counter2 = _mm256_xor_si256(_mm256_xor_si256(high0, counter3), _mm256_set1_epi32(static_cast<int>(key1)));
+    counter1 = low1;
+    counter3 = low0;
+    key0 += 0x9E3779B9u;
+    key1 += 0xBB67AE85u;
+  }
+  // As uint32_to_uniform_float: 31 bits, exact in int32, times the same scale.
+  const __m256 bits = _mm256_cvtepi32_ps(_mm256_and_si256(counter0, _mm256_set1_epi32(0x7FFFFFFF)));
+  _mm256_storeu_ps(out, _mm256_mul_ps(bits, _mm256_set1_ps(4.6566127342e-10f)));
+}
+#endif
+
+// `Lanes` values: out[i] = normalized_rand_cpu(seed, offsets[i]), with the same
+// truncation of seed and offsets to 32 bits as that function's parameters.
+template <int Lanes, typename Seed, typename Offset>
+inline void uniformLanes(Seed seed, const Offset* offsets, float* out) {
+#if defined(__AVX2__)
+  if constexpr (Lanes % 8 == 0) {
+    uint32_t words[Lanes];
+    for (int lane = 0; lane < Lanes; ++lane) {
+      words[lane] = static_cast<uint32_t>(offsets[lane]);
+    }
+    for (int lane = 0; lane < Lanes; lane += 8) {
+      uniformEight(static_cast<uint32_t>(seed), words + lane, out + lane);
+    }
+    return;
+  }
+#endif
+  for (int lane = 0; lane < Lanes; ++lane) {
+    out[lane] = normalized_rand_cpu(static_cast<uint32_t>(seed), static_cast<uint32_t>(offsets[lane]));
+  }
+}
+
+}  // namespace openreg_kernel
