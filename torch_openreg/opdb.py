@@ -103,8 +103,12 @@ def _tensor_inputs(torch, sample):
     return [t for t in _leaves(torch, [sample.input, sample.args, sample.kwargs]) if isinstance(t, torch.Tensor)]
 
 
-def _compare_values(torch, actual, expected, where: str, device: str = "openreg") -> str:
-    """'' when `actual` (on `device`) matches `expected` (CPU), else the reason."""
+def _compare_values(torch, actual, expected, where: str, device: str = "openreg", tol=None) -> str:
+    """'' when `actual` (on `device`) matches `expected` (CPU), else the reason.
+
+    `tol` is an (rtol, atol) pair that replaces assert_close's defaults for the dtype.
+    """
+    close = {"rtol": tol[0], "atol": tol[1]} if tol else {}
     got, want = _leaves(torch, actual), _leaves(torch, expected)
     if len(got) != len(want):
         return f"{where}: {len(got)} results, CPU gives {len(want)}"
@@ -117,7 +121,7 @@ def _compare_values(torch, actual, expected, where: str, device: str = "openreg"
             if a.layout != e.layout:
                 return f"{where}[{i}]: layout {a.layout}, CPU gives {e.layout}"
             try:
-                torch.testing.assert_close(a.cpu(), e, equal_nan=True, check_device=False, check_layout=False)
+                torch.testing.assert_close(a.cpu(), e, equal_nan=True, check_device=False, check_layout=False, **close)
             except AssertionError as error:
                 lines = [line.strip() for line in str(error).splitlines() if line.strip()]
                 return f"{where}[{i}]: " + "; ".join(lines[:3])[:300]
@@ -195,8 +199,13 @@ def _differentiable(torch, outputs):
 
 def _gradients(torch, sample, outputs, seed: int):
     """Gradients of the sample's inputs for seeded random output gradients (None when nothing is differentiable)."""
-    diff = _differentiable(torch, outputs)
     inputs = [t for t in _tensor_inputs(torch, sample) if t.requires_grad]
+    return _gradients_of(torch, outputs, inputs, seed)
+
+
+def _gradients_of(torch, outputs, inputs, seed: int):
+    """Gradients of `inputs` for seeded random gradients of `outputs` (None when nothing is differentiable)."""
+    diff = _differentiable(torch, outputs)
     if not diff or not inputs:
         return None
     gen = torch.Generator().manual_seed(seed)
@@ -297,18 +306,24 @@ _RESULT = "@@opdb-result "
 
 
 def _worker(samples: int) -> int:
-    """Reads 'op<TAB>dtype' lines from stdin, answers one result line each on stdout."""
+    return serve(_load_op_db(), check, samples)
+
+
+def serve(table: dict, check_one, samples: int) -> int:
+    """A worker's loop: reads 'key<TAB>dtype' lines from stdin, answers one result line each on stdout.
+
+    `check_one(table[key], dtype, samples)` gives the Result (None: CPU lacks the dtype).
+    """
     import warnings
 
     warnings.filterwarnings("ignore")
-    ops = _load_op_db()
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything an operator prints goes to stderr, not into the protocol
     out.write("@@opdb-ready\n")
     for line in sys.stdin:
         key, dtype = line.rstrip("\n").split("\t")
         try:
-            result = check(ops[key], dtype, samples)
+            result = check_one(table[key], dtype, samples)
         except Exception as error:  # noqa: BLE001 - a failure of the harness around the op
             result = Result(key, dtype, "error", reason=f"harness: {_short(error)}")
         payload = asdict(result) if result is not None else {"op": key, "dtype": dtype, "status": "skip"}
@@ -317,7 +332,7 @@ def _worker(samples: int) -> int:
 
 
 class _Worker:
-    def __init__(self, samples: int):
+    def __init__(self, samples: int, module: str):
         self.log = tempfile.TemporaryFile()
         env = dict(os.environ)
         env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
@@ -325,7 +340,7 @@ class _Worker:
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "torch_openreg.opdb", "--worker", "--samples", str(samples)],
+            [sys.executable, "-m", module, "--worker", "--samples", str(samples)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
@@ -364,8 +379,12 @@ def survey(
     jobs: int = 2,
     timeout: float = 120.0,
     progress=None,
+    worker_module: str = "torch_openreg.opdb",
 ) -> list[Result]:
-    """Every (operator, dtype) result; crashes and hangs included, CPU-unsupported dtypes left out."""
+    """Every (operator, dtype) result; crashes and hangs included, CPU-unsupported dtypes left out.
+
+    `worker_module` is the module whose `--worker` mode checks one key (torch_openreg.moduledb: a ModuleInfo).
+    """
     if keys is None:
         keys = list(_load_op_db())
     tasks = collections.deque((k, d) for k in keys for d in dtypes)
@@ -374,9 +393,9 @@ def survey(
     workers: list[_Worker] = []
 
     def start() -> None:
-        worker = _Worker(samples)
-        workers.append(worker)
-        selector.register(worker.proc.stdout, selectors.EVENT_READ, worker)
+        process = _Worker(samples, worker_module)
+        workers.append(process)
+        selector.register(process.proc.stdout, selectors.EVENT_READ, process)
 
     def retire(worker: _Worker, status: str, reason: str) -> None:
         if worker.task is not None:
@@ -443,9 +462,10 @@ def summary(results: list[Result]) -> dict[str, dict[str, int]]:
     return table
 
 
-def format_summary(results: list[Result], dtypes: tuple[str, ...] = DTYPES) -> str:
+def format_summary(results: list[Result], dtypes: tuple[str, ...] = DTYPES, noun: str = "ops") -> str:
     table = summary(results)
-    head = f"{'dtype':10s} {'ops':>5s} {'correct':>8s} {'native':>7s} {'native%':>8s} " + " ".join(
+    width = max(5, len(noun))
+    head = f"{'dtype':10s} {noun:>{width}s} {'correct':>8s} {'native':>7s} {'native%':>8s} " + " ".join(
         f"{s:>6s}" for s in STATUSES[1:]
     )
     lines = [head]
@@ -455,7 +475,7 @@ def format_summary(results: list[Result], dtypes: tuple[str, ...] = DTYPES) -> s
             continue
         pct = 100.0 * row["native"] / row["ops"] if row["ops"] else 0.0
         lines.append(
-            f"{dtype:10s} {row['ops']:5d} {row['correct']:8d} {row['native']:7d} {pct:7.1f}% "
+            f"{dtype:10s} {row['ops']:{width}d} {row['correct']:8d} {row['native']:7d} {pct:7.1f}% "
             + " ".join(f"{row[s]:6d}" for s in STATUSES[1:])
         )
     return "\n".join(lines) + "\n"
