@@ -1,15 +1,16 @@
 """PyTorch's module database (ModuleInfo `module_db`) on openreg, compared with CPU.
 
-    python -m torch_openreg.moduledb                        # every dtype, summary per dtype
-    python -m torch_openreg.moduledb --samples 0 --failures # every sample, and each failing module with its reason
-    python -m torch_openreg.moduledb --json results.json    # every (module, dtype) result
+    python -m torch_openreg.moduledb                      # every sample and dtype, summary per dtype
+    python -m torch_openreg.moduledb --failures           # and every failing module with its reason
+    python -m torch_openreg.moduledb --samples 1          # the first sample per module, dtype and mode
+    python -m torch_openreg.moduledb --json results.json  # every (module, dtype) result
 
 Each ModuleInfo of `torch.testing._internal.common_modules.module_db` gives
 samples (constructor arguments and forward inputs) per dtype and training
-mode; `--samples N` (default 3) takes N of each mode's samples, spread evenly
-over its list, and 0 takes all of them. A sample's module is built on CPU
-(seeded) and copied, parameters and buffers, to openreg; both run the same
-forward inputs. Outputs, then the gradients of the inputs and parameters for
+mode; every one of them runs by default (about 1.5 minutes on two cores),
+and `--samples N` takes N of each mode's samples, spread evenly over its list.
+A sample's module is built on CPU (seeded) and copied, parameters and buffers,
+to openreg; both run the same forward inputs. Outputs, then the gradients of the inputs and parameters for
 the same random output gradients, then the buffers (running statistics) are
 compared with `torch.testing.assert_close`'s default tolerances for the dtype,
 or the ModuleInfo's own tolerance override for PyTorch's CPU/GPU parity test
@@ -19,7 +20,10 @@ the two differ, in eval mode as well.
 A forward that draws from (or reseeds) CPU's generator is random (dropout in
 training mode, FractionalMaxPool without fixed samples): the device has its
 own generator, so its outputs are compared by shape, dtype and distribution,
-and its gradients and buffers by shape and dtype only.
+and its gradients and buffers by shape and dtype only. module_db's samples fix
+their draws today (FractionalMaxPool's `_random_samples`, dropout 0) and are
+compared by value; the first forward of a lazy module draws its parameters,
+so both copies take a first forward and openreg then takes CPU's values.
 
 The statuses (correct / wrong / error / crash / hang, *native* when no call
 reached the CPU fallback) and the worker processes that turn a crash into a
@@ -212,7 +216,7 @@ def _check_sample(torch, info, dtype, training: bool, module_input, where: str, 
     return ("wrong", reason) if reason else ("", "")
 
 
-def check(info, dtype_name: str, samples: int = 3) -> Result | None:
+def check(info, dtype_name: str, samples: int = 0) -> Result | None:
     """Runs the ModuleInfo's samples in `dtype_name` on CPU and openreg; None when CPU does not support the dtype."""
     import torch
 
@@ -245,7 +249,7 @@ def check(info, dtype_name: str, samples: int = 3) -> Result | None:
 def survey(
     keys: list[str] | None = None,
     dtypes: tuple[str, ...] = DTYPES,
-    samples: int = 3,
+    samples: int = 0,
     jobs: int = 2,
     timeout: float = 120.0,
     progress=None,
@@ -260,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_openreg.moduledb", description=__doc__.splitlines()[0])
     parser.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated dtypes (default: all five)")
     parser.add_argument("--modules", default="", help="comma-separated ModuleInfo names (nn.Linear); default all")
-    parser.add_argument("--samples", type=int, default=3, help="samples per module, dtype and mode (0: all)")
+    parser.add_argument("--samples", type=int, default=0, help="samples per module, dtype and mode (default 0: all)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per module before it counts as a hang")
     parser.add_argument("--failures", action="store_true", help="list every module that is not correct, and why")

@@ -13,17 +13,24 @@ What this adds to test_nn_coverage.py, which runs one hand-written
 configuration per nn class in float32 (random modules in eval mode):
 
 - module_db's own configurations, every one of them by default: constructor
-  options (padding modes, groups, dilation, bias off, reductions, weights,
-  label smoothing, ignore_index, norm_first, batch_first...) and input shapes
-  (unbatched, empty batches, 0-dim targets) that one configuration cannot hold;
+  options (reductions, class weights, label smoothing, ignore_index,
+  norm_first, batch_first, bidirectional and projected RNNs, add_bias_kv,
+  divisor_override, return_indices...) and inputs (unbatched, empty tensors,
+  0-dim targets) that one configuration per class cannot hold;
 - float64, and the half and complex dtypes module_db lists for CPU;
 - eval mode as well where train and eval differ (normalization running
   statistics, RNNs, attention and Transformers);
-- random modules in training mode (FractionalMaxPool, Transformer dropout)
-  compared by distribution rather than left out;
-- lazy modules materialized on openreg.
+- training mode for every module: module_db fixes the draws of its random
+  ones (FractionalMaxPool's `_random_samples`, dropout 0), so they are
+  compared by value; a forward that does draw is compared by distribution
+  (the engine's own checks below use nn.Dropout);
+- lazy modules materialized on openreg (test_nn_coverage copies them
+  materialized from CPU);
+- assert_close's default tolerances for the dtype (PyTorch's own overrides
+  where module_db gives one), where test_nn_coverage allows rtol 1e-4.
 
-The whole survey is `python -m torch_openreg.moduledb --samples 0 --failures`.
+The same survey, with each module's reason, is
+`python -m torch_openreg.moduledb --failures`.
 """
 
 from __future__ import annotations
