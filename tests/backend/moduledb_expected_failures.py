@@ -8,23 +8,12 @@ is a defect to fix. Regenerate the survey's messages with
 `python -m torch_openreg.moduledb --failures`.
 """
 
-# openreg's masked_select indexes the broadcast operands with the mask
-# (csrc/backend/aten/Indexing.cpp, maskedSelect); when both are 0-dim, at::index
-# rejects a 0-dim mask on a 0-dim tensor, where CPU returns one element.
-# cross_entropy with a class weight, label smoothing and an unbatched input
-# reaches it: torch.masked_select(torch.tensor(1, device="openreg"),
-# torch.tensor(True, device="openreg")) raises the same IndexError.
-_MASKED_SELECT_0DIM = "error: masked_select of a 0-dim tensor by a 0-dim mask raises IndexError on openreg (CPU: one element); sample 758, unbatched input, weight, label_smoothing=0.1"
-
 # Reductions summed in another order than CPU's: an element that cancels to
 # near 0 differs by a few float32 ulps of the summands, above assert_close's
 # atol (1e-5) for float32. Values elsewhere match.
 _ORDER = "wrong: float32 accumulation order; a gradient element near 0 differs by {} (atol 1e-5)"
 
 EXPECTED_FAILURES: dict[tuple[str, str], str] = {
-    ("nn.LinearCrossEntropyLoss", "float32"): _MASKED_SELECT_0DIM,
-    ("nn.LinearCrossEntropyLoss", "float64"): _MASKED_SELECT_0DIM,
-    ("nn.LinearCrossEntropyLoss", "float16"): _MASKED_SELECT_0DIM,
     ("nn.ConvTranspose3d", "float32"): _ORDER.format("2.4e-5 (weight gradient, sample 0)"),
     ("nn.LazyConvTranspose3d", "float32"): _ORDER.format("2.4e-5 (weight gradient, sample 0)"),
     ("nn.Transformer", "float32"): _ORDER.format("1.3e-5 (a parameter gradient, sample 10, unbatched)"),

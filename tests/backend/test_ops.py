@@ -195,6 +195,12 @@ CASES = [
     Case("masked_fill", lambda x, m: x.masked_fill(m, 3.0), [rand(4, 5), mask(4, 5)], ALL),
     Case("nonzero", torch.nonzero, [rand(4, 5)], ALL, grad=False),
     Case("masked_select", torch.masked_select, [rand(4, 5), mask(5)], NUMERIC),
+    Case(
+        "masked_select_0dim",
+        lambda x: torch.masked_select(x, torch.ones((), dtype=torch.bool, device=x.device)),
+        [rand()],
+        NUMERIC,
+    ),
     Case("take_fallback", lambda x, i: torch.take(x, i), [rand(4, 5), index(20, 6)], (F32,), fallback=True),
     # Shapes
     Case("cat", lambda a, b: torch.cat([a, b, a], dim=1), [rand(2, 3), rand(2, 4)], ALL),

@@ -204,7 +204,14 @@ bool equal(const at::Tensor& self, const at::Tensor& other) {
 at::Tensor maskedSelect(const at::Tensor& self, const at::Tensor& mask) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
   auto [expandedSelf, expandedMask] = at::expand_outplace(self, mask);
-  return at::index(*expandedSelf, c10::List<std::optional<at::Tensor>>({std::optional<at::Tensor>(*expandedMask)}));
+  at::Tensor source = *expandedSelf;
+  at::Tensor selector = *expandedMask;
+  // A mask indexes along dimensions; 0-dim operands get one, as CPU's kernel gives them.
+  if (source.dim() == 0) {
+    source = source.unsqueeze(0);
+    selector = selector.unsqueeze(0);
+  }
+  return at::index(source, c10::List<std::optional<at::Tensor>>({std::optional<at::Tensor>(selector)}));
 }
 
 at::Tensor& maskedScatter(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
