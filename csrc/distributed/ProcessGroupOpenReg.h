@@ -99,9 +99,13 @@ class ProcessGroupOpenReg : public c10d::Backend {
   using Start = std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend& host, std::vector<at::Tensor>& views)>;
   // Runs on the same views once the Gloo side finished (e.g. AVG's division).
   using After = std::function<void(std::vector<at::Tensor>& views)>;
+  // Computes the outputs, on the same views, from every rank's inputs as
+  // carried by the first exchange: payloads[r] holds rank r's staged inputs
+  // (the slots it reads, in slot order) as bytes.
+  using Combine = std::function<void(const std::vector<at::Tensor>& payloads, std::vector<at::Tensor>& views)>;
   // What every rank of a collective (or both sides of a transfer) must
-  // agree on. Checked by a small exchange before the data moves: Gloo aborts
-  // the process when sizes differ, so a mismatch must never reach it.
+  // agree on. Checked by the first exchange, before Gloo sees the data: Gloo
+  // aborts the process when sizes differ, so a mismatch must never reach it.
   struct Agreement {
     bool check = false;
     int64_t collective = 0;  // a code for the collective's name
@@ -119,6 +123,7 @@ class ProcessGroupOpenReg : public c10d::Backend {
     size_t count;
     Agreement agreement;
     std::string collective;
+    Combine combine;  // set where small inputs can ride in the first exchange
   };
 
   // Everything one collective needs; built by each operation.
@@ -139,6 +144,7 @@ class ProcessGroupOpenReg : public c10d::Backend {
     int tag = 0;              // point-to-point
     Start start;
     After after;
+    Combine combine;
     std::vector<Part> parts;  // filled by launch: one, or several when coalesced
   };
 
