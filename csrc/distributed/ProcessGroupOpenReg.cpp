@@ -1,5 +1,6 @@
 #include "distributed/ProcessGroupOpenReg.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <ATen/ATen.h>
@@ -152,14 +153,15 @@ ProcessGroupOpenReg::Combine gatherInline(bool intoOne) {
 }  // namespace
 
 // The first exchange of every collective is an allgather of one block per
-// rank, of a fixed size: Gloo aborts the process when lengths differ, so the
-// block may not depend on what a rank was asked. It carries a header (what the
-// rank is doing) and, when they fit, the rank's inputs: a small collective then
-// moves its data in the exchange that checks it, with no round trip of its own.
+// rank, of the same size on every rank: Gloo aborts the process when lengths
+// differ, so the block may not depend on what this call asked of a rank. It
+// carries a header (what the rank is doing) and, when they fit, the rank's
+// inputs: a small collective then moves its data in the exchange that checks
+// it, with no round trip of its own. How large the block is comes from what
+// the ranks agreed on before (see BlockSizer).
 constexpr int64_t kHeaderWords = 4;  // collective, dtype, count, inlined
 constexpr int64_t kHeaderBytes = kHeaderWords * sizeof(int64_t);
-constexpr int64_t kInlineBytes = 64 << 10;
-constexpr int64_t kBlockBytes = kHeaderBytes + kInlineBytes;
+constexpr int64_t kMaxInlineBytes = 256 << 10;
 
 // State of one transfer, owned by the runtime until it ran on the executor.
 struct TransferBody {
@@ -170,6 +172,10 @@ struct TransferBody {
   std::shared_ptr<CollectiveOutcome> outcome;
   std::shared_ptr<ProcessGroupOpenReg::Health> health;
   std::string description;
+  std::shared_ptr<ProcessGroupOpenReg::BlockSizer> sizer;
+  int64_t payloadBytes = 0;  // of this transfer's blocks, from the sizer
+
+  int64_t blockBytes() const { return kHeaderBytes + payloadBytes; }
 
   // One part's first exchange: this rank's block and what came back.
   struct Exchange {
@@ -187,13 +193,13 @@ struct TransferBody {
     for (size_t i = part.first; i < part.first + part.count; ++i) {
       if (reads[i]) bytes += static_cast<int64_t>(views[i].nbytes());
     }
-    return bytes <= kInlineBytes ? bytes : -1;
+    return bytes <= payloadBytes ? bytes : -1;
   }
 
   // The header, then (inlined) the part's inputs in slot order.
   at::Tensor block(const ProcessGroupOpenReg::Part& part, bool inlined) const {
     const auto& a = part.agreement;
-    at::Tensor b = at::zeros({a.peer >= 0 ? kHeaderBytes : kBlockBytes}, at::kByte);
+    at::Tensor b = at::zeros({a.peer >= 0 ? kHeaderBytes : blockBytes()}, at::kByte);
     auto* header = reinterpret_cast<int64_t*>(b.data_ptr());
     header[0] = a.collective;
     header[1] = a.dtype;
@@ -210,6 +216,7 @@ struct TransferBody {
 
   // Starts each part's first exchange; a send and its recv swap headers.
   std::vector<Exchange> exchange() {
+    payloadBytes = sizer->payloadBytes();
     std::vector<Exchange> out(parts.size());
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
     for (size_t i = 0; i < parts.size(); ++i) {
@@ -219,7 +226,7 @@ struct TransferBody {
       out[i].mine = block(parts[i], out[i].inlined);
       std::vector<at::Tensor> in{out[i].mine};
       if (a.peer < 0) {
-        out[i].theirs = at::empty({host->getSize() * kBlockBytes}, at::kByte);
+        out[i].theirs = at::empty({host->getSize() * blockBytes()}, at::kByte);
         works.push_back(host->_allgather_base(out[i].theirs, out[i].mine));
       } else if (a.sends) {
         works.push_back(host->send(in, a.peer, a.tag));
@@ -238,7 +245,7 @@ struct TransferBody {
     if (!e.theirs.defined()) return;
     const auto* mine = e.mine.const_data_ptr<uint8_t>();
     const int64_t blocks = part.agreement.peer >= 0 ? 1 : host->getSize();
-    const int64_t stride = part.agreement.peer >= 0 ? kHeaderBytes : kBlockBytes;
+    const int64_t stride = part.agreement.peer >= 0 ? kHeaderBytes : blockBytes();
     for (int64_t j = 0; j < blocks; ++j) {
       const auto* theirs = e.theirs.const_data_ptr<uint8_t>() + j * stride;
       if (std::memcmp(theirs, mine, kHeaderBytes) == 0) continue;
@@ -263,13 +270,27 @@ struct TransferBody {
     const int64_t bytes = inlineBytes(part);
     std::vector<at::Tensor> out;
     for (int64_t r = 0; r < host->getSize(); ++r)
-      out.push_back(e.theirs.narrow(0, r * kBlockBytes + kHeaderBytes, bytes));
+      out.push_back(e.theirs.narrow(0, r * blockBytes() + kHeaderBytes, bytes));
     return out;
+  }
+
+  // What the ranks just agreed on, for the sizes of later blocks: the bytes
+  // of each part that could ride in a block (0 for those that never can).
+  void remember() const {
+    for (const auto& part : parts) {
+      if (!part.agreement.check || part.agreement.peer >= 0) continue;
+      int64_t bytes = 0;
+      for (size_t i = part.first; part.combine && i < part.first + part.count; ++i) {
+        if (reads[i]) bytes += static_cast<int64_t>(views[i].nbytes());
+      }
+      sizer->agreed(bytes <= kMaxInlineBytes ? bytes : 0);
+    }
   }
 
   void run() {
     std::vector<Exchange> exchanges = exchange();
     for (size_t i = 0; i < parts.size(); ++i) check(parts[i], exchanges[i]);
+    remember();
     std::vector<std::vector<at::Tensor>> partViews;
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
     for (size_t i = 0; i < parts.size(); ++i) {
@@ -352,7 +373,28 @@ c10::Stream ProcessGroupOpenReg::communicationStream(c10::DeviceIndex device) {
   // behind compute that was launched later.
   c10::Stream stream = backend::streamFromPool(device, backend::streamPriorityRange().second);
   streams_.emplace(device, stream);
+  sizers_.emplace(device, std::make_shared<BlockSizer>());
   return stream;
+}
+
+int64_t ProcessGroupOpenReg::BlockSizer::payloadBytes() const {
+  std::lock_guard lock(mutex_);
+  const int64_t largest = *std::max_element(recent_.begin(), recent_.end());
+  int64_t bytes = largest > 0 ? 64 : 0;  // powers of two: fewer distinct sizes to allocate
+  while (bytes < largest) bytes *= 2;
+  return bytes;
+}
+
+std::shared_ptr<ProcessGroupOpenReg::BlockSizer> ProcessGroupOpenReg::blockSizer(c10::DeviceIndex device) {
+  communicationStream(device);  // creates both
+  std::lock_guard lock(mutex_);
+  return sizers_.at(device);
+}
+
+void ProcessGroupOpenReg::BlockSizer::agreed(int64_t bytes) {
+  std::lock_guard lock(mutex_);
+  recent_[next_] = bytes;
+  next_ = (next_ + 1) % recent_.size();
 }
 
 void ProcessGroupOpenReg::Health::record(const std::string& message) {
@@ -573,10 +615,11 @@ Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uin
   const std::string description = describe(request, sequence);
   std::vector<bool> reads;
   for (const auto& slot : request.slots) reads.push_back(slot.read);
-  launchTransfer(request, sequence,
-                 std::make_unique<TransferBody>(TransferBody{host_, std::move(request.parts), std::move(staging.views),
-                                                             std::move(reads), outcome, health_, description}),
-                 backend::nativeStream(comm));
+  launchTransfer(
+      request, sequence,
+      std::make_unique<TransferBody>(TransferBody{host_, std::move(request.parts), std::move(staging.views),
+                                                  std::move(reads), outcome, health_, description, blockSizer(device)}),
+      backend::nativeStream(comm));
   stageOut(request.slots, staging.pinned, comm);
   c10::Event end(kDeviceType);
   end.record(comm);

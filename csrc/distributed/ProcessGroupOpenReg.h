@@ -10,6 +10,7 @@
 // copies. Each call opens torch's record_param_comms with NCCL's arguments.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -148,6 +149,23 @@ class ProcessGroupOpenReg : public c10d::Backend {
     std::vector<Part> parts;  // filled by launch: one, or several when coalesced
   };
 
+  // How large the payload of a transfer's first-exchange blocks is: as large
+  // as the largest of the last few messages that could ride in one (up to
+  // 256 KiB), so a training loop's buckets or a benchmark's repeated calls move
+  // in one exchange. All ranks derive it from what they agreed on, in the same
+  // order, so their blocks always match. One per group and device: its
+  // transfers run in stream order.
+  class BlockSizer {
+   public:
+    int64_t payloadBytes() const;
+    void agreed(int64_t bytes);  // a checked part's inputs (0: never rides)
+
+   private:
+    mutable std::mutex mutex_;
+    std::array<int64_t, 8> recent_{};
+    size_t next_ = 0;
+  };
+
   // The group's first failure: later calls, and transfers already queued,
   // fail with it instead of talking to peers that are out of step.
   class Health {
@@ -169,6 +187,7 @@ class ProcessGroupOpenReg : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> enqueue(Request& request, c10::DeviceIndex device, uint64_t sequence);
   void launchTransfer(const Request& request, uint64_t sequence, std::unique_ptr<TransferBody> body, orStream_t stream);
   c10::DeviceIndex checkTensors(const Request& request) const;
+  std::shared_ptr<BlockSizer> blockSizer(c10::DeviceIndex device);
   void throwIfFailedBefore();
   std::string describe(const Request& request, uint64_t sequence) const;
 
@@ -177,6 +196,7 @@ class ProcessGroupOpenReg : public c10d::Backend {
   std::chrono::milliseconds timeout_;
   std::mutex mutex_;
   std::map<c10::DeviceIndex, c10::Stream> streams_;
+  std::map<c10::DeviceIndex, std::shared_ptr<BlockSizer>> sizers_;
   uint64_t collectiveSeq_ = 0;
   uint64_t p2pSeq_ = 0;
   std::shared_ptr<Health> health_ = std::make_shared<Health>();
