@@ -1,5 +1,8 @@
 #include "distributed/ProcessGroupOpenReg.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include <ATen/ATen.h>
 #include <ATen/core/jit_type.h>
 #include <c10/core/DeviceGuard.h>
@@ -96,63 +99,208 @@ std::string rankList(const std::vector<int64_t>& ranks) {
   return text + "]";
 }
 
+// out op= x, elementwise, as Gloo reduces (SUM of bools is OR, PRODUCT AND).
+void accumulate(at::Tensor& out, const at::Tensor& x, const c10d::ReduceOp& op) {
+  switch (op.op_) {
+    case c10d::ReduceOp::PRODUCT:
+      out.mul_(x);
+      return;
+    case c10d::ReduceOp::MIN:
+      at::minimum_out(out, out, x);
+      return;
+    case c10d::ReduceOp::MAX:
+      at::maximum_out(out, out, x);
+      return;
+    default:
+      out.add_(x);
+  }
+}
+
+// out = op over ranks of their payloads' elements [offset, offset + out.numel()).
+void reducePayloads(at::Tensor out, const std::vector<at::Tensor>& payloads, const c10d::ReduceOp& op, int64_t offset) {
+  const auto slice = [&](const at::Tensor& p) { return p.view(out.scalar_type()).narrow(0, offset, out.numel()); };
+  out.copy_(slice(payloads[0]));
+  for (size_t r = 1; r < payloads.size(); ++r) accumulate(out, slice(payloads[r]), op);
+}
+
+// all_reduce carried in the first exchange: views[0] is the buffer.
+ProcessGroupOpenReg::Combine reduceInline(const c10d::ReduceOp& op) {
+  return [op](const std::vector<at::Tensor>& payloads, std::vector<at::Tensor>& views) {
+    reducePayloads(views[0].view(-1), payloads, op, 0);
+  };
+}
+
+// reduce_scatter carried in the first exchange: views[0] is the output, and
+// every rank's payload holds its inputs for all ranks, this rank's at `rank`.
+ProcessGroupOpenReg::Combine reduceScatterInline(const c10d::ReduceOp& op, int rank) {
+  return [op, rank](const std::vector<at::Tensor>& payloads, std::vector<at::Tensor>& views) {
+    reducePayloads(views[0].view(-1), payloads, op, rank * views[0].numel());
+  };
+}
+
+// all_gather carried in the first exchange: views[0] is the input, then one
+// output per rank (intoOne: a single output holding them in rank order).
+ProcessGroupOpenReg::Combine gatherInline(bool intoOne) {
+  return [intoOne](const std::vector<at::Tensor>& payloads, std::vector<at::Tensor>& views) {
+    const int64_t n = views[0].numel();
+    for (size_t r = 0; r < payloads.size(); ++r) {
+      at::Tensor to = intoOne ? views[1].view(-1).narrow(0, static_cast<int64_t>(r) * n, n) : views[1 + r].view(-1);
+      to.copy_(payloads[r].view(to.scalar_type()));
+    }
+  };
+}
+
 }  // namespace
+
+// The first exchange of every collective is an allgather of one block per
+// rank, of the same size on every rank: Gloo aborts the process when lengths
+// differ, so the block may not depend on what this call asked of a rank. It
+// carries a header (what the rank is doing) and, when they fit, the rank's
+// inputs: a small collective then moves its data in the exchange that checks
+// it, with no round trip of its own. How large the block is comes from what
+// the ranks agreed on before (see BlockSizer).
+constexpr int64_t kHeaderWords = 4;  // collective, dtype, count, inlined
+constexpr int64_t kHeaderBytes = kHeaderWords * sizeof(int64_t);
+constexpr int64_t kMaxInlineBytes = 256 << 10;
 
 // State of one transfer, owned by the runtime until it ran on the executor.
 struct TransferBody {
   c10::intrusive_ptr<c10d::Backend> host;
   std::vector<ProcessGroupOpenReg::Part> parts;
   std::vector<at::Tensor> views;  // non-owning CPU views over pinned buffers
+  std::vector<bool> reads;        // per view: an input the transfer sends
   std::shared_ptr<CollectiveOutcome> outcome;
   std::shared_ptr<ProcessGroupOpenReg::Health> health;
   std::string description;
+  std::shared_ptr<ProcessGroupOpenReg::BlockSizer> sizer;
+  int64_t payloadBytes = 0;  // of this transfer's blocks, from the sizer
 
-  // Exchanges each part's agreement and throws, naming the rank, on a mismatch.
-  void agree() {
+  int64_t blockBytes() const { return kHeaderBytes + payloadBytes; }
+
+  // One part's first exchange: this rank's block and what came back.
+  struct Exchange {
+    at::Tensor mine;
+    at::Tensor theirs;  // allgather: one block per rank; recv: the peer's header
+    bool inlined = false;
+  };
+
+  // The bytes a part sends, if they fit in its block; -1 where they do not or
+  // the part has no way to combine them (point-to-point, rooted, all-to-all).
+  int64_t inlineBytes(const ProcessGroupOpenReg::Part& part) const {
+    const auto& a = part.agreement;
+    if (!part.combine || !a.check || a.peer >= 0) return -1;
+    int64_t bytes = 0;
+    for (size_t i = part.first; i < part.first + part.count; ++i) {
+      if (reads[i]) bytes += static_cast<int64_t>(views[i].nbytes());
+    }
+    return bytes <= payloadBytes ? bytes : -1;
+  }
+
+  // The header, then (inlined) the part's inputs in slot order.
+  at::Tensor block(const ProcessGroupOpenReg::Part& part, bool inlined) const {
+    const auto& a = part.agreement;
+    at::Tensor b = at::zeros({a.peer >= 0 ? kHeaderBytes : blockBytes()}, at::kByte);
+    auto* header = reinterpret_cast<int64_t*>(b.data_ptr());
+    header[0] = a.collective;
+    header[1] = a.dtype;
+    header[2] = a.count;
+    header[3] = inlined ? 1 : 0;
+    auto* payload = b.data_ptr<uint8_t>() + kHeaderBytes;
+    for (size_t i = part.first; inlined && i < part.first + part.count; ++i) {
+      if (!reads[i]) continue;
+      std::memcpy(payload, views[i].const_data_ptr(), views[i].nbytes());
+      payload += views[i].nbytes();
+    }
+    return b;
+  }
+
+  // Starts each part's first exchange; a send and its recv swap headers.
+  std::vector<Exchange> exchange() {
+    payloadBytes = sizer->payloadBytes();
+    std::vector<Exchange> out(parts.size());
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    std::vector<at::Tensor> mine;
-    std::vector<std::vector<at::Tensor>> theirs;
-    for (const auto& part : parts) {
-      const auto& a = part.agreement;
-      mine.push_back(at::tensor({a.collective, a.dtype, a.count}, at::kLong));
-      theirs.emplace_back();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const auto& a = parts[i].agreement;
       if (!a.check) continue;
+      out[i].inlined = inlineBytes(parts[i]) >= 0;
+      out[i].mine = block(parts[i], out[i].inlined);
+      std::vector<at::Tensor> in{out[i].mine};
       if (a.peer < 0) {
-        for (int r = 0; r < host->getSize(); ++r) theirs.back().push_back(at::empty({3}, at::kLong));
-        std::vector<std::vector<at::Tensor>> out{theirs.back()};
-        std::vector<at::Tensor> in{mine.back()};
-        works.push_back(host->allgather(out, in));
+        out[i].theirs = at::empty({host->getSize() * blockBytes()}, at::kByte);
+        works.push_back(host->_allgather_base(out[i].theirs, out[i].mine));
       } else if (a.sends) {
-        std::vector<at::Tensor> in{mine.back()};
         works.push_back(host->send(in, a.peer, a.tag));
       } else {
-        theirs.back().push_back(at::empty({3}, at::kLong));
-        works.push_back(host->recv(theirs.back(), a.peer, a.tag));
+        std::vector<at::Tensor> theirs{at::empty({kHeaderBytes}, at::kByte)};
+        works.push_back(host->recv(theirs, a.peer, a.tag));
+        out[i].theirs = theirs[0];
       }
     }
     for (auto& work : works) work->wait();
-    for (size_t i = 0; i < parts.size(); ++i) {
-      const auto& a = parts[i].agreement;
-      for (size_t j = 0; j < theirs[i].size(); ++j) {
-        if (at::equal(theirs[i][j], mine[i])) continue;
-        const int other = a.peer >= 0 ? a.peer : static_cast<int>(j);
-        const auto* got = theirs[i][j].const_data_ptr<int64_t>();
-        throw std::runtime_error(
-            "ranks disagree: this rank's " + parts[i].collective + " has " + std::to_string(a.count) + " x " +
-            c10::toString(static_cast<at::ScalarType>(a.dtype)) + ", rank " + std::to_string(other) + "'s " +
-            (got[0] == a.collective ? parts[i].collective : std::string("call is another collective and")) + " has " +
-            std::to_string(got[2]) + " x " + c10::toString(static_cast<at::ScalarType>(got[1])));
+    return out;
+  }
+
+  // Throws, naming the rank, where a peer's header differs from ours.
+  void check(const ProcessGroupOpenReg::Part& part, const Exchange& e) const {
+    if (!e.theirs.defined()) return;
+    const auto* mine = e.mine.const_data_ptr<uint8_t>();
+    const int64_t blocks = part.agreement.peer >= 0 ? 1 : host->getSize();
+    const int64_t stride = part.agreement.peer >= 0 ? kHeaderBytes : blockBytes();
+    for (int64_t j = 0; j < blocks; ++j) {
+      const auto* theirs = e.theirs.const_data_ptr<uint8_t>() + j * stride;
+      if (std::memcmp(theirs, mine, kHeaderBytes) == 0) continue;
+      int64_t got[kHeaderWords];
+      std::memcpy(got, theirs, kHeaderBytes);
+      const auto& a = part.agreement;
+      const int other = a.peer >= 0 ? a.peer : static_cast<int>(j);
+      // Same name, dtype and count but not inlined alike: a call of another
+      // operation under the same name (all_gather and its coalesced form).
+      const bool sameCollective =
+          got[0] == a.collective && (got[3] == e.inlined || got[1] != a.dtype || got[2] != a.count);
+      throw std::runtime_error(
+          "ranks disagree: this rank's " + part.collective + " has " + std::to_string(a.count) + " x " +
+          c10::toString(static_cast<at::ScalarType>(a.dtype)) + ", rank " + std::to_string(other) + "'s " +
+          (sameCollective ? part.collective : std::string("call is another collective and")) + " has " +
+          std::to_string(got[2]) + " x " + c10::toString(static_cast<at::ScalarType>(got[1])));
+    }
+  }
+
+  // Every rank's inputs, as carried in the blocks of an inlined exchange.
+  std::vector<at::Tensor> payloads(const ProcessGroupOpenReg::Part& part, const Exchange& e) const {
+    const int64_t bytes = inlineBytes(part);
+    std::vector<at::Tensor> out;
+    for (int64_t r = 0; r < host->getSize(); ++r)
+      out.push_back(e.theirs.narrow(0, r * blockBytes() + kHeaderBytes, bytes));
+    return out;
+  }
+
+  // What the ranks just agreed on, for the sizes of later blocks: the bytes
+  // of each part that could ride in a block (0 for those that never can).
+  void remember() const {
+    for (const auto& part : parts) {
+      if (!part.agreement.check || part.agreement.peer >= 0) continue;
+      int64_t bytes = 0;
+      for (size_t i = part.first; part.combine && i < part.first + part.count; ++i) {
+        if (reads[i]) bytes += static_cast<int64_t>(views[i].nbytes());
       }
+      sizer->agreed(bytes <= kMaxInlineBytes ? bytes : 0);
     }
   }
 
   void run() {
-    agree();
+    std::vector<Exchange> exchanges = exchange();
+    for (size_t i = 0; i < parts.size(); ++i) check(parts[i], exchanges[i]);
+    remember();
     std::vector<std::vector<at::Tensor>> partViews;
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    for (auto& part : parts) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      auto& part = parts[i];
       partViews.emplace_back(views.begin() + part.first, views.begin() + part.first + part.count);
-      works.push_back(part.start(*host, partViews.back()));
+      if (exchanges[i].inlined) {
+        part.combine(payloads(part, exchanges[i]), partViews.back());
+      } else {
+        works.push_back(part.start(*host, partViews.back()));
+      }
     }
     for (auto& work : works) work->wait();
     for (size_t i = 0; i < parts.size(); ++i) {
@@ -225,7 +373,28 @@ c10::Stream ProcessGroupOpenReg::communicationStream(c10::DeviceIndex device) {
   // behind compute that was launched later.
   c10::Stream stream = backend::streamFromPool(device, backend::streamPriorityRange().second);
   streams_.emplace(device, stream);
+  sizers_.emplace(device, std::make_shared<BlockSizer>());
   return stream;
+}
+
+int64_t ProcessGroupOpenReg::BlockSizer::payloadBytes() const {
+  std::lock_guard lock(mutex_);
+  const int64_t largest = *std::max_element(recent_.begin(), recent_.end());
+  int64_t bytes = largest > 0 ? 64 : 0;  // powers of two: fewer distinct sizes to allocate
+  while (bytes < largest) bytes *= 2;
+  return bytes;
+}
+
+std::shared_ptr<ProcessGroupOpenReg::BlockSizer> ProcessGroupOpenReg::blockSizer(c10::DeviceIndex device) {
+  communicationStream(device);  // creates both
+  std::lock_guard lock(mutex_);
+  return sizers_.at(device);
+}
+
+void ProcessGroupOpenReg::BlockSizer::agreed(int64_t bytes) {
+  std::lock_guard lock(mutex_);
+  recent_[next_] = bytes;
+  next_ = (next_ + 1) % recent_.size();
 }
 
 void ProcessGroupOpenReg::Health::record(const std::string& message) {
@@ -290,8 +459,8 @@ Work ProcessGroupOpenReg::launch(Request& request) {
   agreement.peer = request.peer;
   agreement.sends = request.opType == c10d::OpType::SEND;
   agreement.tag = request.tag;
-  request.parts = {
-      Part{std::move(request.start), std::move(request.after), 0, request.slots.size(), agreement, request.collective}};
+  request.parts = {Part{std::move(request.start), std::move(request.after), 0, request.slots.size(), agreement,
+                        request.collective, std::move(request.combine)}};
   if (coalescing_) return hold(request, device);
   return record(request, device, request.peer >= 0);
 }
@@ -444,10 +613,13 @@ Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uin
   Staging staging = stageIn(request.slots, backend::nativeStream(comm));
   auto outcome = std::make_shared<CollectiveOutcome>();
   const std::string description = describe(request, sequence);
-  launchTransfer(request, sequence,
-                 std::make_unique<TransferBody>(TransferBody{host_, std::move(request.parts), std::move(staging.views),
-                                                             outcome, health_, description}),
-                 backend::nativeStream(comm));
+  std::vector<bool> reads;
+  for (const auto& slot : request.slots) reads.push_back(slot.read);
+  launchTransfer(
+      request, sequence,
+      std::make_unique<TransferBody>(TransferBody{host_, std::move(request.parts), std::move(staging.views),
+                                                  std::move(reads), outcome, health_, description, blockSizer(device)}),
+      backend::nativeStream(comm));
   stageOut(request.slots, staging.pinned, comm);
   c10::Event end(kDeviceType);
   end.record(comm);
@@ -502,6 +674,7 @@ Work ProcessGroupOpenReg::allreduce(std::vector<at::Tensor>& tensors, const c10d
   hostOpts.reduceOp = hostReduceOp(opts.reduceOp);
   const int size = size_;
   r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) { return host.allreduce(views, hostOpts); };
+  r.combine = reduceInline(hostOpts.reduceOp);
   r.after = [average, size](std::vector<at::Tensor>& views) {
     if (average) divideInPlace(views[0], size);
   };
@@ -597,6 +770,7 @@ Work ProcessGroupOpenReg::allgather(std::vector<std::vector<at::Tensor>>& output
     std::vector<std::vector<at::Tensor>> out{std::vector<at::Tensor>(views.begin() + 1, views.end())};
     return host.allgather(out, in, opts);
   };
+  r.combine = gatherInline(false);
   return launch(r);
 }
 
@@ -613,6 +787,7 @@ Work ProcessGroupOpenReg::_allgather_base(at::Tensor& output, at::Tensor& input,
   r.start = [opts](c10d::Backend& host, std::vector<at::Tensor>& views) {
     return host._allgather_base(views[1], views[0], opts);
   };
+  r.combine = gatherInline(true);
   return launch(r);
 }
 
@@ -737,6 +912,7 @@ Work ProcessGroupOpenReg::reduce_scatter(std::vector<at::Tensor>& outputs, std::
     std::vector<std::vector<at::Tensor>> in{std::vector<at::Tensor>(views.begin() + 1, views.end())};
     return host.reduce_scatter(out, in, hostOpts);
   };
+  r.combine = reduceScatterInline(hostOpts.reduceOp, rank_);
   r.after = [average, size](std::vector<at::Tensor>& views) {
     if (average) divideInPlace(views[0], size);
   };
@@ -762,6 +938,7 @@ Work ProcessGroupOpenReg::_reduce_scatter_base(at::Tensor& output, at::Tensor& i
   r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) {
     return host._reduce_scatter_base(views[0], views[1], hostOpts);
   };
+  r.combine = reduceScatterInline(hostOpts.reduceOp, rank_);
   r.after = [average, size](std::vector<at::Tensor>& views) {
     if (average) divideInPlace(views[0], size);
   };

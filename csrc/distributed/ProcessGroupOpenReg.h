@@ -10,6 +10,7 @@
 // copies. Each call opens torch's record_param_comms with NCCL's arguments.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -99,9 +100,13 @@ class ProcessGroupOpenReg : public c10d::Backend {
   using Start = std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend& host, std::vector<at::Tensor>& views)>;
   // Runs on the same views once the Gloo side finished (e.g. AVG's division).
   using After = std::function<void(std::vector<at::Tensor>& views)>;
+  // Computes the outputs, on the same views, from every rank's inputs as
+  // carried by the first exchange: payloads[r] holds rank r's staged inputs
+  // (the slots it reads, in slot order) as bytes.
+  using Combine = std::function<void(const std::vector<at::Tensor>& payloads, std::vector<at::Tensor>& views)>;
   // What every rank of a collective (or both sides of a transfer) must
-  // agree on. Checked by a small exchange before the data moves: Gloo aborts
-  // the process when sizes differ, so a mismatch must never reach it.
+  // agree on. Checked by the first exchange, before Gloo sees the data: Gloo
+  // aborts the process when sizes differ, so a mismatch must never reach it.
   struct Agreement {
     bool check = false;
     int64_t collective = 0;  // a code for the collective's name
@@ -119,6 +124,7 @@ class ProcessGroupOpenReg : public c10d::Backend {
     size_t count;
     Agreement agreement;
     std::string collective;
+    Combine combine;  // set where small inputs can ride in the first exchange
   };
 
   // Everything one collective needs; built by each operation.
@@ -139,7 +145,25 @@ class ProcessGroupOpenReg : public c10d::Backend {
     int tag = 0;              // point-to-point
     Start start;
     After after;
+    Combine combine;
     std::vector<Part> parts;  // filled by launch: one, or several when coalesced
+  };
+
+  // How large the payload of a transfer's first-exchange blocks is: as large
+  // as the largest of the last few messages that could ride in one (up to
+  // 256 KiB), so a training loop's buckets or a benchmark's repeated calls move
+  // in one exchange. All ranks derive it from what they agreed on, in the same
+  // order, so their blocks always match. One per group and device: its
+  // transfers run in stream order.
+  class BlockSizer {
+   public:
+    int64_t payloadBytes() const;
+    void agreed(int64_t bytes);  // a checked part's inputs (0: never rides)
+
+   private:
+    mutable std::mutex mutex_;
+    std::array<int64_t, 8> recent_{};
+    size_t next_ = 0;
   };
 
   // The group's first failure: later calls, and transfers already queued,
@@ -163,6 +187,7 @@ class ProcessGroupOpenReg : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> enqueue(Request& request, c10::DeviceIndex device, uint64_t sequence);
   void launchTransfer(const Request& request, uint64_t sequence, std::unique_ptr<TransferBody> body, orStream_t stream);
   c10::DeviceIndex checkTensors(const Request& request) const;
+  std::shared_ptr<BlockSizer> blockSizer(c10::DeviceIndex device);
   void throwIfFailedBefore();
   std::string describe(const Request& request, uint64_t sequence) const;
 
@@ -171,6 +196,7 @@ class ProcessGroupOpenReg : public c10d::Backend {
   std::chrono::milliseconds timeout_;
   std::mutex mutex_;
   std::map<c10::DeviceIndex, c10::Stream> streams_;
+  std::map<c10::DeviceIndex, std::shared_ptr<BlockSizer>> sizers_;
   uint64_t collectiveSeq_ = 0;
   uint64_t p2pSeq_ = 0;
   std::shared_ptr<Health> health_ = std::make_shared<Health>();

@@ -27,7 +27,7 @@ def test_bad_input_is_refused_and_the_group_keeps_working(tmp_path):
         assert errors["non_contiguous"] == "ValueError: orccl: allreduce: tensor 0 must be dense and contiguous"
         assert result["still_works"] is True
         # Sizes that differ across ranks: caught before Gloo (which would abort the process), on both ranks.
-        mine, theirs = (4, 8) if rank == 0 else (8, 4)
+        mine, theirs = (4, 20000) if rank == 0 else (20000, 4)
         # The blocking barrier after it reports the failure: as the failure itself, as the barrier not run
         # because of it, or (when it had failed before the barrier was called) as the group's earlier failure;
         # which of the three is timing. Each names the failed allreduce.
