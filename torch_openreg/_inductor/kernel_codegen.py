@@ -2,8 +2,8 @@
 
 - One thread. A kernel runs on its stream's executor thread, as a GPU kernel
   runs on the device: an OpenMP team inside it would take the host's other
-  cores from the thread that launches the next kernels. Measured on the demo's
-  GPT, the team made each fused kernel slower, not faster (benchmarks/README.md).
+  cores from the thread that launches the next kernels. Profiled beside other
+  work on two cores, the demo GPT's fused kernels were slower with a team.
 - Uniform random numbers eight lanes at a time. Inductor's vectorised loops call
   the scalar ``normalized_rand_cpu`` once per lane (ten dependent Philox rounds
   each); ``kernel_headers/uniform_lanes.h`` computes the same numbers, bit for
