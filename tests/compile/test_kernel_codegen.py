@@ -1,8 +1,9 @@
-"""What openreg kernels change in Inductor's C++: one thread, uniform random numbers by the vector.
+"""What openreg kernels change in Inductor's C++: one thread, random numbers and mask stores by the vector.
 
-The vectorised uniform helper must give Inductor's CPU numbers bit for bit: it
-is compiled here by Inductor's own C++ code cache, with the flags and ISA its
-kernels get, and compared lane by lane with ``normalized_rand_cpu``.
+The helpers must give what Inductor's CPU kernels give, bit for bit: they are
+compiled here by Inductor's own C++ code cache, with the flags and ISA its
+kernels get, and compared with ``normalized_rand_cpu`` and with ATen's generic
+mask conversion.
 """
 
 from __future__ import annotations
@@ -38,6 +39,28 @@ extern "C" int64_t openreg_uniform_mismatches(int64_t seed, int64_t first, int64
   }
   return mismatches;
 }
+// Stores of float lane masks as bools: the helper's bytes against ATen's generic
+// conversion, for every one of the 256 masks of eight lanes and a short count.
+extern "C" int64_t openreg_mask_store_mismatches() {
+  int64_t mismatches = 0;
+  for (int bits = 0; bits < 256; ++bits) {
+    float lanes[8];
+    for (int lane = 0; lane < 8; ++lane) lanes[lane] = (bits >> lane) & 1 ? 1.0f : 0.0f;
+    auto values = at::vec::Vectorized<float>::loadu(lanes);
+    auto mask = at::vec::VecMask<float, 1>(values != at::vec::Vectorized<float>(0.0f));
+    for (int count : {8, 5}) {
+      bool fast[8] = {}, generic[8] = {};
+      mask.store(fast, count);
+      auto widened = at::vec::VecMaskCast<bool, 1, float, 1>::apply(mask);
+      auto ones = at::vec::Vectorized<bool>::blendv(at::vec::Vectorized<bool>(false), at::vec::Vectorized<bool>(true),
+                                                    at::vec::Vectorized<bool>(widened));
+      ones.store(generic, count);
+      mismatches += std::memcmp(fast, generic, sizeof(fast)) != 0;
+      for (int lane = 0; lane < 8; ++lane) mismatches += fast[lane] != (lane < count && ((bits >> lane) & 1));
+    }
+  }
+  return mismatches;
+}
 extern "C" int openreg_uniform_vectorised() {
 #if defined(__AVX2__)
   return 1;
@@ -49,10 +72,11 @@ extern "C" int openreg_uniform_vectorised() {
 
 
 def _checker():
-    source = with_kernel_headers(_CHECKER.replace("int64_t mismatches", f"// {UNIFORM_LANES}\n  int64_t mismatches", 1))
+    source = with_kernel_headers(_CHECKER)
     library = CppCodeCache.load(source, "cpu")
     library.openreg_uniform_mismatches.restype = ctypes.c_int64
     library.openreg_uniform_mismatches.argtypes = [ctypes.c_int64] * 4
+    library.openreg_mask_store_mismatches.restype = ctypes.c_int64
     return library
 
 
@@ -71,6 +95,10 @@ def test_uniform_lanes_equal_inductors_cpu_numbers_bit_for_bit():
         assert library.openreg_uniform_mismatches(seed, first, stride, 4096) == 0, (seed, first, stride)
 
 
+def test_float_masks_store_as_atens_generic_conversion_does():
+    assert _checker().openreg_mask_store_mismatches() == 0
+
+
 def test_openreg_kernels_are_single_threaded_and_draw_by_the_vector():
     def fn(x):
         return F.dropout(x, p=0.5, training=True) * 2.0
@@ -80,6 +108,7 @@ def test_openreg_kernels_are_single_threaded_and_draw_by_the_vector():
         _, cpu_sources = compiled_and_code(fn, torch.ones(64, 1000))
     code = "".join(sources)
     assert f"{UNIFORM_LANES}<" in code
+    assert "struct VecMaskTo<bool, 1, float, 1>" in code  # the helpers are pasted into the kernel
     assert "#pragma omp" not in code
     # The CPU graph in the same process keeps Inductor's behaviour.
     cpu_code = "".join(cpu_sources)

@@ -9,7 +9,7 @@ _PACKAGE = Path(__file__).resolve().parent
 _SOURCES = (
     "kernels.py",
     "kernel_codegen.py",
-    "kernel_headers/uniform_lanes.h",
+    "kernel_headers/kernel_helpers.h",
     "provenance.py",
     "scheduling.py",
     "wrapper.py",

@@ -6,8 +6,10 @@
   work on two cores, the demo GPT's fused kernels were slower with a team.
 - Uniform random numbers eight lanes at a time. Inductor's vectorised loops call
   the scalar ``normalized_rand_cpu`` once per lane (ten dependent Philox rounds
-  each); ``kernel_headers/uniform_lanes.h`` computes the same numbers, bit for
+  each); ``kernel_headers/kernel_helpers.h`` computes the same numbers, bit for
   bit, for a vector of lanes together.
+- Float lane masks stored as bools (dropout's mask) without ATen's per-lane
+  branches (``kernel_headers/kernel_helpers.h``, an AVX2 specialisation).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from torch._inductor.codegen.cpp_utils import DTYPE_TO_CPP
 from torch._inductor.virtualized import V
 
 UNIFORM_LANES = "openreg_kernel::uniformLanes"
-_HEADER = (Path(__file__).resolve().parent / "kernel_headers" / "uniform_lanes.h").read_text()
+_HEADER = (Path(__file__).resolve().parent / "kernel_headers" / "kernel_helpers.h").read_text()
 _PREFIX_INCLUDE = "#include <torch/csrc/inductor/cpp_prefix.h>\n"
 
 
@@ -57,9 +59,7 @@ def openreg_kernel_codegen():
 
 
 def with_kernel_headers(source: str) -> str:
-    """``source`` with the helpers it calls pasted after Inductor's prefix (so the kernel cache keys on them)."""
-    if UNIFORM_LANES not in source:
-        return source
+    """``source`` with openreg's kernel helpers pasted after Inductor's prefix (so the kernel cache keys on them)."""
     at = source.find(_PREFIX_INCLUDE)
     if at < 0:
         raise RuntimeError("openreg: a generated kernel does not include Inductor's cpp_prefix.h")

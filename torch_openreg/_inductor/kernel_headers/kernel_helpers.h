@@ -1,3 +1,7 @@
+// Helpers pasted into every openreg kernel, after cpp_prefix.h (so the kernel
+// cache keys on this text): faster forms of two things Inductor's vectorised
+// loops do often, giving the same results.
+//
 // Uniform random floats for a vector of lanes, equal bit for bit to Inductor's
 // CPU `normalized_rand_cpu(seed, offset)` in each lane: the first word of
 // Philox-4x32-10 at counter {offset, 0, 0, 0} with key {seed, 0}.
@@ -5,10 +9,32 @@
 // Inductor's vectorised loops call the scalar function once per lane; each
 // call is ten dependent rounds, which made dropout the largest part of a fused
 // kernel's time on openreg. With AVX2 eight lanes run the rounds together.
-// Pasted into each openreg kernel that draws random numbers, after
-// cpp_prefix.h, so the kernel cache keys on this text.
 #if defined(__AVX2__)
 #include <immintrin.h>
+#endif
+
+#if defined(CPU_CAPABILITY_AVX2) && !defined(_MSC_VER)
+// A float lane mask stored as bools (a dropout mask kept for the backward).
+// ATen's generic conversion widens it to a 32-lane bool vector one lane at a
+// time and blends with a branch per lane: on random masks the branches miss,
+// and the store cost more than the rest of a fused dropout. Same bytes
+// (1 or 0 per lane, the rest zero), from the lanes' sign bits.
+namespace at::vec {
+inline namespace CPU_CAPABILITY {
+template <>
+struct VecMaskTo<bool, 1, float, 1> {
+  static inline VecMask<bool, 1> apply(const VecMask<float, 1>& mask) {
+    uint64_t bytes = static_cast<uint64_t>(_mm256_movemask_ps(Vectorized<float>(mask)));
+    bytes = (bytes | (bytes << 28)) & 0x0000000F0000000FULL;  // bits 0-3 and 4-7 to two words
+    bytes = (bytes | (bytes << 14)) & 0x0003000300030003ULL;  // then pairs to four half-words
+    bytes = (bytes | (bytes << 7)) & 0x0101010101010101ULL;   // then one bit to each byte
+    __at_align__ bool lanes[Vectorized<bool>::size()] = {};
+    std::memcpy(lanes, &bytes, sizeof(bytes));
+    return VecMask<bool, 1>(Vectorized<bool>::loadu(lanes));
+  }
+};
+}  // namespace CPU_CAPABILITY
+}  // namespace at::vec
 #endif
 
 namespace openreg_kernel {
