@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import sys
-from dataclasses import asdict
 
 from torch_openreg import opdb
 from torch_openreg.opdb import Result
@@ -289,13 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{result.dtype} {result.op}: {result.status} {result.reason}", file=sys.stderr)
 
     results = survey(keys, dtypes, args.samples, args.jobs, args.timeout, progress)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump([asdict(r) for r in results], f, indent=1)
-    if args.failures or args.fallback:
-        sys.stdout.write(opdb.format_failures(results, args.fallback))
-        sys.stdout.write("\n")
-    sys.stdout.write(opdb.format_summary(results, dtypes, noun="modules"))
+    opdb.write_report(results, dtypes, args, noun="modules")
     return 0
 
 

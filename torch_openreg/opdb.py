@@ -523,14 +523,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{done[0]}] {result.dtype} {result.op}: {result.status} {result.reason}", file=sys.stderr)
 
     results = survey(keys, dtypes, args.samples, args.jobs, args.timeout, progress)
+    write_report(results, dtypes, args)
+    return 0
+
+
+def write_report(results: list[Result], dtypes, args, noun: str = "ops") -> None:
+    """What the command prints (and writes with --json) for a finished survey."""
     if args.json:
         with open(args.json, "w") as f:
             json.dump([asdict(r) for r in results], f, indent=1)
     if args.failures or args.fallback:
         sys.stdout.write(format_failures(results, args.fallback))
         sys.stdout.write("\n")
-    sys.stdout.write(format_summary(results, dtypes))
-    return 0
+    sys.stdout.write(format_summary(results, dtypes, noun=noun))
 
 
 if __name__ == "__main__":
