@@ -40,14 +40,65 @@ def test_sparse_factories_and_moves_are_refused():
         torch.sparse_coo_tensor(indices, values, (2, 2), device="openreg")
     with _refused("sparse_coo"):
         torch.sparse_coo_tensor(indices, values, (2, 2)).to("openreg")
-    # A compressed layout moved from the CPU is assembled by PyTorch without
-    # a dispatch to openreg, so the move itself cannot be refused; what uses
-    # the result is (csrc/backend/README.md, "Sparse layouts").
-    moved = torch.eye(3).to_sparse_csr().to("openreg")
-    with _refused("sparse_csr"):
-        moved.to_dense()
-    with _refused("sparse_csr"):
-        moved.sum()
+
+
+_CSR = torch.eye(3).to_sparse_csr()
+
+
+@pytest.mark.parametrize(
+    ("make", "layout"),
+    [
+        (lambda: _CSR.to("openreg"), "sparse_csr"),
+        (lambda: _CSR.to(device="openreg", dtype=torch.float64), "sparse_csr"),
+        (lambda: _CSR.clone().requires_grad_().to("openreg"), "sparse_csr"),
+        (lambda: torch.eye(3).to_sparse_csc().to("openreg"), "sparse_csc"),
+        (lambda: torch.eye(4).to_sparse_bsr((2, 2)).to("openreg"), "sparse_bsr"),
+        (lambda: torch.eye(4).to_sparse_bsc((2, 2)).to("openreg"), "sparse_bsc"),
+        (
+            lambda: torch.sparse_csr_tensor(_CSR.crow_indices(), _CSR.col_indices(), _CSR.values(), device="openreg"),
+            "sparse_csr",
+        ),
+        (
+            lambda: torch.sparse_csr_tensor(
+                _CSR.crow_indices().to("openreg"), _CSR.col_indices().to("openreg"), _CSR.values().to("openreg"), (3, 3)
+            ),
+            "sparse_csr",
+        ),
+        (
+            lambda: torch.sparse_compressed_tensor(
+                _CSR.crow_indices(),
+                _CSR.col_indices(),
+                _CSR.values(),
+                (3, 3),
+                layout=torch.sparse_csc,
+                device="openreg",
+            ),
+            "sparse_csc",
+        ),
+        (lambda: torch.zeros(3, 3, layout=torch.sparse_csr, device="openreg"), "sparse_csr"),
+        (lambda: torch.empty(3, 3, layout=torch.sparse_bsc, device="openreg"), "sparse_bsc"),
+        (
+            lambda: torch.ops.aten._sparse_compressed_tensor_with_dims(
+                1, 0, [3, 3], [], torch.int64, dtype=torch.float32, layout=torch.sparse_csr, device="openreg"
+            ),
+            "sparse_csr",
+        ),
+    ],
+)
+def test_compressed_layouts_are_refused_before_the_tensor_exists(make, layout, fallback_counts):
+    # PyTorch assembles these in composite constructors; openreg refuses the
+    # constructor, so no compressed openreg tensor ever exists to fail later
+    # with PyTorch's own "unsupported tensor layout".
+    with _refused(layout):
+        make()
+    assert fallback_counts() == {}
+
+
+def test_compressed_layouts_still_move_between_cpu_dtypes():
+    # The refusal is registered for openreg's key only: the CPU's moves are untouched.
+    moved = _CSR.to(torch.float64)
+    assert moved.layout == torch.sparse_csr
+    assert torch.equal(moved.to_dense(), torch.eye(3, dtype=torch.float64))
 
 
 def test_the_error_is_a_runtime_error():

@@ -80,6 +80,19 @@ TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparseFallback>());
 }
 
+// A compressed-layout openreg tensor (CSR, CSC, BSR, BSC) is assembled by
+// these composite constructors, which every path reaches: moving a CPU tensor
+// (`_to_copy`), the `sparse_*_tensor` factories, `zeros(layout=...)`. As
+// composites they run before the fallback above, so they are refused here,
+// before the tensor exists.
+TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
+  for (const char* schema :
+       {"_sparse_compressed_tensor_unsafe", "_sparse_compressed_tensor_with_dims", "_sparse_csr_tensor_unsafe",
+        "_sparse_csc_tensor_unsafe", "_sparse_bsr_tensor_unsafe", "_sparse_bsc_tensor_unsafe"}) {
+    m.impl(schema, torch::CppFunction::makeFromBoxedFunction<&sparseFallback>());
+  }
+}
+
 // Dense openreg tensors to a sparse layout: refused before any work.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const auto& [schema, kernel] : std::initializer_list<std::pair<const char*, torch::CppFunction (*)()>>{
