@@ -19,12 +19,6 @@ EXPECTED_FAILURES: dict[tuple[str, str], str] = {
     ("nn.Transformer", "float32"): _ORDER.format("1.3e-5 (a parameter gradient, sample 10, unbatched)"),
     ("nn.TransformerDecoderLayer", "float32"): _ORDER.format("1.6e-5 (a parameter gradient, sample 44)"),
     ("nn.TransformerEncoderLayer", "float32"): _ORDER.format("3.1e-5 (input gradient, sample 63, eval, unbatched)"),
-    # CPU's group_norm computes half inputs in float32 and rounds once (it equals
-    # F.group_norm in float32 rounded to the dtype); openreg's rounds along the
-    # way: about half the elements differ, 8 of 120 (float16) by more than
-    # assert_close allows. opdb's native_group_norm entries are the same defect.
-    ("nn.GroupNorm", "float16"): "wrong: output rounds intermediates to float16 (CPU computes in float32); 1-ulp differences, 0.002 at |x|~2",
-    ("nn.GroupNorm", "bfloat16"): "wrong: output rounds intermediates to bfloat16 (CPU computes in float32); 1-ulp differences, 0.0012",
     # Also an expected failure of PyTorch's own CPU/GPU parity test for CUDA.
     ("nn.LinearCrossEntropyLoss", "bfloat16"): "wrong: bfloat16 accumulation order; a gradient element near 0 differs by 1.8e-4 (sample 168)",
 }  # fmt: skip

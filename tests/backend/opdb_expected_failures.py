@@ -9,22 +9,6 @@ it is a defect to fix. Regenerate the reasons with
 
 EXPECTED_FAILURES: dict[tuple[str, str], str] = {
     (
-        "_batch_norm_with_update",
-        "bfloat16",
-    ): "wrong: sample 0 output[1]: The values for attribute 'dtype' do not match: torch.float32 != torch.bfloat16.",
-    (
-        "_batch_norm_with_update",
-        "float16",
-    ): "wrong: sample 0 output[1]: The values for attribute 'dtype' do not match: torch.float32 != torch.float16.",
-    (
-        "_native_batch_norm_legit",
-        "bfloat16",
-    ): "wrong: sample 0 output[1]: The values for attribute 'dtype' do not match: torch.float32 != torch.bfloat16.",
-    (
-        "_native_batch_norm_legit",
-        "float16",
-    ): "wrong: sample 0 output[1]: The values for attribute 'dtype' do not match: torch.float32 != torch.float16.",
-    (
         "native_dropout_backward",
         "int64",
     ): "wrong: sample 0 output[0]: The values for attribute 'dtype' do not match: torch.int64 != torch.float32.",
@@ -32,14 +16,6 @@ EXPECTED_FAILURES: dict[tuple[str, str], str] = {
         "native_dropout_backward",
         "bool",
     ): "wrong: sample 0 output[0]: The values for attribute 'dtype' do not match: torch.bool != torch.float32.",
-    (
-        "native_group_norm",
-        "bfloat16",
-    ): "wrong: sample 0 output[0]: Tensor-likes are not close!; Mismatched elements: 2 / 18 (11.1%); Greatest absolute difference: 0.0126953125 at index (0, 2, 1) (up to 1e-05 allowed)",
-    (
-        "native_group_norm",
-        "float16",
-    ): "wrong: sample 0 output[0]: Tensor-likes are not close!; Mismatched elements: 3 / 18 (16.7%); Greatest absolute difference: 0.005859375 at index (0, 0, 2) (up to 1e-05 allowed)",
     (
         "nn.functional.conv1d",
         "bfloat16",
@@ -104,14 +80,6 @@ EXPECTED_FAILURES: dict[tuple[str, str], str] = {
         "nn.functional.conv_transpose3d",
         "int64",
     ): "error: sample 0: RuntimeError: convolution: openreg computes floating dtypes, got Long",
-    (
-        "nn.functional.group_norm",
-        "bfloat16",
-    ): "wrong: sample 0 output[0]: Tensor-likes are not close!; Mismatched elements: 2 / 18 (11.1%); Greatest absolute difference: 0.0126953125 at index (0, 2, 1) (up to 1e-05 allowed)",
-    (
-        "nn.functional.group_norm",
-        "float16",
-    ): "wrong: sample 0 output[0]: Tensor-likes are not close!; Mismatched elements: 3 / 18 (16.7%); Greatest absolute difference: 0.005859375 at index (0, 0, 2) (up to 1e-05 allowed)",
     (
         "nn.functional.linear_cross_entropy.chunked",
         "bfloat16",

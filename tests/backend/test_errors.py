@@ -114,3 +114,42 @@ def test_forked_child_cannot_use_a_started_device():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["0", "2.0"]
+
+
+def test_arguments_that_crash_cpu_kernels_are_refused_on_the_host():
+    # ATen's CPU batch norm reads absent running statistics in evaluation mode
+    # (the CPU itself dies with SIGSEGV), and its group norm indexes by the
+    # sizes it is given; on openreg those kernels run on the device's thread,
+    # so the arguments are checked before the launch. In a child process: a
+    # regression kills it, not the test run.
+    result = run_python(
+        """
+        import torch, torch_openreg
+        x = torch.randn(2, 6, 5, device="openreg")
+        calls = {
+            "legit": lambda: torch.ops.aten._native_batch_norm_legit(x, None, None, False, 0.1, 1e-5),
+            "native": lambda: torch.ops.aten.native_batch_norm(x, None, None, None, None, False, 0.1, 1e-5),
+            "groups": lambda: torch.ops.aten.native_group_norm(x, None, None, 2, 6, 5, 4, 1e-5),
+            "sizes": lambda: torch.ops.aten.native_group_norm(x, None, None, 3, 6, 5, 3, 1e-5),
+            "weight": lambda: torch.ops.aten.native_group_norm(x, torch.ones(5, device="openreg"), None, 2, 6, 5, 3, 1e-5),
+        }
+        for name, call in calls.items():
+            try:
+                call()
+                torch.openreg.synchronize()
+                print(name, "ran")
+            except RuntimeError as e:
+                print(name, "refused:", str(e).splitlines()[0])
+        print("alive", (torch.arange(4.0, device="openreg") + 1).sum().item())
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines == [
+        "legit refused: batch_norm: running_mean and running_var are required in evaluation mode (training=False)",
+        "native refused: batch_norm: running_mean and running_var are required in evaluation mode (training=False)",
+        "groups refused: group_norm: 6 channels do not divide into 4 groups",
+        "sizes refused: group_norm: an input of 60 elements is not N * C * HxW = 3 * 6 * 5",
+        "weight refused: group_norm: expected weight of 6 elements, got 5",
+        "alive 10.0",
+    ]

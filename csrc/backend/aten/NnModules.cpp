@@ -42,6 +42,35 @@ c10::ScalarType statType(const at::Tensor& input, const std::optional<at::Tensor
   return isReduced(input.scalar_type()) && (isFloat(weight) || isFloat(runningMean)) ? at::kFloat : input.scalar_type();
 }
 
+// ATen's CPU kernels read the running statistics unchecked in evaluation
+// mode: without them the process died on the device's thread.
+void checkEvalStatistics(bool training, const std::optional<at::Tensor>& runningMean,
+                         const std::optional<at::Tensor>& runningVar) {
+  const auto defined = [](const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); };
+  TORCH_CHECK(training || (defined(runningMean) && defined(runningVar)),
+              "batch_norm: running_mean and running_var are required in evaluation mode (training=False)");
+}
+
+// The batch-norm forwards' shared launch: (output, save_mean, save_invstd),
+// sized and typed as ATen's CPU kernel returns them, plus `extra` results.
+std::vector<at::Tensor> launchBatchNorm(const c10::OperatorHandle& op, c10::ArrayRef<ArgRef> args,
+                                        const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                                        const std::optional<at::Tensor>& runningMean, bool training,
+                                        std::vector<at::Tensor> extra = {}) {
+  const c10::Device device = commonDevice(args, op);
+  c10::DeviceGuard guard(device);
+  TORCH_CHECK(input.dim() >= 2, "batch_norm: expected an input with at least 2 dimensions, got ", input.dim());
+  const int64_t channels = input.size(1);
+  const int64_t statSize = training ? channels : 0;
+  const c10::ScalarType stats = statType(input, weight, runningMean);
+  std::vector<at::Tensor> results{emptyLike(input), emptyDevice({statSize}, stats), emptyDevice({statSize}, stats)};
+  results.insert(results.end(), extra.begin(), extra.end());
+  launchCpuOp(op, args, device.index(),
+              kernelName(training ? "batch_norm_fwd_train" : "batch_norm_fwd_infer", input.scalar_type()),
+              rowwiseShape(channels, channels == 0 ? 0 : input.numel() / channels), results);
+  return results;
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNorm(const at::Tensor& input,
                                                                const std::optional<at::Tensor>& weight,
                                                                const std::optional<at::Tensor>& bias,
@@ -49,20 +78,46 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNorm(const at::Tensor&
                                                                const std::optional<at::Tensor>& runningVar,
                                                                bool training, double momentum, double eps) {
   static const c10::OperatorHandle kOp = findOp("aten::native_batch_norm", "");
+  checkEvalStatistics(training, runningMean, runningVar);
   const auto args = refArgs(input, weight, bias, runningMean, runningVar, training, momentum, eps);
-  const c10::Device device = commonDevice(args, kOp);
-  c10::DeviceGuard guard(device);
-  TORCH_CHECK(input.dim() >= 2, "batch_norm: expected an input with at least 2 dimensions, got ", input.dim());
-  const int64_t channels = input.size(1);
-  const int64_t statSize = training ? channels : 0;
-  at::Tensor out = emptyLike(input);
-  const c10::ScalarType stats = statType(input, weight, runningMean);
-  at::Tensor saveMean = emptyDevice({statSize}, stats);
-  at::Tensor saveInvstd = emptyDevice({statSize}, stats);
-  launchCpuOp(kOp, args, device.index(),
-              kernelName(training ? "batch_norm_fwd_train" : "batch_norm_fwd_infer", input.scalar_type()),
-              rowwiseShape(channels, channels == 0 ? 0 : input.numel() / channels), {out, saveMean, saveInvstd});
-  return {out, saveMean, saveInvstd};
+  auto r = launchBatchNorm(kOp, args, input, weight, runningMean, training);
+  return {r[0], r[1], r[2]};
+}
+
+// The functional forms torch.nn's batch norm reaches (`_batch_norm_with_update`
+// in training) and op_db lists: the same kernel. Their meta functions type the
+// saved statistics as CUDA does (float32 for half inputs); these follow the
+// CPU kernel, as native_batch_norm does.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormLegit(const at::Tensor& input,
+                                                              const std::optional<at::Tensor>& weight,
+                                                              const std::optional<at::Tensor>& bias,
+                                                              at::Tensor& runningMean, at::Tensor& runningVar,
+                                                              bool training, double momentum, double eps) {
+  static const c10::OperatorHandle kOp = findOp("aten::_native_batch_norm_legit", "");
+  const auto args = refArgs(input, weight, bias, runningMean, runningVar, training, momentum, eps);
+  auto r = launchBatchNorm(kOp, args, input, weight, runningMean, training);
+  return {r[0], r[1], r[2]};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormLegitNoStats(const at::Tensor& input,
+                                                                     const std::optional<at::Tensor>& weight,
+                                                                     const std::optional<at::Tensor>& bias,
+                                                                     bool training, double momentum, double eps) {
+  static const c10::OperatorHandle kOp = findOp("aten::_native_batch_norm_legit", "no_stats");
+  checkEvalStatistics(training, std::nullopt, std::nullopt);
+  const auto args = refArgs(input, weight, bias, training, momentum, eps);
+  auto r = launchBatchNorm(kOp, args, input, weight, std::nullopt, training);
+  return {r[0], r[1], r[2]};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batchNormWithUpdate(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    at::Tensor& runningMean, at::Tensor& runningVar, double momentum, double eps) {
+  static const c10::OperatorHandle kOp = findOp("aten::_batch_norm_with_update", "");
+  const auto args = refArgs(input, weight, bias, runningMean, runningVar, momentum, eps);
+  // The fourth result is the reserve space cuDNN keeps; ATen's CPU kernel returns it empty.
+  auto r = launchBatchNorm(kOp, args, input, weight, runningMean, /*training=*/true, {emptyDevice({0}, at::kByte)});
+  return {r[0], r[1], r[2], r[3]};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNormBackward(
@@ -167,6 +222,28 @@ std::vector<at::Tensor> allocateReflectionPad2d(c10::ArrayRef<c10::IValue> args)
   sizes[self.dim() - 1] += padding[0] + padding[1];
   sizes[self.dim() - 2] += padding[2] + padding[3];
   return {emptyDevice(sizes, self.scalar_type())};
+}
+
+// native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean [N, group], rstd [N, group]).
+// Checked here, on the host: the CPU kernel indexes by these sizes unchecked.
+// Half inputs are computed in float32 by the CPU kernel and rounded once,
+// which PyTorch's composite (used before this kernel) did not do.
+std::vector<at::Tensor> allocateGroupNorm(c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor& input = args[0].toTensor();
+  const int64_t n = args[3].toInt(), channels = args[4].toInt(), hxw = args[5].toInt(), groups = args[6].toInt();
+  TORCH_CHECK(groups > 0 && channels % groups == 0, "group_norm: ", channels, " channels do not divide into ", groups,
+              " groups");
+  TORCH_CHECK(input.numel() == n * channels * hxw, "group_norm: an input of ", input.numel(),
+              " elements is not N * C * HxW = ", n, " * ", channels, " * ", hxw);
+  std::optional<at::Tensor> weight;
+  for (int i : {1, 2}) {
+    if (!args[i].isTensor() || !args[i].toTensor().defined()) continue;
+    TORCH_CHECK(args[i].toTensor().numel() == channels, "group_norm: expected ", i == 1 ? "weight" : "bias", " of ",
+                channels, " elements, got ", args[i].toTensor().numel());
+  }
+  if (args[1].isTensor() && args[1].toTensor().defined()) weight = args[1].toTensor();
+  const c10::ScalarType stats = statType(input, weight, std::nullopt);
+  return {emptyLike(input), emptyDevice({n, groups}, stats), emptyDevice({n, groups}, stats)};
 }
 
 // native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group, output_mask).
@@ -277,6 +354,13 @@ std::vector<at::Tensor> allocateMaxUnpool(c10::ArrayRef<c10::IValue> args) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm", TORCH_FN(nativeBatchNorm));
   m.impl("native_batch_norm_backward", TORCH_FN(nativeBatchNormBackward));
+  m.impl("_native_batch_norm_legit", TORCH_FN(batchNormLegit));
+  m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(batchNormLegitNoStats));
+  m.impl("_batch_norm_with_update", TORCH_FN(batchNormWithUpdate));
+  for (const char* op :
+       {"aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit.no_stats", "aten::_batch_norm_with_update"}) {
+    recordOpPath(op, OpPath::Device, "batch_norm_fwd_train / batch_norm_fwd_infer");
+  }
   recordOpPath("aten::native_batch_norm", OpPath::Device, "batch_norm_fwd_train / batch_norm_fwd_infer");
   recordOpPath("aten::native_batch_norm_backward", OpPath::Device, "batch_norm_bwd");
   // Pooling: structured families (ATen's meta functions size the outputs).
@@ -385,6 +469,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   registerAdaptiveAvgPool(m, "_adaptive_avg_pool2d", "adaptive_avg_pool2d_fwd", 2);
   registerAdaptiveAvgPool(m, "_adaptive_avg_pool3d", "adaptive_avg_pool3d_fwd", 3);
   registerAllocating(m, "reflection_pad2d", "reflection_pad2d_fwd", allocateReflectionPad2d);
+  registerAllocating(m, "native_group_norm", "group_norm_fwd", allocateGroupNorm);
   registerAllocating(m, "native_group_norm_backward", "group_norm_bwd", allocateGroupNormBackward);
   registerAllocating(m, "nll_loss2d_forward", "nll_loss2d_fwd", allocateNllLoss2d);
   registerLikeArguments(m, "nll_loss2d_backward", "nll_loss2d_bwd", {1});
