@@ -2,6 +2,7 @@
 // honours, those it accepts but does not use (with a warning), and a clear
 // error for anything else. c10's own parser accepts unknown keys silently and
 // reports a malformed number as "stoull", so the text is checked here first.
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <set>
@@ -75,11 +76,69 @@ bool parseBool(const std::string& key, const std::string& value) {
   TORCH_CHECK(false, "openreg: PYTORCH_ALLOC_CONF: ", key, " must be true or false, got '", value, "'");
 }
 
+bool isPowerOfTwo(size_t value) { return value != 0 && (value & (value - 1)) == 0; }
+
+size_t parseCount(const std::string& key, const std::string& value) {
+  char* end = nullptr;
+  const unsigned long long count = std::strtoull(value.c_str(), &end, 10);
+  TORCH_CHECK(
+      !value.empty() && std::isdigit(static_cast<unsigned char>(value[0])) && *end == '\0' && count <= (1ULL << 20),
+      "openreg: PYTORCH_ALLOC_CONF: ", key, " must be a whole number, got '", value, "'");
+  return static_cast<size_t>(count);
+}
+
+size_t parseDivisions(const std::string& value) {
+  const size_t divisions = parseCount("roundup_power2_divisions", value);
+  TORCH_CHECK(divisions == 0 || isPowerOfTwo(divisions),
+              "openreg: PYTORCH_ALLOC_CONF: roundup_power2_divisions must be 0 or a power of two, got ", divisions);
+  return divisions;
+}
+
+// "N" for every interval, or CUDA's list "[1:2, 64:8, >:16]": interval (in
+// MiB, a power of two) to divisions; the first entry also covers the
+// intervals below it, ">" every interval after the last one named.
+void parseRoundup(AllocatorSettings& settings, const std::string& value) {
+  auto& divisions = settings.roundupPower2Divisions;
+  if (value.empty() || value.front() != '[') {
+    divisions.fill(parseDivisions(value));
+    return;
+  }
+  TORCH_CHECK(value.back() == ']', "openreg: PYTORCH_ALLOC_CONF: roundup_power2_divisions list '", value,
+              "' does not end with ']'");
+  size_t next = 0;  // the first interval a ">" entry would set
+  bool first = true;
+  std::string items = value.substr(1, value.size() - 2);
+  size_t start = 0;
+  while (start <= items.size()) {
+    const size_t comma = std::min(items.find(',', start), items.size());
+    const std::string item = trim(items.substr(start, comma - start));
+    start = comma + 1;
+    const size_t colon = item.find(':');
+    TORCH_CHECK(colon != std::string::npos, "openreg: PYTORCH_ALLOC_CONF: roundup_power2_divisions entry '", item,
+                "' is not interval:divisions");
+    const std::string interval = trim(item.substr(0, colon));
+    const size_t count = parseDivisions(trim(item.substr(colon + 1)));
+    if (interval == ">") {
+      std::fill(divisions.begin() + static_cast<ptrdiff_t>(next), divisions.end(), count);
+      continue;
+    }
+    const size_t mb = parseCount("roundup_power2_divisions interval", interval);
+    TORCH_CHECK(isPowerOfTwo(mb), "openreg: PYTORCH_ALLOC_CONF: roundup_power2_divisions intervals must be powers ",
+                "of two (MiB), got ", mb);
+    size_t index = 0;
+    while ((size_t{1} << (index + 1)) <= mb) ++index;
+    index = std::min(index, divisions.size() - 1);
+    if (first) std::fill(divisions.begin(), divisions.begin() + static_cast<ptrdiff_t>(index), count);
+    first = false;
+    divisions[index] = count;
+    next = index + 1;
+  }
+}
+
 // Device-generic keys openreg does not implement, and other backends' keys
 // (one variable may serve several devices): accepted with a warning.
 const std::set<std::string>& keysNotUsed() {
   static const std::set<std::string> kKeys = {
-      "roundup_power2_divisions",
       "large_segment_size_mb",
       "pinned_use_background_threads",
       "pinned_max_round_threshold",
@@ -101,6 +160,8 @@ void applyItem(AllocatorSettings& settings, const std::string& key, const std::s
     settings.maxNonSplitRounding = parseMegabytes(key, value, 0);
   } else if (key == "garbage_collection_threshold") {
     settings.garbageCollectionThreshold = parseFraction(key, value);
+  } else if (key == "roundup_power2_divisions") {
+    parseRoundup(settings, value);
   } else if (key == "expandable_segments") {
     if (parseBool(key, value)) {
       TORCH_WARN_ONCE("openreg: PYTORCH_ALLOC_CONF: expandable_segments is not supported; using fixed segments");
@@ -109,7 +170,8 @@ void applyItem(AllocatorSettings& settings, const std::string& key, const std::s
     TORCH_WARN_ONCE("openreg: PYTORCH_ALLOC_CONF: ", key, " does not apply to the openreg allocator; ignored");
   } else {
     TORCH_CHECK(false, "openreg: PYTORCH_ALLOC_CONF: unknown setting '", key,
-                "' (openreg honours max_split_size_mb, max_non_split_rounding_mb, garbage_collection_threshold)");
+                "' (openreg honours max_split_size_mb, max_non_split_rounding_mb, garbage_collection_threshold, "
+                "roundup_power2_divisions)");
   }
 }
 

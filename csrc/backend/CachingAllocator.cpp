@@ -118,10 +118,24 @@ struct BlockOrder {
 };
 using FreePool = std::set<Block*, BlockOrder>;
 
-size_t roundSize(size_t size) {
+}  // namespace
+
+size_t roundAllocationSize(size_t size, const AllocatorSettings& settings) {
   if (size < kMinBlockSize) return kMinBlockSize;
+  // The interval of `size`: floor(log2(size in MiB)), clamped to the table.
+  const int log2Size = 63 - __builtin_clzll(size);
+  const size_t index = std::clamp<int>(log2Size - 20, 0, static_cast<int>(AllocatorSettings::kRoundupIntervals) - 1);
+  const size_t divisions = settings.roundupPower2Divisions[index];
+  if (divisions > 1 && size > kMinBlockSize * divisions) {
+    const size_t floor = size_t{1} << log2Size;
+    if (size == floor) return size;
+    const size_t step = floor / divisions;
+    return (size + step - 1) / step * step;
+  }
   return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
 }
+
+namespace {
 
 size_t segmentSize(size_t rounded) {
   if (rounded <= kSmallRequestLimit) return kSmallSegmentSize;
@@ -284,7 +298,7 @@ class DeviceCache {
   Block* allocateLocked(size_t requested, orStream_t stream, const Context& context, OutOfMemory& oom) {
     if (C10_UNLIKELY(!settingsLoaded_)) loadSettings();
     processEvents();
-    const size_t rounded = roundSize(requested);
+    const size_t rounded = roundAllocationSize(requested, *settings_);
     const bool small = rounded <= kSmallRequestLimit;
     FreePool& pool = small ? small_ : large_;
     Block* block = takeFromPool(pool, stream, rounded);
@@ -316,6 +330,7 @@ class DeviceCache {
 
   void loadSettings() {
     const AllocatorSettings& settings = allocatorSettings();  // throws for a bad PYTORCH_ALLOC_CONF
+    settings_ = &settings;
     maxSplitSize_ = settings.maxSplitSize;
     maxNonSplitRounding_ = settings.maxNonSplitRounding;
     size_t freeBytes = 0;
@@ -646,6 +661,7 @@ class DeviceCache {
 
   // PYTORCH_ALLOC_CONF, read on the first allocation.
   bool settingsLoaded_ = false;
+  const AllocatorSettings* settings_ = nullptr;  // allocatorSettings(), once loaded
   size_t maxSplitSize_ = SIZE_MAX;
   size_t maxNonSplitRounding_ = 0;
   size_t gcLimit_ = SIZE_MAX;

@@ -17,6 +17,7 @@
 //   - Everything here is thread-safe. Errors are c10::Error (RuntimeError).
 #pragma once
 
+#include <array>
 #include <functional>
 #include <string>
 #include <vector>
@@ -33,7 +34,16 @@ struct AllocatorSettings {
   size_t maxNonSplitRounding = 20 << 20;  // how much larger an unsplit cached block may be
   double garbageCollectionThreshold = 0;  // reclaim cache above this share of capacity (0: never)
   bool expandableSegments = false;        // accepted, not implemented: always false here
+  // Divisions per power-of-two interval of request sizes, as CUDA's
+  // roundup_power2_divisions: interval i holds sizes in [2^i, 2^(i+1)) MiB
+  // (the first also everything smaller, the last everything larger). 0: off.
+  static constexpr size_t kRoundupIntervals = 16;
+  std::array<size_t, kRoundupIntervals> roundupPower2Divisions{};
 };
+
+// The size a request is rounded to: 512-byte multiples, or the next of
+// `divisions` equal steps between two powers of two where configured.
+size_t roundAllocationSize(size_t size, const AllocatorSettings& settings);
 
 // The settings in effect. Throws c10::Error naming the key when the
 // variable holds an unknown key or a malformed value.
@@ -44,7 +54,7 @@ AllocatorSettings parseAllocatorSettings(const std::string& conf);
 
 struct HistoryOptions {
   bool enabled = false;  // false: stop recording (and drop stacks of new blocks)
-  bool trace = false;    // keep the event ring ("all"); false keeps live-block stacks only ("state")
+  bool trace = false;    // keep the event ring of maxEntries (CUDA's "state" keeps one); false: live-block stacks only
   c10::CachingDeviceAllocator::RecordContext when = c10::CachingDeviceAllocator::RecordContext::NEVER;
   c10::CachingDeviceAllocator::CreateContextFn gather = nullptr;  // null: no stacks
   size_t maxEntries = SIZE_MAX;

@@ -55,8 +55,9 @@ void recordHistory(const std::optional<std::string>& enabled, const std::optiona
                     "_record_memory_history: stacks must be 'python' or 'all', got '", stacks, "'");
   backend::HistoryOptions options;
   options.enabled = enabled.has_value();
-  options.trace = enabled && *enabled == "all";
-  options.maxEntries = maxEntries;
+  // As CUDA: "state" keeps the ring too, but of one entry (the latest event).
+  options.trace = enabled.has_value();
+  options.maxEntries = enabled && *enabled == "all" ? maxEntries : 1;
   options.clearHistory = clearHistory;
   for (const std::string& name : skipActions)
     options.skipActions.push_back(c10::CachingDeviceAllocator::parseTraceEntryAction(name));
@@ -157,6 +158,11 @@ py::dict settingsDict(const backend::AllocatorSettings& settings) {
   d["max_non_split_rounding_size"] = settings.maxNonSplitRounding;
   d["garbage_collection_threshold"] = settings.garbageCollectionThreshold;
   d["expandable_segments"] = settings.expandableSegments;
+  // As CUDA: keyed by each interval's first size in MiB ("1", "2", "4", ...).
+  py::dict roundup;
+  for (size_t i = 0; i < settings.roundupPower2Divisions.size(); ++i)
+    roundup[py::str(std::to_string(size_t{1} << i))] = settings.roundupPower2Divisions[i];
+  d["roundup_power2_divisions"] = roundup;
   return d;
 }
 

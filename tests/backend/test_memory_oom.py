@@ -163,6 +163,7 @@ def test_max_split_size_is_honoured_and_reported():
         "max_non_split_rounding_size": 20 * MiB,
         "garbage_collection_threshold": 0.0,
         "expandable_segments": False,
+        "roundup_power2_divisions": {str(1 << i): 0 for i in range(16)},
     }
     assert out["max_split_size"] == 4 * MiB
     assert (out["segments"], out["oversize_segments"], out["oversize_allocations"]) == (2, 1, 1)
@@ -197,7 +198,11 @@ def test_garbage_collection_threshold_releases_the_cache_before_growing():
 def test_bad_settings_are_clear_errors():
     cases = {
         "colour:blue": "unknown setting 'colour' (openreg honours max_split_size_mb, max_non_split_rounding_mb, "
-        "garbage_collection_threshold)",
+        "garbage_collection_threshold, roundup_power2_divisions)",
+        "roundup_power2_divisions:3": "roundup_power2_divisions must be 0 or a power of two, got 3",
+        "roundup_power2_divisions:[3:4]": "roundup_power2_divisions intervals must be powers of two (MiB), got 3",
+        "roundup_power2_divisions:[1:4,2]": "roundup_power2_divisions entry '2' is not interval:divisions",
+        "roundup_power2_divisions:[1:4": "PYTORCH_ALLOC_CONF 'roundup_power2_divisions:[1:4': unbalanced brackets",
         "max_split_size_mb:big": "max_split_size_mb must be a whole number of MiB, got 'big'",
         "max_split_size_mb:1": "max_split_size_mb must be at least 2, got 1",
         "garbage_collection_threshold:1.5": "garbage_collection_threshold must lie strictly between 0 and 1, got 1.5",
@@ -217,7 +222,10 @@ def test_bad_settings_are_clear_errors():
             env={"PYTORCH_ALLOC_CONF": conf},
         )
         assert result.returncode == 0, result.stderr
-        assert result.stdout.strip().startswith(f"openreg: PYTORCH_ALLOC_CONF: {expected}"), conf
+        assert result.stdout.strip().startswith(
+            f"openreg: PYTORCH_ALLOC_CONF{'' if expected[0] == 'P' else ': '}"
+            + expected.removeprefix("PYTORCH_ALLOC_CONF")
+        ), conf
 
 
 def test_settings_parser_reports_each_key():
@@ -225,3 +233,50 @@ def test_settings_parser_reports_each_key():
     settings = parse(" max_split_size_mb:64 , garbage_collection_threshold:0.25,max_non_split_rounding_mb:0")
     assert settings["max_split_size"] == 64 * MiB and settings["garbage_collection_threshold"] == 0.25
     assert settings["max_non_split_rounding_size"] == 0
+
+
+def test_roundup_power2_divisions_parses_as_cudas():
+    parse = __import__("torch_openreg")._C._parse_allocator_settings
+    intervals = [str(1 << i) for i in range(16)]
+    assert parse("roundup_power2_divisions:4")["roundup_power2_divisions"] == dict.fromkeys(intervals, 4)
+    # The first entry also covers the intervals below it; ">" every one after the last named.
+    divisions = parse("roundup_power2_divisions:[2:4, 64:8, >:2]")["roundup_power2_divisions"]
+    assert divisions == {**dict.fromkeys(intervals, 2), "1": 4, "2": 4, "4": 0, "8": 0, "16": 0, "32": 0, "64": 8}
+
+
+def test_roundup_power2_divisions_rounds_requests():
+    code = """
+        import torch
+        import torch_openreg
+        sizes = {}
+        for n in (2 * 2**20 + 7, 100 * 2**20 + 1, 64 * 2**20):
+            t = torch.empty(n, dtype=torch.uint8, device="openreg")
+            blocks = [b for s in torch.openreg.memory._snapshot()["segments"] for b in s["blocks"]]
+            sizes[n] = next(b["size"] for b in blocks if b["address"] == t.data_ptr())
+            del t
+            torch.openreg.empty_cache()
+        print(list(sizes.values()))
+        """
+    runs = {
+        conf: run_python(code, env={"PYTORCH_ALLOC_CONF": conf})
+        for conf in ("", "roundup_power2_divisions:4", "roundup_power2_divisions:[2:4,64:8,>:2]")
+    }
+    assert all(r.returncode == 0 for r in runs.values()), [r.stderr for r in runs.values()]
+    # 512-byte multiples without it; with it, the next of N equal steps between
+    # two powers of two (a power of two itself stays).
+    assert runs[""].stdout.split("\n")[0] == str([2 * MiB + 512, 100 * MiB + 512, 64 * MiB])
+    assert runs["roundup_power2_divisions:4"].stdout.split("\n")[0] == str([2 * MiB + MiB // 2, 112 * MiB, 64 * MiB])
+    assert runs["roundup_power2_divisions:[2:4,64:8,>:2]"].stdout.split("\n")[0] == str(
+        [2 * MiB + MiB // 2, 104 * MiB, 64 * MiB]
+    )
+
+
+def test_memory_stats_as_nested_dict():
+    torch.empty(1, device="openreg")
+    flat = torch.openreg.memory_stats()
+    nested = torch.openreg.memory_stats_as_nested_dict()
+    assert nested["allocation"]["all"]["current"] == flat["allocation.all.current"]
+    assert nested["oversize_segments"]["peak"] == flat["oversize_segments.peak"]
+    assert nested["num_ooms"] == flat["num_ooms"]
+    # No private pools on openreg (CUDA makes them for graphs and MemPool): empty, as CUDA's without any.
+    assert nested["reserved_bytes_by_private_pools"] == {}

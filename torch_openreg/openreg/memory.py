@@ -45,6 +45,24 @@ def memory_stats(device=None) -> OrderedDict[str, Any]:
     return OrderedDict(sorted(stats.items()))
 
 
+def memory_stats_as_nested_dict(device=None) -> dict[str, Any]:
+    """The statistics nested as ``torch.cuda.memory_stats_as_nested_dict`` returns them.
+
+    ``"allocation.all.current"`` becomes ``["allocation"]["all"]["current"]``.
+    ``reserved_bytes_by_private_pools`` is always empty: openreg has no private
+    pools (CUDA makes them for graph capture and ``MemPool``), which is also why
+    the flat ``memory_stats`` has no keys under it, as CUDA's has none without pools.
+    """
+    nested: dict[str, Any] = {"reserved_bytes_by_private_pools": {}}
+    for key, value in memory_stats(device).items():
+        *path, leaf = key.split(".")
+        node = nested
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return nested
+
+
 def memory_summary(device=None, abbreviated: bool = False) -> str:
     """The allocator's statistics as the table ``torch.cuda.memory_summary`` prints."""
     index = _index(device)
