@@ -413,18 +413,29 @@ void ProcessGroupOpenReg::throwIfFailedBefore() {
                    "orccl: the group is unusable after an earlier failure: ", failure);
 }
 
-c10::DeviceIndex ProcessGroupOpenReg::checkTensors(const Request& request) const {
+c10::DeviceIndex ProcessGroupOpenReg::checkTensors(const Request& request) {
   const char* name = request.collective.c_str();
+  // The group's device: bound at init (device_id), else the one its first
+  // call used. A second device would size its first-exchange blocks from
+  // another history (BlockSizer) and queue on another stream, out of order
+  // with the peers: Gloo would abort the process.
   std::optional<c10::DeviceIndex> device;
-  if (auto bound = getBoundDeviceId()) device = bound->index();
+  const char* why = "";
+  if (auto bound = getBoundDeviceId()) {
+    device = bound->index();
+    why = " (the group's bound device)";
+  } else {
+    std::lock_guard lock(mutex_);
+    device = firstDevice_;
+    if (device) why = " (the group's device since its first call: one group serves one device per process)";
+  }
   for (size_t i = 0; i < request.slots.size(); ++i) {
     const at::Tensor& t = request.slots[i].tensor;
     TORCH_CHECK_VALUE(t.defined(), "orccl: ", name, ": tensor ", i, " is undefined");
     TORCH_CHECK_VALUE(t.device().type() == kDeviceType, "orccl: ", name, " takes openreg tensors, but tensor ", i,
                       " is on ", t.device());
     TORCH_CHECK_VALUE(!device || *device == t.device().index(), "orccl: ", name, ": tensor ", i, " is on ", t.device(),
-                      ", but this call uses openreg:", static_cast<int>(*device),
-                      getBoundDeviceId() ? " (the group's bound device)" : "");
+                      ", but this call uses openreg:", static_cast<int>(*device), why);
     device = t.device().index();
     TORCH_CHECK_VALUE(t.is_contiguous() && !t.is_sparse(), "orccl: ", name, ": tensor ", i,
                       " must be dense and contiguous");
@@ -433,6 +444,8 @@ c10::DeviceIndex ProcessGroupOpenReg::checkTensors(const Request& request) const
                       " but the collective's dtype is ", request.dtype);
   }
   if (!device) device = backend::currentStream().device_index();
+  std::lock_guard lock(mutex_);
+  if (!firstDevice_) firstDevice_ = device;
   return *device;
 }
 

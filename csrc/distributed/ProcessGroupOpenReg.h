@@ -186,7 +186,7 @@ class ProcessGroupOpenReg : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> record(Request& request, c10::DeviceIndex device, bool p2p);
   c10::intrusive_ptr<c10d::Work> enqueue(Request& request, c10::DeviceIndex device, uint64_t sequence);
   void launchTransfer(const Request& request, uint64_t sequence, std::unique_ptr<TransferBody> body, orStream_t stream);
-  c10::DeviceIndex checkTensors(const Request& request) const;
+  c10::DeviceIndex checkTensors(const Request& request);
   std::shared_ptr<BlockSizer> blockSizer(c10::DeviceIndex device);
   void throwIfFailedBefore();
   std::string describe(const Request& request, uint64_t sequence) const;
@@ -197,6 +197,7 @@ class ProcessGroupOpenReg : public c10d::Backend {
   std::mutex mutex_;
   std::map<c10::DeviceIndex, c10::Stream> streams_;
   std::map<c10::DeviceIndex, std::shared_ptr<BlockSizer>> sizers_;
+  std::optional<c10::DeviceIndex> firstDevice_;  // without a bound device: the device of the first call
   uint64_t collectiveSeq_ = 0;
   uint64_t p2pSeq_ = 0;
   std::shared_ptr<Health> health_ = std::make_shared<Health>();

@@ -574,6 +574,21 @@ def scenario_bad_input() -> dict:
     return {"errors": errors, "still_works": still_works, "mismatch": _error_of(mismatched)}
 
 
+def scenario_second_device() -> dict:
+    """A group without a bound device keeps the device of its first call; another device is refused."""
+    init(timeout_s=15)
+    dev = device()
+    other = torch.device("openreg", (dev.index + 1) % torch.openreg.device_count())
+    t = values(RANK, 16, torch.float32).to(dev)
+    dist.all_reduce(t)
+    # Rank 0 tries its other device, rank 1 stays: unrefused, the two would
+    # size their transfers from different histories and Gloo would abort.
+    refused = _error_of(lambda: dist.all_reduce(torch.ones(4, device=other))) if RANK == 0 else None
+    dist.all_reduce(t)
+    still_works = torch.equal(t.cpu(), 2 * reduce_expected(dist.ReduceOp.SUM, 16, torch.float32))
+    return {"refused": refused, "still_works": still_works}
+
+
 def scenario_dying_rank() -> dict:
     """Rank 1 dies while rank 0 is inside a collective; rank 0 must fail, naming it and the peer."""
     init(timeout_s=20)
@@ -635,6 +650,7 @@ SCENARIOS = {
     "silent_peer": scenario_silent_peer,
     "readme": scenario_readme,
     "bad_input": scenario_bad_input,
+    "second_device": scenario_second_device,
     "dying_rank": scenario_dying_rank,
     "ops": scenario_ops,
     "default_backend": scenario_default_backend,

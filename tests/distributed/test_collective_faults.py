@@ -77,3 +77,12 @@ def test_a_dying_rank_fails_its_peer_naming_the_collective_and_the_peer(tmp_path
         "AcceleratorError: openreg: orErrorLaunchFailure: collective 'openregComm_AllReduce_Sum_f32' failed on device 0"
     )
     assert "orccl allreduce (group '0' default_pg, seq 2, rank 0 of 2, peer ranks [1]) failed" in result["device_sync"]
+
+
+def test_a_second_device_in_one_group_is_refused(tmp_path):
+    results = expect_success(run_ranks("second_device", tmp_path, timeout=90))
+    assert results[0]["refused"] == (
+        "ValueError: orccl: allreduce: tensor 0 is on openreg:1, but this call uses openreg:0 (the group's device "
+        "since its first call: one group serves one device per process)"
+    )
+    assert [r["still_works"] for r in results] == [True, True]
