@@ -24,6 +24,11 @@ replaced. A result is one of
 
 and it is *native* when no call reached the CPU fallback (forward and
 backward): `torch_openreg._C._fallback_counts()` stayed empty.
+
+`--dtypes error_inputs` (in the default list) runs each OpInfo's error inputs
+instead: bad arguments that must raise. On openreg each must raise at the
+call, not later from the device kernel, with the OpInfo's error type and
+message, or with CPU's own for the same input. "wrong" says which did not.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 DTYPES = ("float32", "float64", "bfloat16", "float16", "complex64", "int64", "bool")
+ERROR_INPUTS = "error_inputs"  # a pseudo-dtype: the OpInfo's error inputs (see the module's docstring)
 STATUSES = ("correct", "wrong", "error", "crash", "hang")
 
 
@@ -219,6 +225,8 @@ def check(op, dtype_name: str, samples: int = 3) -> Result | None:
 
     import torch_openreg  # noqa: F401 - registers the device
 
+    if dtype_name == ERROR_INPUTS:
+        return check_error_inputs(op)
     dtype = getattr(torch, dtype_name)
     if dtype not in op.supported_dtypes("cpu"):
         return None
@@ -269,6 +277,69 @@ def check(op, dtype_name: str, samples: int = 3) -> Result | None:
     result.fallback = sorted(fallback)
     result.native = not fallback
     return result
+
+
+def check_error_inputs(op) -> Result | None:
+    """Each of `op`'s error inputs raises at the call on openreg, as the OpInfo (or CPU) says; None without any."""
+    import torch
+
+    if op.error_inputs_func is None:
+        return None
+    result = Result(op_key(op), ERROR_INPUTS, "correct")
+    try:
+        device_inputs = list(op.error_inputs("openreg"))
+        cpu_inputs = list(op.error_inputs("cpu"))
+    except Exception as error:  # noqa: BLE001 - the OpInfo's generator failed
+        return _failed(result, "error", f"generating the error inputs: {_short(error)}", set())
+    for index, error_input in enumerate(device_inputs):
+        expected = f"{error_input.error_type.__name__} matching {error_input.error_regex!r}"
+        try:
+            _call(op, error_input.sample_input)
+        except Exception as error:  # noqa: BLE001 - the error is what is checked
+            if not _expected_error(error, error_input) and _short(error) != _cpu_error(op, cpu_inputs, index):
+                return _failed(result, "wrong", f"error input {index}: {_short(error)}; expected {expected}", set())
+            _drain(torch)
+            result.samples += 1
+            continue
+        try:
+            torch.openreg.synchronize()
+        except Exception as error:  # noqa: BLE001
+            return _failed(result, "wrong", f"error input {index}: raised by the kernel, not at the call: "
+                           f"{_short(error)}", set())  # fmt: skip
+        if _cpu_error(op, cpu_inputs, index) == _NO_ERROR:  # some error inputs are for other devices only
+            result.samples += 1
+            continue
+        return _failed(result, "wrong", f"error input {index}: no error; expected {expected}", set())
+    return result
+
+
+def _expected_error(error: BaseException, error_input) -> bool:
+    import re
+
+    return isinstance(error, error_input.error_type) and re.search(error_input.error_regex, str(error)) is not None
+
+
+_NO_ERROR = "(no error)"
+
+
+def _cpu_error(op, cpu_inputs, index: int) -> str | None:
+    """CPU's error for the same error input (the generator gives both devices the same list), _NO_ERROR when
+    CPU accepts it, None when CPU has no such input."""
+    if index >= len(cpu_inputs):
+        return None
+    try:
+        _call(op, cpu_inputs[index].sample_input)
+    except Exception as error:  # noqa: BLE001
+        return _short(error)
+    return _NO_ERROR
+
+
+def _drain(torch) -> None:
+    # A kernel launched before the call raised must not fail the next input.
+    try:
+        torch.openreg.synchronize()
+    except Exception:  # noqa: BLE001, S110 - reported where it is checked: at the call
+        pass
 
 
 def _compare_gradients(torch, sample, expected, device_sample, actual, seed: int, where: str) -> str:
@@ -493,7 +564,11 @@ def format_failures(results: list[Result], fallback: bool = False) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_openreg.opdb", description=__doc__.splitlines()[0])
-    parser.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated dtypes (default: all seven)")
+    parser.add_argument(
+        "--dtypes",
+        default=",".join((*DTYPES, ERROR_INPUTS)),
+        help="comma-separated dtypes (default: all seven, and error_inputs)",
+    )
     parser.add_argument("--ops", default="", help="comma-separated OpInfo names (name or name.variant); default all")
     parser.add_argument("--samples", type=int, default=3, help="samples per operator and dtype")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
@@ -506,9 +581,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return _worker(args.samples)
     dtypes = tuple(d for d in args.dtypes.split(",") if d)
-    unknown = [d for d in dtypes if d not in DTYPES]
+    unknown = [d for d in dtypes if d not in (*DTYPES, ERROR_INPUTS)]
     if unknown:
-        parser.error(f"unknown dtypes {unknown}; choose from {', '.join(DTYPES)}")
+        parser.error(f"unknown dtypes {unknown}; choose from {', '.join(DTYPES)}, {ERROR_INPUTS}")
     keys = [k for k in args.ops.split(",") if k] or None
     if keys is not None:
         known = _load_op_db()

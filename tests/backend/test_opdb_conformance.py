@@ -5,7 +5,10 @@ bfloat16, float16, complex64, int64 and bool (those CPU supports), through
 `torch_openreg.opdb` (worker processes, so that a crash is recorded, not
 fatal): outputs, and the gradients where the operator supports autograd,
 compared with `torch.testing.assert_close`'s tolerances for the dtype; random
-operators by shape, dtype and distribution. Every operator that does not
+operators by shape, dtype and distribution. Each OpInfo's error inputs
+(bad arguments) must raise at the call on openreg, with the OpInfo's error or
+CPU's, not later from the device kernel ("error_inputs" in the table). Every
+operator that does not
 match is listed in `opdb_expected_failures.EXPECTED_FAILURES` with its
 reason. The table only shrinks: an entry that passes fails the test until it
 is removed, and a crash or a hang is never expected.
@@ -30,7 +33,7 @@ SAMPLES = int(os.environ.get("OPENREG_OPDB_SAMPLES", "1"))
 
 @pytest.fixture(scope="module")
 def results() -> list[opdb.Result]:
-    return opdb.survey(dtypes=opdb.DTYPES, samples=SAMPLES, jobs=2, timeout=180)
+    return opdb.survey(dtypes=(*opdb.DTYPES, opdb.ERROR_INPUTS), samples=SAMPLES, jobs=2, timeout=180)
 
 
 def _listing(results) -> str:
@@ -46,7 +49,7 @@ def test_the_survey_covers_op_db(results):
         for op in op_db
         for name in opdb.DTYPES
         if getattr(torch, name) in op.supported_dtypes("cpu")
-    }
+    } | {(opdb.op_key(op), opdb.ERROR_INPUTS) for op in op_db if op.error_inputs_func is not None}
     assert {(r.op, r.dtype) for r in results} == expected
 
 
@@ -68,7 +71,7 @@ def test_every_expected_failure_still_fails(results):
 
 def test_the_table_gives_reasons():
     assert all(isinstance(reason, str) and reason for reason in EXPECTED_FAILURES.values())
-    assert all(dtype in opdb.DTYPES for _, dtype in EXPECTED_FAILURES)
+    assert all(dtype in (*opdb.DTYPES, opdb.ERROR_INPUTS) for _, dtype in EXPECTED_FAILURES)
 
 
 def test_float32_operators_run_as_device_kernels(results):

@@ -15,6 +15,7 @@
 #include "backend/CachingAllocator.h"
 #include "backend/OpRegistry.h"
 #include "backend/Stream.h"
+#include "backend/aten/ArgumentChecks.h"
 
 namespace openreg::backend {
 
@@ -392,6 +393,7 @@ KernelArgs::KernelArgs(c10::ArrayRef<c10::IValue> values) : owned_(argRefs(value
 
 void launchCpuOp(const c10::OperatorHandle& op, const KernelArgs& args, c10::DeviceIndex device, KernelNameRef kernel,
                  const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs) {
+  checkArgumentsOnHost(op, args.refs());
   auto call = std::make_unique<CpuOpKernel>(op, args.refs());
   call->copyResultsInto(outputs);
   launchKernelObject(currentNativeStream(device), kernel.c_str(), shape, std::move(call));
@@ -422,6 +424,7 @@ const KernelSpec& detail::StructuredLauncher::spec() const { return state_->spec
 void detail::StructuredLauncher::launch(c10::Device device, c10::ArrayRef<ArgRef> args,
                                         c10::ArrayRef<at::Tensor> outputs, const at::Tensor* result) const {
   const State& s = *state_;
+  checkArgumentsOnHost(s.bodyOp, s.spec.functionalOverload != nullptr ? args.slice(0, s.bodyInputs) : args);
   const at::Tensor& firstResult = result != nullptr ? *result : outputs.empty() ? namingTensor(args) : outputs.front();
   const LaunchPlan plan = planLaunch(s.spec, s.names, args, firstResult);
   std::unique_ptr<CpuOpKernel> call;

@@ -2,6 +2,7 @@
 // accepts them), index_select, gather/scatter family, masked_fill,
 // index_fill, and embedding's backward.
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/MetaFunctions.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
@@ -89,6 +90,10 @@ at::Tensor& indexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor
   const auto args = refArgs(self, dim, index, out);
   const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
+  // CPU's checks, before the resize (which would give `out` new memory).
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, index);
   at::native::resize_output(out, indexSelectShape(self, dim, index));
   launchCpuOp(kOp, args, device.index(), kernelName("index_select", self.scalar_type()), elementwiseShape(out.numel()));
   return out;
@@ -214,6 +219,21 @@ at::Tensor maskedSelect(const at::Tensor& self, const at::Tensor& mask) {
   return at::index(source, c10::List<std::optional<at::Tensor>>({std::optional<at::Tensor>(selector)}));
 }
 
+// The out= form: CPU's checks (PyTorch's fallback copied each argument on its
+// own, so an out= tensor that overlaps an input was not caught), then the
+// functional form's result moved into `out`.
+at::Tensor& maskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "masked_select(): self and result must have the same scalar ",
+              "type");
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, mask);
+  const at::Tensor selected = maskedSelect(self, mask);
+  at::native::resize_output(out, selected.sizes());
+  out.copy_(selected);
+  return out;
+}
+
 at::Tensor& maskedScatter(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
   static const c10::OperatorHandle kOp = findOp("aten::masked_scatter_", "");
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
@@ -282,6 +302,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", TORCH_FN(nonzero));
   m.impl("nonzero.out", TORCH_FN(nonzeroOut));
   m.impl("masked_select", TORCH_FN(maskedSelect));
+  m.impl("masked_select.out", TORCH_FN(maskedSelectOut));
   m.impl("equal", TORCH_FN(equal));
   recordOpPath("aten::equal", OpPath::Sync, "equal");
   m.impl("isnan", TORCH_FN(isnan));
@@ -292,6 +313,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   recordOpPath("aten::nonzero", OpPath::Sync, "count_nonzero + nonzero");
   recordOpPath("aten::nonzero.out", OpPath::Sync, "count_nonzero + nonzero");
   recordOpPath("aten::masked_select", OpPath::Sync, "count_nonzero + nonzero + index_gather");
+  recordOpPath("aten::masked_select.out", OpPath::Sync, "count_nonzero + nonzero + index_gather + copy");
   recordOpPath("aten::isnan", OpPath::Device, "elementwise_ne");
   recordOpPath("aten::flip", OpPath::Device, "flip");
   recordOpPath("aten::roll", OpPath::Device, "roll");

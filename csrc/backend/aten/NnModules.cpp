@@ -11,6 +11,7 @@
 // buffers themselves. nn.BatchNorm*, InstanceNorm* with running statistics and
 // SyncBatchNorm in eval mode reach these kernels.
 #include <algorithm>
+#include <array>
 #include <functional>
 
 #include <ATen/core/Reduction.h>
@@ -297,12 +298,21 @@ std::vector<at::Tensor> allocateMaxPool3d(c10::ArrayRef<c10::IValue> args) {
   TORCH_CHECK((self.dim() == 4 || self.dim() == 5) && !kernel.empty(),
               "max_pool3d: expected a 4-d or 5-d input and a kernel size");
   c10::DimVector sizes(self.sizes().begin(), self.sizes().end() - 3);
+  std::array<int, 3> k{}, d{}, p{}, dil{};
+  std::array<int64_t, 3> in{}, out{};
   for (size_t i = 0; i < 3; ++i) {
-    const int64_t k = pick(kernel, i, 1);
-    sizes.push_back(at::native::pooling_output_shape<int64_t>(self.size(self.dim() - 3 + i), k, pick(padding, i, 0),
-                                                              pick(stride, i, k), pick(dilation, i, 1),
-                                                              args[5].toBool()));
+    k[i] = static_cast<int>(pick(kernel, i, 1));
+    d[i] = static_cast<int>(pick(stride, i, k[i]));
+    p[i] = static_cast<int>(pick(padding, i, 0));
+    dil[i] = static_cast<int>(pick(dilation, i, 1));
+    in[i] = self.size(self.dim() - 3 + i);
+    out[i] = at::native::pooling_output_shape<int64_t>(in[i], k[i], p[i], d[i], dil[i], args[5].toBool());
+    sizes.push_back(out[i]);
   }
+  // CPU's checks, made here on the host (its kernel makes them in its body).
+  at::native::pool3d_shape_check(self, self.size(self.dim() - 4), k[0], k[1], k[2], d[0], d[1], d[2], p[0], p[1], p[2],
+                                 dil[0], dil[1], dil[2], in[0], in[1], in[2], out[0], out[1], out[2],
+                                 "max_pool3d_with_indices_out_cpu_template()");
   return {emptyDevice(sizes, self.scalar_type()), emptyDevice(sizes, at::kLong)};
 }
 

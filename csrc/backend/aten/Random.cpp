@@ -161,6 +161,7 @@ at::Tensor multinomial(const at::Tensor& self, int64_t numSamples, bool replacem
               "multinomial only supports floating-point dtypes for input, got: ", self.scalar_type());
   TORCH_CHECK(numSamples > 0, "cannot sample n_sample <= 0 samples");
   const int64_t categories = self.size(-1);
+  TORCH_CHECK(categories <= (int64_t{1} << 24), "number of categories cannot exceed 2^24");
   TORCH_CHECK(replacement || numSamples <= categories,
               "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
   c10::DeviceGuard guard(self.device());

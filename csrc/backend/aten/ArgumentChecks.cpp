@@ -1,0 +1,213 @@
+// Each check repeats one that ATen's CPU kernel makes in its body (see
+// ArgumentChecks.h), with the same message, for op_db's error inputs and the
+// mistakes users make most: dimensions out of range, out= tensors that
+// overlap the inputs, shapes that disagree.
+#include "backend/aten/ArgumentChecks.h"
+
+#include <string>
+#include <unordered_map>
+
+#include <ATen/Dispatch.h>
+#include <ATen/MemoryOverlap.h>
+#include <c10/core/WrapDimMinimal.h>
+
+namespace openreg::backend {
+
+namespace {
+
+// A call's arguments by their schema names.
+class NamedArgs {
+ public:
+  NamedArgs(const c10::FunctionSchema& schema, c10::ArrayRef<ArgRef> args) : schema_(schema), args_(args) {}
+
+  // The tensor argument `name`, or nullptr when it is absent, None or undefined.
+  const at::Tensor* tensor(const char* name) const {
+    const ArgRef* arg = find(name);
+    if (arg == nullptr) return nullptr;
+    const auto* ref = std::get_if<std::reference_wrapper<const at::Tensor>>(arg);
+    return ref != nullptr && ref->get().defined() ? &ref->get() : nullptr;
+  }
+
+  // Any other argument `name`, or nullptr when it is absent or None.
+  const c10::IValue* value(const char* name) const {
+    const ArgRef* arg = find(name);
+    if (arg == nullptr) return nullptr;
+    const auto* value = std::get_if<c10::IValue>(arg);
+    return value != nullptr && !value->isNone() ? value : nullptr;
+  }
+
+ private:
+  const ArgRef* find(const char* name) const {
+    const auto& arguments = schema_.arguments();
+    for (size_t i = 0; i < arguments.size() && i < args_.size(); ++i) {
+      if (arguments[i].name() == name) return &args_[i];
+    }
+    return nullptr;
+  }
+
+  const c10::FunctionSchema& schema_;
+  c10::ArrayRef<ArgRef> args_;
+};
+
+// An out= tensor may not write one element twice nor overlap an input
+// (CPU's kernels write it while they read the inputs).
+void checkOutOverlap(const NamedArgs& args, const char* out, std::initializer_list<const char*> inputs) {
+  const at::Tensor* result = args.tensor(out);
+  if (result == nullptr) return;
+  at::assert_no_internal_overlap(*result);
+  for (const char* name : inputs) {
+    if (const at::Tensor* input = args.tensor(name)) at::assert_no_overlap(*result, *input);
+  }
+}
+
+void checkBucketize(const NamedArgs& args) {
+  const at::Tensor* boundaries = args.tensor("boundaries");
+  TORCH_CHECK(boundaries == nullptr || boundaries->dim() == 1, "boundaries tensor must be 1 dimension, but got dim(",
+              boundaries->dim(), ")");
+}
+
+void checkComplex(const NamedArgs& args) {
+  const at::Tensor* real = args.tensor("real");
+  const at::Tensor* imag = args.tensor("imag");
+  if (real == nullptr || imag == nullptr) return;
+  TORCH_CHECK(real->scalar_type() == imag->scalar_type(), "Expected object of scalar type ", real->scalar_type(),
+              " but got scalar type ", imag->scalar_type(), " for second argument");
+  const at::Tensor* out = args.tensor("out");
+  const c10::ScalarType expected = c10::toComplexType(real->scalar_type());
+  TORCH_CHECK(out == nullptr || out->scalar_type() == expected, "Expected object of scalar type ", expected,
+              " but got scalar type ", out->scalar_type(), " for argument 'out'");
+}
+
+void checkKthvalue(const NamedArgs& args) {
+  const at::Tensor* self = args.tensor("self");
+  const c10::IValue* k = args.value("k");
+  const c10::IValue* dim = args.value("dim");
+  if (self == nullptr || k == nullptr || dim == nullptr) return;
+  if (const at::Tensor* values = args.tensor("values")) at::assert_no_overlap(*self, *values);
+  const int64_t wrapped = c10::maybe_wrap_dim(dim->toInt(), self->dim());
+  const int64_t slice = self->dim() == 0 ? 1 : self->size(wrapped);
+  TORCH_CHECK(k->toInt() >= 1 && k->toInt() <= slice, "kthvalue(): selected number k out of range for dimension ",
+              wrapped);
+}
+
+// For the ops whose kernels take `dim` unchecked (those sized like their input).
+void checkDim(const NamedArgs& args) {
+  const at::Tensor* self = args.tensor("self");
+  const c10::IValue* dim = args.value("dim");
+  if (self != nullptr && dim != nullptr && dim->isInt()) c10::maybe_wrap_dim(dim->toInt(), self->dim());
+}
+
+void checkMaskedFill(const NamedArgs& args) {
+  const at::Tensor* self = args.tensor("self");
+  const c10::IValue* value = args.value("value");
+  if (self == nullptr || value == nullptr || !value->isScalar()) return;
+  const c10::Scalar scalar = value->toScalar();
+  // Scalar::to<T> refuses a value that overflows T, as the CPU kernel's fill does.
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kBool, at::kHalf, at::kBFloat16, self->scalar_type(), "masked_fill",
+                                         [&] { (void)scalar.to<scalar_t>(); });
+}
+
+void checkGelu(const NamedArgs& args) {
+  const c10::IValue* approximate = args.value("approximate");
+  if (approximate == nullptr) return;
+  const std::string& name = approximate->toStringRef();
+  TORCH_CHECK(name == "none" || name == "tanh", "approximate argument must be either none or tanh.");
+}
+
+void checkHuberLoss(const NamedArgs& args) {
+  const c10::IValue* delta = args.value("delta");
+  TORCH_CHECK(delta == nullptr || delta->toDouble() > 0, "huber_loss does not support non-positive values for delta.");
+}
+
+void checkMaxUnpool(const NamedArgs& args) {
+  const at::Tensor* self = args.tensor("self");
+  const at::Tensor* indices = args.tensor("indices");
+  if (self == nullptr || indices == nullptr) return;
+  TORCH_CHECK(self->sizes() == indices->sizes(), "Expected shape of indices to be same as that of the input tensor (",
+              self->sizes(), ") but got indices tensor with shape: ", indices->sizes());
+}
+
+void checkMarginInput(const at::Tensor& self) {
+  const int64_t dims = self.dim();
+  TORCH_CHECK((dims == 2 && self.size(1) != 0) || (dims == 1 && self.size(0) != 0) || dims == 0,
+              "Expected non-empty vector or matrix with optional 0-dim batch size, but got: ", self.sizes());
+}
+
+void checkMultiMarginLoss(const NamedArgs& args) {
+  const at::Tensor* self = args.tensor("self");
+  const at::Tensor* target = args.tensor("target");
+  if (self == nullptr || target == nullptr) return;
+  checkMarginInput(*self);
+  const int64_t frames = self->dim() <= 1 ? 1 : self->size(0);
+  const int64_t classes = self->dim() == 0 ? 1 : self->size(-1);
+  TORCH_CHECK(target->dim() <= 1 && target->numel() == frames,
+              "multi_margin_loss: target tensor should be 1-D with size equal to the number of input samples (batch "
+              "size). Expected target size [",
+              frames, "], but got ", target->sizes(), ".");
+  const at::Tensor* weight = args.tensor("weight");
+  TORCH_CHECK(weight == nullptr || (weight->dim() <= 1 && weight->numel() == classes),
+              "inconsistent weight size, expected ", classes, " but got ", weight->sizes());
+  TORCH_CHECK(target->scalar_type() == at::kLong, "expected scalar type Long but found ", target->scalar_type());
+}
+
+void checkMultilabelMarginLoss(const NamedArgs& args) {
+  const at::Tensor* self = args.tensor("self");
+  const at::Tensor* target = args.tensor("target");
+  if (self == nullptr || target == nullptr) return;
+  checkMarginInput(*self);
+  const bool consistent =
+      self->dim() <= 1 ? target->dim() <= 1 && target->numel() == (self->dim() == 0 ? 1 : self->size(0))
+                       : target->dim() == 2 && target->size(0) == self->size(0) && target->size(1) == self->size(1);
+  TORCH_CHECK(consistent, "inconsistent target size: ", target->sizes(), " for input of size: ", self->sizes());
+}
+
+void checkRoll(const NamedArgs& args) {
+  const at::Tensor* self = args.tensor("self");
+  const c10::IValue* shifts = args.value("shifts");
+  const c10::IValue* dims = args.value("dims");
+  if (self == nullptr || shifts == nullptr || dims == nullptr) return;
+  const auto shiftList = shifts->toDimVector();
+  const auto dimList = dims->toDimVector();
+  TORCH_CHECK(!shiftList.empty(), "`shifts` required");
+  if (dimList.empty() && shiftList.size() == 1) return;  // rolls the flattened tensor
+  TORCH_CHECK(shiftList.size() == dimList.size(), "shifts and dimensions must align. shifts: ", shiftList.size(),
+              ", dims:", dimList.size());
+  for (int64_t dim : dimList) c10::maybe_wrap_dim(dim, self->dim(), /*wrap_scalar=*/false);
+}
+
+void checkTake(const NamedArgs& args) { checkOutOverlap(args, "out", {"self", "index"}); }
+
+using Check = void (*)(const NamedArgs&);
+
+const std::unordered_map<std::string, Check>& checks() {
+  static const std::unordered_map<std::string, Check> kChecks = {
+      {"aten::bucketize", &checkBucketize},
+      {"aten::complex", &checkComplex},
+      {"aten::kthvalue", &checkKthvalue},
+      {"aten::_logcumsumexp", &checkDim},
+      {"aten::masked_fill", &checkMaskedFill},
+      {"aten::masked_fill_", &checkMaskedFill},
+      {"aten::gelu", &checkGelu},
+      {"aten::gelu_", &checkGelu},
+      {"aten::gelu_backward", &checkGelu},
+      {"aten::huber_loss", &checkHuberLoss},
+      {"aten::huber_loss_backward", &checkHuberLoss},
+      {"aten::max_unpool2d", &checkMaxUnpool},
+      {"aten::max_unpool3d", &checkMaxUnpool},
+      {"aten::multi_margin_loss", &checkMultiMarginLoss},
+      {"aten::multilabel_margin_loss_forward", &checkMultilabelMarginLoss},
+      {"aten::roll", &checkRoll},
+      {"aten::take", &checkTake},
+  };
+  return kChecks;
+}
+
+}  // namespace
+
+void checkArgumentsOnHost(const c10::OperatorHandle& op, c10::ArrayRef<ArgRef> args) {
+  const auto& table = checks();
+  const auto found = table.find(op.operator_name().name);
+  if (found != table.end()) found->second(NamedArgs(op.schema(), args));
+}
+
+}  // namespace openreg::backend
