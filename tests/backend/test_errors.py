@@ -153,3 +153,17 @@ def test_arguments_that_crash_cpu_kernels_are_refused_on_the_host():
         "weight refused: group_norm: expected weight of 6 elements, got 5",
         "alive 10.0",
     ]
+
+
+def test_host_checks_raise_at_the_call_and_keep_other_dtypes_working():
+    mask = torch.tensor([True, False, True, False], device="openreg")
+    # CPU's fill refuses a value its dtype cannot hold; on openreg the check is
+    # made on the host, so it raises at the call rather than from the kernel.
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int8_t without overflow"):
+        torch.zeros(4, dtype=torch.int8, device="openreg").masked_fill(mask, 1000)
+    # A dtype the check does not cover still reaches the kernel (complex32 is CPU's too).
+    filled = torch.zeros(4, dtype=torch.complex32, device="openreg").masked_fill(mask, 1)
+    assert filled.cpu().real.tolist() == [1.0, 0.0, 1.0, 0.0]
+    with pytest.raises(IndexError, match="Dimension specified as 0 but tensor has no dimensions"):
+        torch.roll(torch.tensor(1.0, device="openreg"), 1, 0)
+    still_works()

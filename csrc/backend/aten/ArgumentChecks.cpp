@@ -7,8 +7,8 @@
 #include <string>
 #include <unordered_map>
 
-#include <ATen/Dispatch.h>
 #include <ATen/MemoryOverlap.h>
+#include <c10/core/ScalarType.h>
 #include <c10/core/WrapDimMinimal.h>
 
 namespace openreg::backend {
@@ -102,9 +102,21 @@ void checkMaskedFill(const NamedArgs& args) {
   const c10::IValue* value = args.value("value");
   if (self == nullptr || value == nullptr || !value->isScalar()) return;
   const c10::Scalar scalar = value->toScalar();
-  // Scalar::to<T> refuses a value that overflows T, as the CPU kernel's fill does.
-  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kBool, at::kHalf, at::kBFloat16, self->scalar_type(), "masked_fill",
-                                         [&] { (void)scalar.to<scalar_t>(); });
+  // Scalar::to<T> refuses a value that overflows T, as the CPU kernel's fill
+  // does. Other dtypes (complex32, ...) are left to the kernel, which knows
+  // whether it supports them.
+  switch (self->scalar_type()) {
+#define OPENREG_CHECK_FILL(type, name) \
+  case at::ScalarType::name:           \
+    (void)scalar.to<type>();           \
+    break;
+    AT_FORALL_SCALAR_TYPES_AND3(Bool, Half, BFloat16, OPENREG_CHECK_FILL)
+    OPENREG_CHECK_FILL(c10::complex<float>, ComplexFloat)
+    OPENREG_CHECK_FILL(c10::complex<double>, ComplexDouble)
+#undef OPENREG_CHECK_FILL
+    default:
+      break;
+  }
 }
 
 void checkGelu(const NamedArgs& args) {
