@@ -220,6 +220,8 @@ def check(info, dtype_name: str, samples: int = 0) -> Result | None:
 
     import torch_openreg  # registers the device
 
+    if dtype_name == opdb.ERROR_INPUTS:
+        return check_error_inputs(info)
     if dtype_name not in cpu_dtypes(info):
         return None
     dtype = getattr(torch, dtype_name)
@@ -244,6 +246,46 @@ def check(info, dtype_name: str, samples: int = 0) -> Result | None:
     return result
 
 
+def check_error_inputs(info) -> Result | None:
+    """The ModuleInfo's error inputs (bad constructor or forward arguments) raise where module_db says, at the
+    call on openreg, with its error; None when it has none."""
+    import re
+
+    import torch
+    from torch.testing._internal.common_modules import ModuleErrorEnum
+
+    make = getattr(info, "module_error_inputs_func", None)
+    if make is None:
+        return None
+    result = Result(info.name, opdb.ERROR_INPUTS, "correct")
+    try:
+        error_inputs = list(make(info, "openreg", torch.float32, False, training=True))
+    except Exception as error:  # noqa: BLE001 - the ModuleInfo's generator failed
+        return opdb._failed(result, "error", f"generating the error inputs: {opdb._short(error)}", set())
+    for index, error_input in enumerate(error_inputs):
+        module_input = error_input.module_error_input
+        construct, forward = module_input.constructor_input, module_input.forward_input
+        at_construction = error_input.error_on == ModuleErrorEnum.CONSTRUCTION_ERROR
+        try:
+            module = info.module_cls(*construct.args, **construct.kwargs)
+            if not at_construction:
+                module.to("openreg")(*forward.args, **forward.kwargs)
+        except Exception as error:  # noqa: BLE001 - the error is what is checked
+            opdb._drain(torch)
+            if not isinstance(error, error_input.error_type) or not re.search(error_input.error_regex, str(error)):
+                reason = f"{opdb._short(error)}; expected {error_input.error_type.__name__} /{error_input.error_regex}/"
+                return opdb._failed(result, "wrong", f"error input {index}: {reason}", set())
+            result.samples += 1
+            continue
+        try:
+            torch.openreg.synchronize()
+        except Exception as error:  # noqa: BLE001
+            return opdb._failed(result, "wrong", f"error input {index}: raised by the kernel, not at the call: "
+                                f"{opdb._short(error)}", set())  # fmt: skip
+        return opdb._failed(result, "wrong", f"error input {index}: no error", set())
+    return result
+
+
 def survey(
     keys: list[str] | None = None,
     dtypes: tuple[str, ...] = DTYPES,
@@ -260,7 +302,11 @@ def survey(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_openreg.moduledb", description=__doc__.splitlines()[0])
-    parser.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated dtypes (default: all five)")
+    parser.add_argument(
+        "--dtypes",
+        default=",".join((*DTYPES, opdb.ERROR_INPUTS)),
+        help="comma-separated dtypes (default: all five, and error_inputs)",
+    )
     parser.add_argument("--modules", default="", help="comma-separated ModuleInfo names (nn.Linear); default all")
     parser.add_argument("--samples", type=int, default=0, help="samples per module, dtype and mode (default 0: all)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
@@ -273,9 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return opdb.serve(_load_module_db(), check, args.samples)
     dtypes = tuple(d for d in args.dtypes.split(",") if d)
-    unknown = [d for d in dtypes if d not in DTYPES]
+    unknown = [d for d in dtypes if d not in (*DTYPES, opdb.ERROR_INPUTS)]
     if unknown:
-        parser.error(f"unknown dtypes {unknown}; choose from {', '.join(DTYPES)}")
+        parser.error(f"unknown dtypes {unknown}; choose from {', '.join(DTYPES)}, {opdb.ERROR_INPUTS}")
     keys = [k for k in args.modules.split(",") if k] or None
     if keys is not None:
         missing = [k for k in keys if k not in _load_module_db()]

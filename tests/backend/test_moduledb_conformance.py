@@ -42,7 +42,7 @@ import torch
 import torch.nn as nn
 from moduledb_expected_failures import EXPECTED_FAILURES
 
-from torch_openreg import moduledb
+from torch_openreg import moduledb, opdb
 
 # Every sample by default (about a minute and a half on two cores);
 # OPENREG_MODULEDB_SAMPLES=N takes N per module, dtype and mode instead.
@@ -51,7 +51,7 @@ SAMPLES = int(os.environ.get("OPENREG_MODULEDB_SAMPLES", "0"))
 
 @pytest.fixture(scope="module")
 def results() -> list[moduledb.Result]:
-    return moduledb.survey(dtypes=moduledb.DTYPES, samples=SAMPLES, jobs=2, timeout=180)
+    return moduledb.survey(dtypes=(*moduledb.DTYPES, opdb.ERROR_INPUTS), samples=SAMPLES, jobs=2, timeout=180)
 
 
 def _listing(results) -> str:
@@ -61,7 +61,9 @@ def _listing(results) -> str:
 def test_the_survey_covers_module_db(results):
     from torch.testing._internal.common_modules import module_db
 
-    expected = {(info.name, name) for info in module_db for name in moduledb.cpu_dtypes(info)}
+    expected = {(info.name, name) for info in module_db for name in moduledb.cpu_dtypes(info)} | {
+        (info.name, opdb.ERROR_INPUTS) for info in module_db if info.module_error_inputs_func is not None
+    }
     assert {(r.op, r.dtype) for r in results} == expected
     # module_db's float32 and float64 are the survey's floor.
     assert all({"float32", "float64"} <= set(moduledb.cpu_dtypes(info)) for info in module_db)

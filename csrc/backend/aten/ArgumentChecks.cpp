@@ -187,6 +187,15 @@ void checkRoll(const NamedArgs& args) {
   for (int64_t dim : dimList) c10::maybe_wrap_dim(dim, self->dim(), /*wrap_scalar=*/false);
 }
 
+// CPU's kernel reads the weight as the input's dtype, unchecked until then.
+void checkNllLoss(const NamedArgs& args) {
+  const at::Tensor* self = args.tensor("self");
+  const at::Tensor* weight = args.tensor("weight");
+  if (self == nullptr || weight == nullptr) return;
+  TORCH_CHECK(weight->scalar_type() == self->scalar_type(), "expected scalar type ", self->scalar_type(), " but found ",
+              weight->scalar_type());
+}
+
 void checkTake(const NamedArgs& args) { checkOutOverlap(args, "out", {"self", "index"}); }
 
 using Check = void (*)(const NamedArgs&);
@@ -208,6 +217,8 @@ const std::unordered_map<std::string, Check>& checks() {
       {"aten::max_unpool3d", &checkMaxUnpool},
       {"aten::multi_margin_loss", &checkMultiMarginLoss},
       {"aten::multilabel_margin_loss_forward", &checkMultilabelMarginLoss},
+      {"aten::nll_loss_forward", &checkNllLoss},
+      {"aten::nll_loss2d_forward", &checkNllLoss},
       {"aten::roll", &checkRoll},
       {"aten::take", &checkTake},
   };
