@@ -85,7 +85,7 @@ def _to_device(torch, sample):
     def move(t):
         if not isinstance(t, torch.Tensor):
             return t
-        moved = t.detach().to("openreg")
+        moved = _move_keeping_storage(torch, t.detach())
         return moved.requires_grad_(t.requires_grad) if t.is_floating_point() or t.is_complex() else moved
 
     moved = sample.transform(move)
@@ -93,6 +93,23 @@ def _to_device(torch, sample):
     if "device" in moved.kwargs:
         moved.kwargs["device"] = "openreg"
     return moved
+
+
+def _move_keeping_storage(torch, t):
+    """`t` on openreg, a view into a copy of its whole storage when it is a partial view on CPU.
+
+    `.to()` would copy only the view's elements into a new storage: an operator that reads outside the view
+    (as_strided with its storage offset) would then see other memory than CPU's does.
+    """
+    if t.layout != torch.strided or t.is_conj() or t.is_neg():
+        return t.to("openreg")
+    elements = t.untyped_storage().nbytes() // max(t.element_size(), 1)
+    if t.storage_offset() == 0 and elements == t.numel():
+        return t.to("openreg")
+    whole = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage(), 0, (elements,), (1,)).to("openreg")
+    return torch.empty(0, dtype=t.dtype, device="openreg").set_(
+        whole.untyped_storage(), t.storage_offset(), t.size(), t.stride()
+    )
 
 
 def _call(op, sample):
