@@ -249,8 +249,6 @@ def check(info, dtype_name: str, samples: int = 0) -> Result | None:
 def check_error_inputs(info) -> Result | None:
     """The ModuleInfo's error inputs (bad constructor or forward arguments) raise where module_db says, at the
     call on openreg, with its error; None when it has none."""
-    import re
-
     import torch
     from torch.testing._internal.common_modules import ModuleErrorEnum
 
@@ -266,23 +264,22 @@ def check_error_inputs(info) -> Result | None:
         module_input = error_input.module_error_input
         construct, forward = module_input.constructor_input, module_input.forward_input
         at_construction = error_input.error_on == ModuleErrorEnum.CONSTRUCTION_ERROR
-        try:
+
+        def call(info=info, construct=construct, forward=forward, at_construction=at_construction):
             module = info.module_cls(*construct.args, **construct.kwargs)
             if not at_construction:
                 module.to("openreg")(*forward.args, **forward.kwargs)
-        except Exception as error:  # noqa: BLE001 - the error is what is checked
-            opdb._drain(torch)
-            if not isinstance(error, error_input.error_type) or not re.search(error_input.error_regex, str(error)):
-                reason = f"{opdb._short(error)}; expected {error_input.error_type.__name__} /{error_input.error_regex}/"
-                return opdb._failed(result, "wrong", f"error input {index}: {reason}", set())
-            result.samples += 1
-            continue
-        try:
-            torch.openreg.synchronize()
-        except Exception as error:  # noqa: BLE001
+
+        where, error = opdb.raised_where(torch, call)
+        if where == "kernel":
             return opdb._failed(result, "wrong", f"error input {index}: raised by the kernel, not at the call: "
                                 f"{opdb._short(error)}", set())  # fmt: skip
-        return opdb._failed(result, "wrong", f"error input {index}: no error", set())
+        if where == "none":
+            return opdb._failed(result, "wrong", f"error input {index}: no error", set())
+        if not opdb._expected_error(error, error_input):
+            reason = f"{opdb._short(error)}; expected {error_input.error_type.__name__} /{error_input.error_regex}/"
+            return opdb._failed(result, "wrong", f"error input {index}: {reason}", set())
+        result.samples += 1
     return result
 
 

@@ -310,24 +310,32 @@ def check_error_inputs(op) -> Result | None:
         return _failed(result, "error", f"generating the error inputs: {_short(error)}", set())
     for index, error_input in enumerate(device_inputs):
         expected = f"{error_input.error_type.__name__} matching {error_input.error_regex!r}"
-        try:
-            _call(op, error_input.sample_input)
-        except Exception as error:  # noqa: BLE001 - the error is what is checked
+        where, error = raised_where(torch, lambda: _call(op, error_input.sample_input))
+        if where == "call":
             if not _expected_error(error, error_input) and _short(error) != _cpu_error(op, cpu_inputs, index):
                 return _failed(result, "wrong", f"error input {index}: {_short(error)}; expected {expected}", set())
-            _drain(torch)
-            result.samples += 1
-            continue
-        try:
-            torch.openreg.synchronize()
-        except Exception as error:  # noqa: BLE001
+        elif where == "kernel":
             return _failed(result, "wrong", f"error input {index}: raised by the kernel, not at the call: "
                            f"{_short(error)}", set())  # fmt: skip
-        if _cpu_error(op, cpu_inputs, index) == _NO_ERROR:  # some error inputs are for other devices only
-            result.samples += 1
-            continue
-        return _failed(result, "wrong", f"error input {index}: no error; expected {expected}", set())
+        elif _cpu_error(op, cpu_inputs, index) != _NO_ERROR:  # some error inputs are for other devices only
+            return _failed(result, "wrong", f"error input {index}: no error; expected {expected}", set())
+        result.samples += 1
     return result
+
+
+def raised_where(torch, call) -> tuple[str, BaseException | None]:
+    """Runs `call` on openreg: ("call", error) when it raised, ("kernel", error) when only the synchronisation after
+    it did (a device kernel failed), ("none", None) when neither. The device is left synchronised."""
+    try:
+        call()
+    except Exception as error:  # noqa: BLE001 - the error is the answer
+        _drain(torch)
+        return "call", error
+    try:
+        torch.openreg.synchronize()
+    except Exception as error:  # noqa: BLE001
+        return "kernel", error
+    return "none", None
 
 
 def _expected_error(error: BaseException, error_input) -> bool:

@@ -49,15 +49,13 @@ class NamedArgs {
   c10::ArrayRef<ArgRef> args_;
 };
 
-// An out= tensor may not write one element twice nor overlap an input
-// (CPU's kernels write it while they read the inputs).
-void checkOutOverlap(const NamedArgs& args, const char* out, std::initializer_list<const char*> inputs) {
-  const at::Tensor* result = args.tensor(out);
-  if (result == nullptr) return;
-  at::assert_no_internal_overlap(*result);
-  for (const char* name : inputs) {
-    if (const at::Tensor* input = args.tensor(name)) at::assert_no_overlap(*result, *input);
-  }
+// ATen's CPU batch norm reads the running statistics unchecked in evaluation
+// mode: without them the process died on the device's thread (CPU's own dies too).
+void checkBatchNorm(const NamedArgs& args) {
+  const c10::IValue* training = args.value("training");
+  if (training == nullptr || training->toBool()) return;
+  TORCH_CHECK(args.tensor("running_mean") != nullptr && args.tensor("running_var") != nullptr,
+              "batch_norm: running_mean and running_var are required in evaluation mode (training=False)");
 }
 
 void checkBucketize(const NamedArgs& args) {
@@ -196,12 +194,19 @@ void checkNllLoss(const NamedArgs& args) {
               weight->scalar_type());
 }
 
-void checkTake(const NamedArgs& args) { checkOutOverlap(args, "out", {"self", "index"}); }
+void checkTake(const NamedArgs& args) {
+  const at::Tensor* out = args.tensor("out");
+  const at::Tensor* self = args.tensor("self");
+  const at::Tensor* index = args.tensor("index");
+  if (out != nullptr && self != nullptr && index != nullptr) checkOutDoesNotOverlap(*out, {*self, *index});
+}
 
 using Check = void (*)(const NamedArgs&);
 
 const std::unordered_map<std::string, Check>& checks() {
   static const std::unordered_map<std::string, Check> kChecks = {
+      {"aten::native_batch_norm", &checkBatchNorm},
+      {"aten::_native_batch_norm_legit", &checkBatchNorm},
       {"aten::bucketize", &checkBucketize},
       {"aten::complex", &checkComplex},
       {"aten::kthvalue", &checkKthvalue},
@@ -231,6 +236,12 @@ void checkArgumentsOnHost(const c10::OperatorHandle& op, c10::ArrayRef<ArgRef> a
   const auto& table = checks();
   const auto found = table.find(op.operator_name().name);
   if (found != table.end()) found->second(NamedArgs(op.schema(), args));
+}
+
+void checkOutDoesNotOverlap(const at::Tensor& out,
+                            std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
+  at::assert_no_internal_overlap(out);
+  for (const at::Tensor& input : inputs) at::assert_no_overlap(out, input);
 }
 
 }  // namespace openreg::backend

@@ -6,6 +6,9 @@
 // tests/backend/test_opdb_conformance.py holds them to op_db's error inputs.
 #pragma once
 
+#include <functional>
+#include <initializer_list>
+
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include "backend/aten/DeviceKernel.h"
@@ -16,5 +19,11 @@ namespace openreg::backend {
 // its CPU kernel would make. Host thread; reads the arguments only. A lookup
 // by operator name: cheap for the operators that have no check.
 void checkArgumentsOnHost(const c10::OperatorHandle& op, c10::ArrayRef<ArgRef> args);
+
+// CPU's out= checks: `out` may not write one element twice nor overlap an
+// input (CPU's kernels write it while they read the inputs). For kernels that
+// must check before they resize `out` (a resize gives it new memory).
+void checkOutDoesNotOverlap(const at::Tensor& out,
+                            std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs);
 
 }  // namespace openreg::backend

@@ -2,12 +2,12 @@
 // accepts them), index_select, gather/scatter family, masked_fill,
 // index_fill, and embedding's backward.
 #include <ATen/ExpandUtils.h>
-#include <ATen/MemoryOverlap.h>
 #include <ATen/MetaFunctions.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include "backend/OpRegistry.h"
+#include "backend/aten/ArgumentChecks.h"
 #include "backend/aten/DeviceKernel.h"
 
 namespace openreg::backend {
@@ -90,10 +90,7 @@ at::Tensor& indexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor
   const auto args = refArgs(self, dim, index, out);
   const c10::Device device = commonDevice(args, kOp);
   c10::DeviceGuard guard(device);
-  // CPU's checks, before the resize (which would give `out` new memory).
-  at::assert_no_internal_overlap(out);
-  at::assert_no_overlap(out, self);
-  at::assert_no_overlap(out, index);
+  checkOutDoesNotOverlap(out, {self, index});  // before the resize
   at::native::resize_output(out, indexSelectShape(self, dim, index));
   launchCpuOp(kOp, args, device.index(), kernelName("index_select", self.scalar_type()), elementwiseShape(out.numel()));
   return out;
@@ -225,9 +222,7 @@ at::Tensor maskedSelect(const at::Tensor& self, const at::Tensor& mask) {
 at::Tensor& maskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "masked_select(): self and result must have the same scalar ",
               "type");
-  at::assert_no_internal_overlap(out);
-  at::assert_no_overlap(out, self);
-  at::assert_no_overlap(out, mask);
+  checkOutDoesNotOverlap(out, {self, mask});
   const at::Tensor selected = maskedSelect(self, mask);
   at::native::resize_output(out, selected.sizes());
   out.copy_(selected);

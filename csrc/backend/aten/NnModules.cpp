@@ -43,15 +43,6 @@ c10::ScalarType statType(const at::Tensor& input, const std::optional<at::Tensor
   return isReduced(input.scalar_type()) && (isFloat(weight) || isFloat(runningMean)) ? at::kFloat : input.scalar_type();
 }
 
-// ATen's CPU kernels read the running statistics unchecked in evaluation
-// mode: without them the process died on the device's thread.
-void checkEvalStatistics(bool training, const std::optional<at::Tensor>& runningMean,
-                         const std::optional<at::Tensor>& runningVar) {
-  const auto defined = [](const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); };
-  TORCH_CHECK(training || (defined(runningMean) && defined(runningVar)),
-              "batch_norm: running_mean and running_var are required in evaluation mode (training=False)");
-}
-
 // The batch-norm forwards' shared launch: (output, save_mean, save_invstd),
 // sized and typed as ATen's CPU kernel returns them, plus `extra` results.
 std::vector<at::Tensor> launchBatchNorm(const c10::OperatorHandle& op, c10::ArrayRef<ArgRef> args,
@@ -79,7 +70,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNorm(const at::Tensor&
                                                                const std::optional<at::Tensor>& runningVar,
                                                                bool training, double momentum, double eps) {
   static const c10::OperatorHandle kOp = findOp("aten::native_batch_norm", "");
-  checkEvalStatistics(training, runningMean, runningVar);
   const auto args = refArgs(input, weight, bias, runningMean, runningVar, training, momentum, eps);
   auto r = launchBatchNorm(kOp, args, input, weight, runningMean, training);
   return {r[0], r[1], r[2]};
@@ -105,7 +95,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormLegitNoStats(const at::T
                                                                      const std::optional<at::Tensor>& bias,
                                                                      bool training, double momentum, double eps) {
   static const c10::OperatorHandle kOp = findOp("aten::_native_batch_norm_legit", "no_stats");
-  checkEvalStatistics(training, std::nullopt, std::nullopt);
   const auto args = refArgs(input, weight, bias, training, momentum, eps);
   auto r = launchBatchNorm(kOp, args, input, weight, std::nullopt, training);
   return {r[0], r[1], r[2]};
