@@ -72,16 +72,20 @@ def test_a_compiled_call_launches_on_the_current_stream():
     compiled = torch.compile(lambda x: x * 2 + 1)
     x = torch.randn(100, device=DEVICE)
     compiled(x)
+    # The warm-up call's kernels run on the default stream; let them finish so
+    # that stream is idle for the reason this test asserts, not by timing.
+    torch.openreg.synchronize()
     side = torch.openreg.Stream()
-    side.wait_stream(torch.openreg.current_stream())
     gate = 4343
-    with torch.openreg.stream(side):
-        torch.ops.openreg._wait_gate(x, gate)
-        y = compiled(x)
-        # Queued behind the gate on the side stream; the default stream is idle.
-        assert not side.query()
-        assert torch.openreg.default_stream().query()
-    torch_openreg._C._open_gate(gate)
+    try:
+        with torch.openreg.stream(side):
+            torch.ops.openreg._wait_gate(x, gate)
+            y = compiled(x)
+            # Queued behind the gate on the side stream; the default stream is idle.
+            assert not side.query()
+            assert torch.openreg.default_stream().query()
+    finally:
+        torch_openreg._C._open_gate(gate)
     side.synchronize()
     torch.testing.assert_close(y, x * 2 + 1)
 
