@@ -15,7 +15,7 @@ import torch._inductor.config as inductor_config
 import torch.nn.functional as F
 from compile_support import DEVICE, compiled_and_code
 from torch._inductor.codecache import CppCodeCache
-from torch._inductor.cpu_vec_isa import pick_vec_isa
+from torch._inductor.cpu_vec_isa import VecAVX2, VecAVX512, pick_vec_isa
 
 from torch_openreg._inductor.kernel_codegen import UNIFORM_LANES, with_kernel_headers
 
@@ -40,26 +40,34 @@ extern "C" int64_t openreg_uniform_mismatches(int64_t seed, int64_t first, int64
   return mismatches;
 }
 // Stores of float lane masks as bools: the helper's bytes against ATen's generic
-// conversion, for every one of the 256 masks of eight lanes and a short count.
+// conversion, for every mask of the vector's lanes (8 or 16) and a short count.
 extern "C" int64_t openreg_mask_store_mismatches() {
+  constexpr int kLanes = at::vec::Vectorized<float>::size();
   int64_t mismatches = 0;
-  for (int bits = 0; bits < 256; ++bits) {
-    float lanes[8];
-    for (int lane = 0; lane < 8; ++lane) lanes[lane] = (bits >> lane) & 1 ? 1.0f : 0.0f;
+  for (int bits = 0; bits < (1 << kLanes); ++bits) {
+    float lanes[kLanes];
+    for (int lane = 0; lane < kLanes; ++lane) lanes[lane] = (bits >> lane) & 1 ? 1.0f : 0.0f;
     auto values = at::vec::Vectorized<float>::loadu(lanes);
     auto mask = at::vec::VecMask<float, 1>(values != at::vec::Vectorized<float>(0.0f));
-    for (int count : {8, 5}) {
-      bool fast[8] = {}, generic[8] = {};
+    for (int count : {kLanes, 5}) {
+      bool fast[kLanes] = {}, generic[kLanes] = {};
       mask.store(fast, count);
       auto widened = at::vec::VecMaskCast<bool, 1, float, 1>::apply(mask);
       auto ones = at::vec::Vectorized<bool>::blendv(at::vec::Vectorized<bool>(false), at::vec::Vectorized<bool>(true),
                                                     at::vec::Vectorized<bool>(widened));
       ones.store(generic, count);
       mismatches += std::memcmp(fast, generic, sizeof(fast)) != 0;
-      for (int lane = 0; lane < 8; ++lane) mismatches += fast[lane] != (lane < count && ((bits >> lane) & 1));
+      for (int lane = 0; lane < kLanes; ++lane) mismatches += fast[lane] != (lane < count && ((bits >> lane) & 1));
     }
   }
   return mismatches;
+}
+extern "C" int openreg_mask_store_specialised() {
+#if defined(OPENREG_MASK_STORE_SPECIALISED)
+  return 1;
+#else
+  return 0;
+#endif
 }
 extern "C" int openreg_uniform_vectorised() {
 #if defined(__AVX2__)
@@ -83,7 +91,7 @@ def _checker():
 def test_uniform_lanes_equal_inductors_cpu_numbers_bit_for_bit():
     library = _checker()
     # Inductor's kernels for this machine's ISA take the AVX2 path when it has one.
-    assert library.openreg_uniform_vectorised() == int(str(pick_vec_isa()) in ("avx2", "avx512"))
+    assert library.openreg_uniform_vectorised() == int(isinstance(pick_vec_isa(), (VecAVX2, VecAVX512)))
     cases = [
         (0, 0, 1),  # consecutive offsets, as an elementwise loop draws them
         (123456789, 1000, 1),
@@ -96,7 +104,10 @@ def test_uniform_lanes_equal_inductors_cpu_numbers_bit_for_bit():
 
 
 def test_float_masks_store_as_atens_generic_conversion_does():
-    assert _checker().openreg_mask_store_mismatches() == 0
+    library = _checker()
+    # The fast form is what this machine's kernels get (AVX2 and AVX-512, AMX's too, have one).
+    assert library.openreg_mask_store_specialised() == int(isinstance(pick_vec_isa(), (VecAVX2, VecAVX512)))
+    assert library.openreg_mask_store_mismatches() == 0
 
 
 def test_openreg_kernels_are_single_threaded_and_draw_by_the_vector():

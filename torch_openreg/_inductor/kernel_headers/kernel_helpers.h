@@ -9,7 +9,7 @@
 // Inductor's vectorised loops call the scalar function once per lane; each
 // call is ten dependent rounds, which made dropout the largest part of a fused
 // kernel's time on openreg. With AVX2 eight lanes run the rounds together.
-#if defined(__AVX2__)
+#if defined(__AVX2__) || defined(CPU_CAPABILITY_AVX512)
 #include <immintrin.h>
 #endif
 
@@ -35,6 +35,24 @@ struct VecMaskTo<bool, 1, float, 1> {
 };
 }  // namespace CPU_CAPABILITY
 }  // namespace at::vec
+#define OPENREG_MASK_STORE_SPECIALISED 1
+#elif defined(CPU_CAPABILITY_AVX512) && !defined(_MSC_VER)
+// The same for sixteen lanes (AVX-512 kernels, where ATen's generic blend is
+// the same per-lane branch): each lane's sign bit, expanded to a 0/1 byte.
+namespace at::vec {
+inline namespace CPU_CAPABILITY {
+template <>
+struct VecMaskTo<bool, 1, float, 1> {
+  static inline VecMask<bool, 1> apply(const VecMask<float, 1>& mask) {
+    const __mmask16 signs = _mm512_movepi32_mask(_mm512_castps_si512(Vectorized<float>(mask)));
+    __at_align__ bool lanes[Vectorized<bool>::size()] = {};
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(lanes), _mm_maskz_set1_epi8(signs, 1));
+    return VecMask<bool, 1>(Vectorized<bool>::loadu(lanes));
+  }
+};
+}  // namespace CPU_CAPABILITY
+}  // namespace at::vec
+#define OPENREG_MASK_STORE_SPECIALISED 1
 #endif
 
 namespace openreg_kernel {
