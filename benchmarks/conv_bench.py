@@ -14,11 +14,12 @@ Two comparisons per op, measured side by side in one run:
   which picks its oneDNN backend, for a backward; the backend CPU selects is
   printed per row).
 
-The openreg kernels run an explicit im2col and a GEMM through ATen's CPU
-operators on one executor thread, oneDNN uses its own direct/JIT kernels:
-the ratio says what the simple algorithm costs against a tuned library on the
-same cores. Rounds interleave the devices; medians (and the best round) are
-printed. Nothing is asserted.
+The openreg kernels run CPU's own convolution (oneDNN for float32) on an
+executor thread, so the device ratio is what running it there costs (the
+float conversions and contiguous copies of the operands, the executor's
+threads); before issue 18 they ran an explicit im2col and a GEMM. Rounds
+interleave the devices; medians (and the best round) are printed. Nothing is
+asserted.
 
     python benchmarks/conv_bench.py [--rounds 7] [--calls 20] [--ops stem,3x3]
 """

@@ -1,8 +1,12 @@
 #include "backend/Launch.h"
 
+#include <dlfcn.h>
+
+#include <cstdlib>
 #include <cstring>
 
 #include <ATen/Functions.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
@@ -141,8 +145,55 @@ void copyMessage(const char* text, char* message, size_t capacity) {
 }
 }  // namespace
 
+namespace {
+
+// The threads one ATen kernel body may use: OPENREG_KERNEL_THREADS, else 1;
+// 0 where the variable is not a positive integer.
+int kernelThreads() {
+  static const int threads = [] {
+    const char* text = std::getenv("OPENREG_KERNEL_THREADS");
+    if (text == nullptr || *text == '\0') return 1;
+    char* end = nullptr;
+    const long parsed = std::strtol(text, &end, 10);
+    return *end == '\0' && parsed > 0 && parsed <= 1024 ? static_cast<int>(parsed) : 0;
+  }();
+  return threads;
+}
+
+// A function of the OpenMP runtime or MKL that libtorch_cpu itself uses
+// (looked up through its handle: a second OpenMP runtime must not be
+// loaded); null where torch was built without it.
+template <class Fn>
+Fn* torchRuntimeFunction(const char* name) {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&at::init_num_threads), &info) == 0 || info.dli_fname == nullptr) return nullptr;
+  void* torchCpu = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  return torchCpu != nullptr ? reinterpret_cast<Fn*>(dlsym(torchCpu, name)) : nullptr;
+}
+
+// ATen's CPU kernels start an OpenMP team (and MKL its threads) on the
+// calling thread. On an executor thread that team competes with the host
+// thread and the other device queues for the same cores, and its spinning
+// workers slow them all: a kernel body is one queue's work and runs on its
+// own thread, as compiled kernels do. Once per executor thread.
+void limitIntraOpThreads() {
+  thread_local bool limited = false;
+  if (limited) return;
+  TORCH_CHECK(kernelThreads() > 0, "OPENREG_KERNEL_THREADS must be a whole number from 1 to 1024, got '",
+              std::getenv("OPENREG_KERNEL_THREADS"), "'");
+  limited = true;
+  at::get_num_threads();  // ATen's own per-thread setup first, or it would undo this later
+  static auto* const setOmpThreads = torchRuntimeFunction<void(int)>("omp_set_num_threads");
+  static auto* const setMklThreads = torchRuntimeFunction<int(int)>("MKL_Set_Num_Threads_Local");  // the C entry point
+  if (setOmpThreads != nullptr) setOmpThreads(kernelThreads());
+  if (setMklThreads != nullptr) setMklThreads(kernelThreads());
+}
+
+}  // namespace
+
 int runKernelBody(void (*run)(void*), void* body, char* message, size_t capacity) noexcept {
   try {
+    limitIntraOpThreads();
     at::DisableRecordFunctionGuard noRecordFunction;
     at::AutoDispatchBelowADInplaceOrView belowAutograd;
     c10::AutoGradMode noGrad(false);

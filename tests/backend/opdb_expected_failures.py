@@ -27,24 +27,8 @@ EXPECTED_FAILURES: dict[tuple[str, str], str] = {
     ): "wrong: sample 0 output[0]: The values for attribute 'dtype' do not match: torch.bool != torch.float32.",
     (
         "nn.functional.conv1d",
-        "bfloat16",
-    ): "wrong: sample 0 gradient[0]: Tensor-likes are not close!; Mismatched elements: 1 / 12 (8.3%); Greatest absolute difference: 0.0078125 at index (0, 0, 0) (up to 1e-05 allowed)",
-    (
-        "nn.functional.conv1d",
-        "float16",
-    ): "wrong: sample 0 gradient[0]: Tensor-likes are not close!; Mismatched elements: 1 / 12 (8.3%); Greatest absolute difference: 0.0009765625 at index (0, 0, 0) (up to 1e-05 allowed)",
-    (
-        "nn.functional.conv1d",
         "int64",
     ): "error: sample 0: RuntimeError: convolution: openreg computes floating dtypes, got Long",
-    (
-        "nn.functional.conv2d",
-        "bfloat16",
-    ): "wrong: sample 0 gradient[0]: Tensor-likes are not close!; Mismatched elements: 1 / 48 (2.1%); Greatest absolute difference: 0.00390625 at index (0, 2, 3, 0) (up to 1e-05 allowed)",
-    (
-        "nn.functional.conv2d",
-        "float16",
-    ): "wrong: sample 0 gradient[0]: Tensor-likes are not close!; Mismatched elements: 4 / 48 (8.3%); Greatest absolute difference: 0.001953125 at index (0, 0, 0, 2) (up to 1e-05 allowed)",
     (
         "nn.functional.conv2d",
         "int64",
@@ -55,36 +39,12 @@ EXPECTED_FAILURES: dict[tuple[str, str], str] = {
     ): "error: sample 0: RuntimeError: convolution: openreg computes floating dtypes, got Long",
     (
         "nn.functional.conv_transpose1d",
-        "bfloat16",
-    ): "wrong: sample 0 output[0]: Tensor-likes are not close!; Mismatched elements: 1 / 18 (5.6%); Greatest absolute difference: 0.09375 at index (0, 2, 2) (up to 1e-05 allowed)",
-    (
-        "nn.functional.conv_transpose1d",
-        "float16",
-    ): "wrong: sample 0 output[0]: Tensor-likes are not close!; Mismatched elements: 1 / 18 (5.6%); Greatest absolute difference: 0.0078125 at index (0, 0, 0) (up to 1e-05 allowed)",
-    (
-        "nn.functional.conv_transpose1d",
         "int64",
     ): "error: sample 0: RuntimeError: convolution: openreg computes floating dtypes, got Long",
     (
         "nn.functional.conv_transpose2d",
-        "bfloat16",
-    ): "wrong: sample 0 output[0]: Tensor-likes are not close!; Mismatched elements: 4 / 108 (3.7%); Greatest absolute difference: 0.25 at index (0, 1, 4, 0) (up to 1e-05 allowed)",
-    (
-        "nn.functional.conv_transpose2d",
-        "float16",
-    ): "wrong: sample 0 output[0]: Tensor-likes are not close!; Mismatched elements: 8 / 108 (7.4%); Greatest absolute difference: 0.25 at index (0, 0, 2, 2) (up to 1e-05 allowed)",
-    (
-        "nn.functional.conv_transpose2d",
         "int64",
     ): "error: sample 0: RuntimeError: convolution: openreg computes floating dtypes, got Long",
-    (
-        "nn.functional.conv_transpose3d",
-        "bfloat16",
-    ): "wrong: sample 0 output[0]: Tensor-likes are not close!; Mismatched elements: 24 / 648 (3.7%); Greatest absolute difference: 0.75 at index (0, 2, 4, 0, 4) (up to 1e-05 allowed)",
-    (
-        "nn.functional.conv_transpose3d",
-        "float16",
-    ): "wrong: sample 0 output[0]: Tensor-likes are not close!; Mismatched elements: 77 / 648 (11.9%); Greatest absolute difference: 0.25 at index (0, 1, 2, 0, 2) (up to 1e-05 allowed)",
     (
         "nn.functional.conv_transpose3d",
         "int64",

@@ -230,8 +230,8 @@ def test_backward_computes_only_the_gradients_asked_for(mask, transposed):
         name
         for name, asked in zip(
             [
-                f"{prefix}_bwd_data_{'im2col_gemm' if transposed else 'gemm_col2im'}_nchw_f32",
-                f"{prefix}_bwd_filter_im2col_gemm_nchw_f32",
+                f"{prefix}_bwd_data_nchw_f32",
+                f"{prefix}_bwd_filter_nchw_f32",
                 "conv_bwd_bias_reduce_f32",
             ],
             mask,
@@ -276,13 +276,13 @@ def test_profiled_kernels_sit_on_the_device_lane_linked_to_convolution_ops(tmp_p
     kernels = [e for e in events if e.get("cat") == "kernel" and e["name"].startswith("conv")]
     assert sorted(k["name"] for k in kernels) == sorted(
         [
-            "conv2d_fwd_im2col_gemm_nchw_f32",
-            "conv_transpose2d_fwd_gemm_col2im_nchw_f32",
-            "conv_transpose2d_bwd_data_im2col_gemm_nchw_f32",
-            "conv_transpose2d_bwd_filter_im2col_gemm_nchw_f32",
+            "conv2d_fwd_nchw_f32",
+            "conv_transpose2d_fwd_nchw_f32",
+            "conv_transpose2d_bwd_data_nchw_f32",
+            "conv_transpose2d_bwd_filter_nchw_f32",
             "conv_bwd_bias_reduce_f32",
-            "conv2d_bwd_data_gemm_col2im_nchw_f32",
-            "conv2d_bwd_filter_im2col_gemm_nchw_f32",
+            "conv2d_bwd_data_nchw_f32",
+            "conv2d_bwd_filter_nchw_f32",
             "conv_bwd_bias_reduce_f32",
         ]
     )
@@ -373,30 +373,30 @@ def test_a_resnet18_shaped_network_trains_with_cpus_losses(fallback_counts):
             lambda d: F.conv2d(
                 torch.randn(1, 2, 5, 5, device=d, dtype=F16), torch.randn(3, 2, 3, 3, device=d, dtype=F16)
             ),
-            "conv2d_fwd_im2col_gemm_nchw_f16",
+            "conv2d_fwd_nchw_f16",
         ),
         # ATen's _convolution views a 1-d convolution as a 2-d one of height 1 before it reaches the backend.
         (
             lambda d: F.conv1d(torch.randn(1, 2, 5, device=d), torch.randn(3, 2, 3, device=d)),
-            "conv2d_fwd_im2col_gemm_nchw_f32",
+            "conv2d_fwd_nchw_f32",
         ),
         (
             lambda d: torch.ops.aten.convolution_overrideable(
                 torch.randn(1, 2, 5, device=d), torch.randn(3, 2, 3, device=d), None, [1], [0], [1], False, [0], 1
             ),
-            "conv1d_fwd_im2col_gemm_ncw_f32",
+            "conv1d_fwd_ncw_f32",
         ),
         (
             lambda d: F.conv3d(
                 torch.randn(1, 2, 3, 3, 3, device=d, dtype=BF16), torch.randn(2, 2, 2, 2, 2, device=d, dtype=BF16)
             ),
-            "conv3d_fwd_im2col_gemm_ncdhw_bf16",
+            "conv3d_fwd_ncdhw_bf16",
         ),
         (
             lambda d: F.conv_transpose3d(
                 torch.randn(1, 2, 3, 3, 3, device=d, dtype=F64), torch.randn(2, 2, 2, 2, 2, device=d, dtype=F64)
             ),
-            "conv_transpose3d_fwd_gemm_col2im_ncdhw_f64",
+            "conv_transpose3d_fwd_ncdhw_f64",
         ),
     ],
     ids=["2d_f16", "conv1d_module", "1d_direct", "3d_bf16", "transpose3d_f64"],

@@ -32,10 +32,10 @@ def test_the_command_prints_the_same_table():
 @pytest.mark.parametrize(
     "op, kernel",
     [
-        ("aten::convolution_overrideable", "conv{1,2,3}d_fwd_im2col_gemm / conv_transpose{1,2,3}d_fwd_gemm_col2im"),
+        ("aten::convolution_overrideable", "conv{1,2,3}d_fwd / conv_transpose{1,2,3}d_fwd"),
         (
             "aten::convolution_backward_overrideable",
-            "conv*_bwd_data_* + conv*_bwd_filter_im2col_gemm + conv_bwd_bias_reduce",
+            "conv*_bwd_data + conv*_bwd_filter + conv_bwd_bias_reduce",
         ),
         ("aten::_thnn_fused_lstm_cell", "lstm_cell_fwd_fused"),
         ("aten::_thnn_fused_lstm_cell_backward_impl", "lstm_cell_bwd_fused"),

@@ -56,9 +56,9 @@ def test_the_summary_shows_the_convolutions(demo):
     proc, traces = demo
     top = proc.stdout.split("Top kernels by device time", 1)[1].split("\n\n", 1)[0]
     for kernel in (
-        "conv2d_fwd_im2col_gemm_nchw_f32",
-        "conv2d_bwd_filter_im2col_gemm_nchw_f32",
-        "conv2d_bwd_data_gemm_col2im_nchw_f32",
+        "conv2d_fwd_nchw_f32",
+        "conv2d_bwd_filter_nchw_f32",
+        "conv2d_bwd_data_nchw_f32",
     ):
         assert kernel in top, top
     ops = proc.stdout.split("Device time per op", 1)[1].split("\n\n", 1)[0]
@@ -73,6 +73,6 @@ def test_the_summary_shows_the_convolutions(demo):
         for e in events
         if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})
     }
-    forward = [e for e in events if e.get("cat") == "kernel" and e["name"] == "conv2d_fwd_im2col_gemm_nchw_f32"]
+    forward = [e for e in events if e.get("cat") == "kernel" and e["name"] == "conv2d_fwd_nchw_f32"]
     assert len(forward) == 40
     assert {ops_by_id[e["args"]["External id"]] for e in forward} == {"aten::convolution_overrideable"}

@@ -4,12 +4,10 @@
 // ATen's _convolution picks ConvBackend::Overrideable for PrivateUse1 tensors
 // and calls convolution_overrideable / convolution_backward_overrideable, as it
 // calls cudnn_convolution on CUDA; autograd stays ATen's (ConvolutionBackward0).
-// Every pass is one device kernel on the current stream, and the kernel's name
-// says what its body runs: an explicit im2col (a strided gather of the padded
-// input into a [C/G * taps, output positions] matrix per group) followed by one
-// batched GEMM over the groups, or for the data gradient a GEMM followed by a
-// col2im scatter-add, on contiguous NC(D)(H)W data. Half and bfloat16 compute
-// in float and round once at the end, as CPU's convolutions accumulate.
+// Every pass is one device kernel on the current stream (a backward launches
+// one per gradient asked for), named by pass and layout; its body runs CPU's
+// convolution on the device memory, with the algorithm CPU eager would pick.
+// Half and bfloat16 compute in float and round once at the end.
 #include <ATen/EmptyTensor.h>
 #include <torch/library.h>
 
@@ -43,6 +41,13 @@ int64_t product(c10::IntArrayRef values) {
 
 Dims spatial(c10::IntArrayRef sizes) { return Dims(sizes.begin() + 2, sizes.end()); }
 
+// A call: its geometry, and for a transposed convolution its output padding.
+struct ConvCall {
+  ConvGeometry geometry;
+  Dims outputPadding;
+  bool transposed = false;
+};
+
 // ---- Kernel bodies (executor thread; CPU views of device memory) ----------
 
 at::Tensor computeCopy(const at::Tensor& t) {
@@ -50,93 +55,24 @@ at::Tensor computeCopy(const at::Tensor& t) {
   return reduced ? t.to(at::kFloat).contiguous() : t.contiguous();
 }
 
-// [N, C, *in] -> [N, G, C/G * taps, positions]: column j of group g holds the
-// (zero-padded) input values under every kernel tap at output position j.
-at::Tensor im2col(const at::Tensor& x, const ConvGeometry& g, c10::IntArrayRef outSizes) {
-  std::vector<int64_t> pads;
-  bool padded = false;
-  for (size_t i = g.dims(); i-- > 0;) {
-    pads.push_back(g.padding[i]);
-    pads.push_back(g.padding[i]);
-    padded = padded || g.padding[i] != 0;
-  }
-  const at::Tensor xp = padded ? at::constant_pad_nd(x, pads, 0).contiguous() : x.contiguous();
-  const int64_t n = xp.size(0);
-  const int64_t channelsPerGroup = xp.size(1) / g.groups;
-  c10::SmallVector<int64_t, 9> sizes{n, g.groups, channelsPerGroup};
-  c10::SmallVector<int64_t, 9> strides{xp.stride(0), channelsPerGroup * xp.stride(1), xp.stride(1)};
-  for (size_t i = 0; i < g.dims(); ++i) {
-    sizes.push_back(g.kernel[i]);
-    strides.push_back(g.dilation[i] * xp.stride(2 + i));
-  }
-  for (size_t i = 0; i < g.dims(); ++i) {
-    sizes.push_back(outSizes[i]);
-    strides.push_back(g.stride[i] * xp.stride(2 + i));
-  }
-  return xp.as_strided(sizes, strides).reshape({n, g.groups, channelsPerGroup * product(g.kernel), product(outSizes)});
+// The bodies run CPU's own convolution on the device memory: ATen picks the
+// algorithm CPU eager would (oneDNN's direct and JIT kernels for float32,
+// its native kernels otherwise), so results and speed are CPU's.
+at::Tensor convForward(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                       const ConvCall& call) {
+  const ConvGeometry& g = call.geometry;
+  return at::convolution(x, w, bias, g.stride, g.padding, g.dilation, call.transposed, call.outputPadding, g.groups);
 }
 
-// The adjoint of im2col: [N, G, C/G * taps, positions] -> [N, C, *in], each
-// tap's column block added into the input positions it was gathered from.
-at::Tensor col2im(const at::Tensor& cols, const ConvGeometry& g, int64_t channels, c10::IntArrayRef inSizes,
-                  c10::IntArrayRef outSizes) {
-  const int64_t n = cols.size(0);
-  c10::SmallVector<int64_t, 5> paddedSizes{n, channels};
-  for (size_t i = 0; i < g.dims(); ++i) paddedSizes.push_back(inSizes[i] + 2 * g.padding[i]);
-  at::Tensor padded = at::zeros(paddedSizes, cols.options());
-  c10::SmallVector<int64_t, 5> tapSizes{n, channels, product(g.kernel)};
-  tapSizes.append(outSizes.begin(), outSizes.end());
-  const at::Tensor taps = cols.reshape(tapSizes);
-  Dims tap(g.dims(), 0);
-  for (int64_t t = 0; t < product(g.kernel); ++t) {
-    at::Tensor region = padded;
-    for (size_t i = 0; i < g.dims(); ++i) {
-      const int64_t start = tap[i] * g.dilation[i];
-      region = region.slice(2 + i, start, start + g.stride[i] * (outSizes[i] - 1) + 1, g.stride[i]);
-    }
-    region.add_(taps.select(2, t));
-    for (size_t i = g.dims(); i-- > 0;) {  // next tap, last dimension fastest
-      if (++tap[i] < g.kernel[i]) break;
-      tap[i] = 0;
-    }
-  }
-  at::Tensor result = padded;
-  for (size_t i = 0; i < g.dims(); ++i) result = result.narrow(2 + i, g.padding[i], inSizes[i]);
-  return result;
-}
-
-// out[n, g] = W[g] (Cout/G x C/G*taps) * im2col(x)[n, g]
-at::Tensor convForward(const at::Tensor& x, const at::Tensor& w, const ConvGeometry& g, c10::IntArrayRef outSizes) {
-  const at::Tensor cols = im2col(x, g, outSizes);
-  const int64_t outChannels = w.size(0);
-  const at::Tensor out = at::matmul(w.reshape({g.groups, outChannels / g.groups, -1}), cols);
-  c10::SmallVector<int64_t, 5> sizes{x.size(0), outChannels};
-  sizes.append(outSizes.begin(), outSizes.end());
-  return out.reshape(sizes);
-}
-
-// The input gradient: col2im(W[g]^T * gout[n, g]).
-at::Tensor convBackwardData(const at::Tensor& gout, const at::Tensor& w, const ConvGeometry& g,
-                            c10::IntArrayRef inSizes) {
-  const int64_t n = gout.size(0);
-  const int64_t outChannels = w.size(0);
-  const at::Tensor wg = w.reshape({g.groups, outChannels / g.groups, -1}).transpose(1, 2);
-  const at::Tensor cols = at::matmul(wg, gout.reshape({n, g.groups, outChannels / g.groups, -1}));
-  return col2im(cols, g, w.size(1) * g.groups, inSizes, spatial(gout.sizes()));
-}
-
-// The weight gradient: gout[g] (Cout/G x N*positions) * im2col(x)[g]^T.
-at::Tensor convBackwardWeight(const at::Tensor& gout, const at::Tensor& x, c10::IntArrayRef weightSizes,
-                              const ConvGeometry& g) {
-  const Dims outSizes = spatial(gout.sizes());
-  const int64_t n = gout.size(0);
-  const int64_t outChannels = weightSizes[0];
-  const at::Tensor cols = im2col(x, g, outSizes);  // [N, G, C/G*taps, L]
-  const at::Tensor colsByGroup = cols.permute({1, 0, 3, 2}).reshape({g.groups, -1, cols.size(2)});
-  const at::Tensor goutByGroup = gout.reshape({n, g.groups, outChannels / g.groups, -1})
-                                     .permute({1, 2, 0, 3})
-                                     .reshape({g.groups, outChannels / g.groups, -1});
-  return at::bmm(goutByGroup, colsByGroup).reshape(weightSizes);
+// One gradient of the convolution (0: input, 1: weight); `input` gives the
+// input's sizes, and its values for the weight gradient.
+at::Tensor convGradient(const at::Tensor& gout, const at::Tensor& input, const at::Tensor& w, const ConvCall& call,
+                        int which) {
+  const ConvGeometry& g = call.geometry;
+  const std::array<bool, 3> mask{which == 0, which == 1, false};
+  auto grads = at::convolution_backward(gout, input, w, std::nullopt, g.stride, g.padding, g.dilation, call.transposed,
+                                        call.outputPadding, g.groups, mask);
+  return which == 0 ? std::get<0>(grads) : std::get<1>(grads);
 }
 
 // ---- Host side ------------------------------------------------------------
@@ -152,7 +88,7 @@ const char* layoutName(size_t dims) {
   }
 }
 
-// "conv2d_fwd_im2col_gemm_nchw_f32", "conv_transpose3d_bwd_data_im2col_gemm_ncdhw_bf16"
+// "conv2d_fwd_nchw_f32", "conv_transpose3d_bwd_data_ncdhw_bf16"
 std::string convKernelName(bool transposed, size_t dims, const char* pass, c10::ScalarType dtype) {
   std::string base = transposed ? "conv_transpose" : "conv";
   base += std::to_string(dims) + "d_" + pass + "_" + layoutName(dims);
@@ -164,12 +100,6 @@ Dims toDims(c10::IntArrayRef values, size_t dims, const char* what) {
               ", got ", values.size());
   return values.size() == dims ? Dims(values.begin(), values.end()) : Dims(dims, values[0]);
 }
-
-struct ConvCall {
-  ConvGeometry geometry;
-  Dims outputPadding;
-  bool transposed = false;
-};
 
 ConvCall describeConv(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
                       c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
@@ -252,64 +182,50 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
   }
   at::Tensor out = emptyDeviceIn(sizes, input.scalar_type(), resultFormat(input, weight));
   if (out.numel() == 0) return out;
-  const char* pass = transposed ? "fwd_gemm_col2im" : "fwd_im2col_gemm";
   const int64_t positions = input.size(0) * product(outSizes);
-  launchKernel(streamFor(out), convKernelName(transposed, call.geometry.dims(), pass, input.scalar_type()),
+  launchKernel(streamFor(out), convKernelName(transposed, call.geometry.dims(), "fwd", input.scalar_type()),
                gemmShape(outChannels / groups, positions, groups),
                [x = describeTensor(input), w = describeTensor(weight),
                 b = hasBias ? std::optional<TensorDesc>(describeTensor(*biasOpt)) : std::nullopt,
                 y = describeTensor(out), call]() {
-                 const at::Tensor xv = computeCopy(x.view());
-                 const at::Tensor wv = computeCopy(w.view());
-                 at::Tensor yv = y.view();
-                 at::Tensor result = call.transposed ? convBackwardData(xv, wv, call.geometry, spatial(yv.sizes()))
-                                                     : convForward(xv, wv, call.geometry, spatial(yv.sizes()));
-                 if (b.has_value()) {
-                   c10::SmallVector<int64_t, 5> shape(yv.dim(), 1);
-                   shape[1] = -1;
-                   result = result + computeCopy(b->view()).view(shape);
-                 }
-                 yv.copy_(result);
+                 const std::optional<at::Tensor> bias =
+                     b.has_value() ? std::optional<at::Tensor>(computeCopy(b->view())) : std::nullopt;
+                 y.view().copy_(convForward(computeCopy(x.view()), computeCopy(w.view()), bias, call));
                });
   return out;
 }
 
-// The backward passes. Non-transposed: the data gradient is a transposed
-// convolution of grad_output, the weight gradient correlates grad_output with
-// im2col(input). Transposed: the data gradient is a plain convolution of
-// grad_output with the same weight, and the weight gradient correlates the
-// input with im2col(grad_output).
+// The backward passes, one kernel per gradient asked for, each running CPU's
+// convolution_backward for that gradient alone.
 void launchBackwardData(const at::Tensor& gradOutput, const at::Tensor& weight, const at::Tensor& gradInput,
                         const ConvCall& call) {
-  const char* pass = call.transposed ? "bwd_data_im2col_gemm" : "bwd_data_gemm_col2im";
   const at::Tensor& positionsOf = call.transposed ? gradInput : gradOutput;
   launchKernel(streamFor(gradOutput),
-               convKernelName(call.transposed, call.geometry.dims(), pass, gradOutput.scalar_type()),
+               convKernelName(call.transposed, call.geometry.dims(), "bwd_data", gradOutput.scalar_type()),
                gemmShape(gradInput.size(1) / call.geometry.groups, positionsOf.numel() / positionsOf.size(1),
                          call.geometry.groups),
                [go = describeTensor(gradOutput), w = describeTensor(weight), gi = describeTensor(gradInput), call]() {
-                 const at::Tensor gov = computeCopy(go.view());
-                 const at::Tensor wv = computeCopy(w.view());
                  at::Tensor giv = gi.view();
-                 giv.copy_(call.transposed ? convForward(gov, wv, call.geometry, spatial(giv.sizes()))
-                                           : convBackwardData(gov, wv, call.geometry, spatial(giv.sizes())));
+                 // The data gradient reads only the input's sizes: an
+                 // uninitialised stand-in of the compute dtype serves.
+                 const at::Tensor gov = computeCopy(go.view());
+                 const at::Tensor sizesOnly = at::empty(giv.sizes(), gov.options());
+                 giv.copy_(convGradient(gov, sizesOnly, computeCopy(w.view()), call, 0));
                });
 }
 
 void launchBackwardWeight(const at::Tensor& gradOutput, const at::Tensor& input, const at::Tensor& gradWeight,
                           const ConvCall& call) {
-  launchKernel(
-      streamFor(gradOutput),
-      convKernelName(call.transposed, call.geometry.dims(), "bwd_filter_im2col_gemm", gradOutput.scalar_type()),
-      gemmShape(gradWeight.size(0) / call.geometry.groups, gradWeight.numel() / gradWeight.size(0),
-                call.geometry.groups),
-      [go = describeTensor(gradOutput), x = describeTensor(input), gw = describeTensor(gradWeight), call]() {
-        const at::Tensor gov = computeCopy(go.view());
-        const at::Tensor xv = computeCopy(x.view());
-        at::Tensor gwv = gw.view();
-        gwv.copy_(call.transposed ? convBackwardWeight(xv, gov, gwv.sizes(), call.geometry)
-                                  : convBackwardWeight(gov, xv, gwv.sizes(), call.geometry));
-      });
+  launchKernel(streamFor(gradOutput),
+               convKernelName(call.transposed, call.geometry.dims(), "bwd_filter", gradOutput.scalar_type()),
+               gemmShape(gradWeight.size(0) / call.geometry.groups, gradWeight.numel() / gradWeight.size(0),
+                         call.geometry.groups),
+               [go = describeTensor(gradOutput), x = describeTensor(input), gw = describeTensor(gradWeight), call]() {
+                 at::Tensor gwv = gw.view();
+                 const at::Tensor gov = computeCopy(go.view());
+                 const at::Tensor sizesOnly = at::empty(gwv.sizes(), gov.options());
+                 gwv.copy_(convGradient(gov, computeCopy(x.view()), sizesOnly, call, 1));
+               });
 }
 
 void launchBackwardBias(const at::Tensor& gradOutput, const at::Tensor& gradBias) {
@@ -358,10 +274,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", TORCH_FN(convolutionOverrideable));
   m.impl("convolution_backward_overrideable", TORCH_FN(convolutionBackwardOverrideable));
-  recordOpPath("aten::convolution_overrideable", OpPath::Device,
-               "conv{1,2,3}d_fwd_im2col_gemm / conv_transpose{1,2,3}d_fwd_gemm_col2im");
+  recordOpPath("aten::convolution_overrideable", OpPath::Device, "conv{1,2,3}d_fwd / conv_transpose{1,2,3}d_fwd");
   recordOpPath("aten::convolution_backward_overrideable", OpPath::Device,
-               "conv*_bwd_data_* + conv*_bwd_filter_im2col_gemm + conv_bwd_bias_reduce");
+               "conv*_bwd_data + conv*_bwd_filter + conv_bwd_bias_reduce");
 }
 
 }  // namespace openreg::backend

@@ -8,12 +8,18 @@
 //       torch_openreg._C._open_gate(gate) is called (or fails after
 //       timeout_s), so tests can prove asynchrony and stream ordering
 //       without relying on timing.
-// Both return `t` unchanged and only serve to occupy the stream of t's device.
+//   torch.ops.openreg._kernel_threads(out)
+//       queues a kernel "test_kernel_threads" that writes the intra-op
+//       threads ATen would use inside a kernel body (at::get_num_threads())
+//       to out[0], an int64 openreg tensor.
+// The first two return `t` unchanged and only serve to occupy the stream of
+// t's device.
 #include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 
+#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include "backend/OpRegistry.h"
@@ -63,6 +69,15 @@ at::Tensor waitGate(const at::Tensor& self, int64_t gate, double timeoutS) {
   return self;
 }
 
+at::Tensor& kernelThreads(at::Tensor& out) {
+  TORCH_CHECK(out.is_privateuseone() && out.scalar_type() == at::kLong && out.numel() >= 1,
+              "_kernel_threads expects an int64 openreg tensor with an element");
+  c10::DeviceGuard guard(out.device());
+  auto* first = out.data_ptr<int64_t>();
+  launchKernel(streamFor(out), "test_kernel_threads", LaunchShape{}, [first]() { *first = at::get_num_threads(); });
+  return out;
+}
+
 }  // namespace
 
 void openGate(int64_t gate) {
@@ -83,13 +98,16 @@ bool gateWaiting(int64_t gate) {
 TORCH_LIBRARY(openreg, m) {
   m.def("_fail_kernel(Tensor(a) self, str message) -> Tensor(a)");
   m.def("_wait_gate(Tensor(a) self, int gate, float timeout_s=60.0) -> Tensor(a)");
+  m.def("_kernel_threads(Tensor(a!) out) -> Tensor(a!)");
 }
 
 TORCH_LIBRARY_IMPL(openreg, PrivateUse1, m) {
   m.impl("_fail_kernel", TORCH_FN(failKernel));
   m.impl("_wait_gate", TORCH_FN(waitGate));
   recordOpPath("openreg::_fail_kernel", OpPath::Device, "test_fail_kernel");
+  m.impl("_kernel_threads", TORCH_FN(kernelThreads));
   recordOpPath("openreg::_wait_gate", OpPath::Device, "test_wait_gate");
+  recordOpPath("openreg::_kernel_threads", OpPath::Device, "test_kernel_threads");
 }
 
 }  // namespace openreg::backend
