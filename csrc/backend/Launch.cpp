@@ -150,14 +150,14 @@ namespace {
 // The threads one ATen kernel body may use: OPENREG_KERNEL_THREADS, else 1;
 // 0 where the variable is not a positive integer.
 int kernelThreads() {
-  static const int threads = [] {
+  static const int kThreads = [] {
     const char* text = std::getenv("OPENREG_KERNEL_THREADS");
     if (text == nullptr || *text == '\0') return 1;
     char* end = nullptr;
     const long parsed = std::strtol(text, &end, 10);
     return *end == '\0' && parsed > 0 && parsed <= 1024 ? static_cast<int>(parsed) : 0;
   }();
-  return threads;
+  return kThreads;
 }
 
 // A function of the OpenMP runtime or MKL that libtorch_cpu itself uses
@@ -183,10 +183,10 @@ void limitIntraOpThreads() {
               std::getenv("OPENREG_KERNEL_THREADS"), "'");
   limited = true;
   at::get_num_threads();  // ATen's own per-thread setup first, or it would undo this later
-  static auto* const setOmpThreads = torchRuntimeFunction<void(int)>("omp_set_num_threads");
-  static auto* const setMklThreads = torchRuntimeFunction<int(int)>("MKL_Set_Num_Threads_Local");  // the C entry point
-  if (setOmpThreads != nullptr) setOmpThreads(kernelThreads());
-  if (setMklThreads != nullptr) setMklThreads(kernelThreads());
+  static auto* const kSetOmpThreads = torchRuntimeFunction<void(int)>("omp_set_num_threads");
+  static auto* const kSetMklThreads = torchRuntimeFunction<int(int)>("MKL_Set_Num_Threads_Local");  // the C entry point
+  if (kSetOmpThreads != nullptr) kSetOmpThreads(kernelThreads());
+  if (kSetMklThreads != nullptr) kSetMklThreads(kernelThreads());
 }
 
 }  // namespace
