@@ -160,15 +160,22 @@ int kernelThreads() {
   return kThreads;
 }
 
-// A function of the OpenMP runtime or MKL that libtorch_cpu itself uses
-// (looked up through its handle: a second OpenMP runtime must not be
-// loaded); null where torch was built without it.
+// libtorch_cpu's handle, for the OpenMP runtime and MKL it uses (a second
+// OpenMP runtime must not be loaded); null if it cannot be found.
+void* torchCpuHandle() {
+  static void* const kHandle = []() -> void* {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&at::init_num_threads), &info) == 0 || info.dli_fname == nullptr) return nullptr;
+    return dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  }();
+  return kHandle;
+}
+
+// A function libtorch_cpu reaches; null where torch was built without it.
 template <class Fn>
 Fn* torchRuntimeFunction(const char* name) {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&at::init_num_threads), &info) == 0 || info.dli_fname == nullptr) return nullptr;
-  void* torchCpu = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-  return torchCpu != nullptr ? reinterpret_cast<Fn*>(dlsym(torchCpu, name)) : nullptr;
+  void* handle = torchCpuHandle();
+  return handle != nullptr ? reinterpret_cast<Fn*>(dlsym(handle, name)) : nullptr;
 }
 
 // ATen's CPU kernels start an OpenMP team (and MKL its threads) on the

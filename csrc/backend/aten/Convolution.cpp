@@ -64,14 +64,18 @@ at::Tensor convForward(const at::Tensor& x, const at::Tensor& w, const std::opti
   return at::convolution(x, w, bias, g.stride, g.padding, g.dilation, call.transposed, call.outputPadding, g.groups);
 }
 
-// One gradient of the convolution (0: input, 1: weight); `input` gives the
-// input's sizes, and its values for the weight gradient.
-at::Tensor convGradient(const at::Tensor& gout, const at::Tensor& input, const at::Tensor& w, const ConvCall& call,
-                        int which) {
+// One gradient of the convolution (0: input, 1: weight), from grad_output and
+// the other operand. ATen reads only the sizes of the gradient's own operand,
+// so an uninitialised stand-in of the compute dtype takes its place.
+at::Tensor convGradient(const at::Tensor& gout, const at::Tensor& other, c10::IntArrayRef gradSizes,
+                        const ConvCall& call, int which) {
   const ConvGeometry& g = call.geometry;
+  const at::Tensor standIn = at::empty(gradSizes, gout.options());
+  const at::Tensor& input = which == 0 ? standIn : other;
+  const at::Tensor& weight = which == 0 ? other : standIn;
   const std::array<bool, 3> mask{which == 0, which == 1, false};
-  auto grads = at::convolution_backward(gout, input, w, std::nullopt, g.stride, g.padding, g.dilation, call.transposed,
-                                        call.outputPadding, g.groups, mask);
+  auto grads = at::convolution_backward(gout, input, weight, std::nullopt, g.stride, g.padding, g.dilation,
+                                        call.transposed, call.outputPadding, g.groups, mask);
   return which == 0 ? std::get<0>(grads) : std::get<1>(grads);
 }
 
@@ -206,11 +210,7 @@ void launchBackwardData(const at::Tensor& gradOutput, const at::Tensor& weight, 
                          call.geometry.groups),
                [go = describeTensor(gradOutput), w = describeTensor(weight), gi = describeTensor(gradInput), call]() {
                  at::Tensor giv = gi.view();
-                 // The data gradient reads only the input's sizes: an
-                 // uninitialised stand-in of the compute dtype serves.
-                 const at::Tensor gov = computeCopy(go.view());
-                 const at::Tensor sizesOnly = at::empty(giv.sizes(), gov.options());
-                 giv.copy_(convGradient(gov, sizesOnly, computeCopy(w.view()), call, 0));
+                 giv.copy_(convGradient(computeCopy(go.view()), computeCopy(w.view()), giv.sizes(), call, 0));
                });
 }
 
@@ -222,9 +222,7 @@ void launchBackwardWeight(const at::Tensor& gradOutput, const at::Tensor& input,
                          call.geometry.groups),
                [go = describeTensor(gradOutput), x = describeTensor(input), gw = describeTensor(gradWeight), call]() {
                  at::Tensor gwv = gw.view();
-                 const at::Tensor gov = computeCopy(go.view());
-                 const at::Tensor sizesOnly = at::empty(gwv.sizes(), gov.options());
-                 gwv.copy_(convGradient(gov, computeCopy(x.view()), sizesOnly, call, 1));
+                 gwv.copy_(convGradient(computeCopy(go.view()), computeCopy(x.view()), gwv.sizes(), call, 1));
                });
 }
 
