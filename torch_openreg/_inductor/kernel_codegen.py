@@ -4,12 +4,13 @@
   runs on the device: an OpenMP team inside it would take the host's other
   cores from the thread that launches the next kernels. Profiled beside other
   work on two cores, the demo GPT's fused kernels were slower with a team.
-- Uniform random numbers eight lanes at a time. Inductor's vectorised loops call
+- Uniform random numbers by the vector. Inductor's vectorised loops call
   the scalar ``normalized_rand_cpu`` once per lane (ten dependent Philox rounds
   each); ``kernel_headers/kernel_helpers.h`` computes the same numbers, bit for
   bit, for a vector of lanes together.
-- Float lane masks stored as bools (dropout's mask) without ATen's per-lane
-  branches (``kernel_headers/kernel_helpers.h``, an AVX2 specialisation).
+- Float lane masks stored as bools and loaded back (dropout's mask) without
+  ATen's per-lane branches (``kernel_headers/kernel_helpers.h``, AVX2 and
+  AVX-512 specialisations).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@
 //
 // Inductor's vectorised loops call the scalar function once per lane; each
 // call is ten dependent rounds, which made dropout the largest part of a fused
-// kernel's time on openreg. With AVX2 eight lanes run the rounds together.
+// kernel's time on openreg. With AVX2 or AVX-512 a vector of lanes runs the
+// rounds together.
 #if defined(__AVX2__) || defined(CPU_CAPABILITY_AVX512)
 #include <immintrin.h>
 #endif
@@ -35,7 +36,23 @@ struct VecMaskTo<bool, 1, float, 1> {
 };
 }  // namespace CPU_CAPABILITY
 }  // namespace at::vec
-#define OPENREG_MASK_STORE_SPECIALISED 1
+namespace openreg_kernel {
+// The first `count` of eight bools (none past them is read) as a float lane
+// mask: all ones where set, zero elsewhere.
+inline at::vec::Vectorized<float> boolsAsLaneMask(const bool* bools, int count) {
+  __m128i bytes = _mm_setzero_si128();
+  if (count >= 8) {
+    bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bools));
+  } else if (count > 0) {
+    uint64_t word = 0;
+    std::memcpy(&word, bools, static_cast<size_t>(count));
+    bytes = _mm_cvtsi64_si128(static_cast<long long>(word));
+  }
+  const __m256i unset = _mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_setzero_si256());
+  return _mm256_castsi256_ps(_mm256_xor_si256(unset, _mm256_set1_epi32(-1)));
+}
+}  // namespace openreg_kernel
+#define OPENREG_MASK_CONVERSIONS_SPECIALISED 1
 #elif defined(CPU_CAPABILITY_AVX512) && !defined(_MSC_VER)
 // The same for sixteen lanes (AVX-512 kernels, where ATen's generic blend is
 // the same per-lane branch): each lane's sign bit, expanded to a 0/1 byte.
@@ -52,43 +69,147 @@ struct VecMaskTo<bool, 1, float, 1> {
 };
 }  // namespace CPU_CAPABILITY
 }  // namespace at::vec
-#define OPENREG_MASK_STORE_SPECIALISED 1
+namespace openreg_kernel {
+// The first `count` of sixteen bools (a masked load: none past them is read)
+// as a float lane mask: all ones where set, zero elsewhere.
+inline at::vec::Vectorized<float> boolsAsLaneMask(const bool* bools, int count) {
+  const __mmask16 loaded = count >= 16 ? 0xFFFF : count > 0 ? static_cast<__mmask16>((1u << count) - 1) : 0;
+  const __m128i bytes = _mm_maskz_loadu_epi8(loaded, bools);
+  return _mm512_castsi512_ps(_mm512_movm_epi32(_mm_test_epi8_mask(bytes, bytes)));
+}
+}  // namespace openreg_kernel
+#define OPENREG_MASK_CONVERSIONS_SPECIALISED 1
+#endif
+
+#if defined(OPENREG_MASK_CONVERSIONS_SPECIALISED)
+// Bools loaded as a float lane mask (a dropout mask read back by the forward's
+// and the backward's fused kernels). ATen's generic load sets one lane at a
+// time, with a branch each, into memory it then reads as a vector, which
+// stalls on the stores; this gives the same lanes from one load.
+namespace at::vec {
+inline namespace CPU_CAPABILITY {
+template <>
+template <>
+inline VecMask<float, 1> VecMask<float, 1>::from<const bool>(const bool* bools, int count) {
+  return openreg_kernel::boolsAsLaneMask(bools, count);
+}
+template <>
+template <>
+inline VecMask<float, 1> VecMask<float, 1>::from<bool>(bool* bools, int count) {
+  return openreg_kernel::boolsAsLaneMask(bools, count);
+}
+template <>
+template <>
+inline VecMask<float, 1> VecMask<float, 1>::from<const bool>(const bool* bools) {
+  return openreg_kernel::boolsAsLaneMask(bools, Vectorized<float>::size());
+}
+template <>
+template <>
+inline VecMask<float, 1> VecMask<float, 1>::from<bool>(bool* bools) {
+  return openreg_kernel::boolsAsLaneMask(bools, Vectorized<float>::size());
+}
+}  // namespace CPU_CAPABILITY
+}  // namespace at::vec
 #endif
 
 namespace openreg_kernel {
 
+// Philox's rounds on vectors that hold each 32-bit word in the low half of a
+// 64-bit lane: one unsigned multiply gives both halves of a word's product, and
+// the next multiply ignores the upper half the xor leaves there, so a round is
+// a multiply, a shift and an xor per word. The rounds' latency, not their
+// instructions, bounds one vector, so each call runs two vectors together.
+// `Wide` is __m256i (four lanes, AVX2) or __m512i (eight, AVX-512).
 #if defined(__AVX2__)
-// Low and high 32 bits of the eight 32x32-bit products of `words` and `factor`.
-inline void multiplyWide(__m256i words, __m256i factor, __m256i* low, __m256i* high) {
-  const __m256i even = _mm256_mul_epu32(words, factor);
-  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(words, 32), factor);
-  *low = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
-  *high = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+inline void broadcast64(uint64_t value, __m256i* out) { *out = _mm256_set1_epi64x(static_cast<long long>(value)); }
+inline __m256i productOfLow32(__m256i words, __m256i factor) { return _mm256_mul_epu32(words, factor); }
+inline __m256i upper32(__m256i products) { return _mm256_srli_epi64(products, 32); }
+inline __m256i xor3(__m256i a, __m256i b, __m256i c) { return _mm256_xor_si256(_mm256_xor_si256(a, b), c); }
+
+// Four offsets, one per 64-bit lane (only their low 32 bits count).
+template <typename Offset>
+inline void loadOffsets(const Offset* offsets, __m256i* out) {
+  if constexpr (sizeof(Offset) == 8) {
+    *out = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(offsets));
+  } else {
+    *out = _mm256_cvtepu32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(offsets)));
+  }
 }
 
-inline void uniformEight(uint32_t seed, const uint32_t* offsets, float* out) {
-  const __m256i kFactorA = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
-  const __m256i kFactorB = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
-  __m256i counter0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(offsets));
-  __m256i counter1 = _mm256_setzero_si256();
-  __m256i counter2 = counter1;
-  __m256i counter3 = counter1;
+// As uint32_to_uniform_float: 31 bits, exact in int32, times the same scale.
+inline void storeUniform(__m256i first, __m256i second, float* out) {
+  const __m256i evenWords = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+  const __m256i words = _mm256_blend_epi32(_mm256_permutevar8x32_epi32(first, evenWords),
+                                           _mm256_permutevar8x32_epi32(second, evenWords), 0xF0);
+  const __m256 bits = _mm256_cvtepi32_ps(_mm256_and_si256(words, _mm256_set1_epi32(0x7FFFFFFF)));
+  _mm256_storeu_ps(out, _mm256_mul_ps(bits, _mm256_set1_ps(4.6566127342e-10f)));
+}
+#endif
+
+#if defined(__AVX512F__)
+inline void broadcast64(uint64_t value, __m512i* out) { *out = _mm512_set1_epi64(static_cast<long long>(value)); }
+inline __m512i productOfLow32(__m512i words, __m512i factor) { return _mm512_mul_epu32(words, factor); }
+inline __m512i upper32(__m512i products) { return _mm512_srli_epi64(products, 32); }
+inline __m512i xor3(__m512i a, __m512i b, __m512i c) { return _mm512_ternarylogic_epi64(a, b, c, 0x96); }
+
+template <typename Offset>
+inline void loadOffsets(const Offset* offsets, __m512i* out) {
+  if constexpr (sizeof(Offset) == 8) {
+    *out = _mm512_loadu_si512(offsets);
+  } else {
+    *out = _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(offsets)));
+  }
+}
+
+inline void storeUniform(__m512i first, __m512i second, float* out) {
+  const __m512i words =
+      _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(first)), _mm512_cvtepi64_epi32(second), 1);
+  const __m512 bits = _mm512_cvtepi32_ps(_mm512_and_si512(words, _mm512_set1_epi32(0x7FFFFFFF)));
+  _mm512_storeu_ps(out, _mm512_mul_ps(bits, _mm512_set1_ps(4.6566127342e-10f)));
+}
+#endif
+
+#if defined(__AVX2__)
+template <typename Wide>
+struct PhiloxCounter {
+  Wide word0, word1, word2, word3;
+};
+
+template <typename Wide>
+inline void philoxRound(PhiloxCounter<Wide>* counter, Wide key0, Wide key1) {
+  Wide factorA, factorB;
+  broadcast64(0xD2511F53u, &factorA);
+  broadcast64(0xCD9E8D57u, &factorB);
+  const Wide product0 = productOfLow32(counter->word0, factorA);
+  const Wide product2 = productOfLow32(counter->word2, factorB);
+  counter->word0 = xor3(upper32(product2), counter->word1, key0);
+  counter->word2 = xor3(upper32(product0), counter->word3, key1);
+  counter->word1 = product2;
+  counter->word3 = product0;
+}
+
+// 2 * sizeof(Wide) / 8 uniform floats, for offsets[0], offsets[1], ...
+template <typename Wide, typename Offset>
+inline void uniformTwoVectors(uint32_t seed, const Offset* offsets, float* out) {
+  constexpr int kLanes = sizeof(Wide) / sizeof(uint64_t);
+  Wide zero;
+  broadcast64(0, &zero);
+  PhiloxCounter<Wide> first{zero, zero, zero, zero};
+  PhiloxCounter<Wide> second{zero, zero, zero, zero};
+  loadOffsets(offsets, &first.word0);
+  loadOffsets(offsets + kLanes, &second.word0);
   uint32_t key0 = seed;
   uint32_t key1 = 0;
   for (int round = 0; round < 10; ++round) {
-    __m256i low0, high0, low1, high1;
-    multiplyWide(counter0, kFactorA, &low0, &high0);
-    multiplyWide(counter2, kFactorB, &low1, &high1);
-    counter0 = _mm256_xor_si256(_mm256_xor_si256(high1, counter1), _mm256_set1_epi32(static_cast<int>(key0)));
-    counter2 = _mm256_xor_si256(_mm256_xor_si256(high0, counter3), _mm256_set1_epi32(static_cast<int>(key1)));
-    counter1 = low1;
-    counter3 = low0;
+    Wide roundKey0, roundKey1;
+    broadcast64(key0, &roundKey0);
+    broadcast64(key1, &roundKey1);
+    philoxRound(&first, roundKey0, roundKey1);
+    philoxRound(&second, roundKey0, roundKey1);
     key0 += 0x9E3779B9u;
     key1 += 0xBB67AE85u;
   }
-  // As uint32_to_uniform_float: 31 bits, exact in int32, times the same scale.
-  const __m256 bits = _mm256_cvtepi32_ps(_mm256_and_si256(counter0, _mm256_set1_epi32(0x7FFFFFFF)));
-  _mm256_storeu_ps(out, _mm256_mul_ps(bits, _mm256_set1_ps(4.6566127342e-10f)));
+  storeUniform(first.word0, second.word0, out);
 }
 #endif
 
@@ -96,20 +217,22 @@ inline void uniformEight(uint32_t seed, const uint32_t* offsets, float* out) {
 // truncation of seed and offsets to 32 bits as that function's parameters.
 template <int Lanes, typename Seed, typename Offset>
 inline void uniformLanes(Seed seed, const Offset* offsets, float* out) {
+  static_assert(sizeof(Offset) == 4 || sizeof(Offset) == 8, "offsets are 32- or 64-bit integers");
+  const auto seed32 = static_cast<uint32_t>(seed);
+#if defined(__AVX512F__)
+  if constexpr (Lanes % 16 == 0) {
+    for (int lane = 0; lane < Lanes; lane += 16) uniformTwoVectors<__m512i>(seed32, offsets + lane, out + lane);
+    return;
+  }
+#endif
 #if defined(__AVX2__)
   if constexpr (Lanes % 8 == 0) {
-    uint32_t words[Lanes];
-    for (int lane = 0; lane < Lanes; ++lane) {
-      words[lane] = static_cast<uint32_t>(offsets[lane]);
-    }
-    for (int lane = 0; lane < Lanes; lane += 8) {
-      uniformEight(static_cast<uint32_t>(seed), words + lane, out + lane);
-    }
+    for (int lane = 0; lane < Lanes; lane += 8) uniformTwoVectors<__m256i>(seed32, offsets + lane, out + lane);
     return;
   }
 #endif
   for (int lane = 0; lane < Lanes; ++lane) {
-    out[lane] = normalized_rand_cpu(static_cast<uint32_t>(seed), static_cast<uint32_t>(offsets[lane]));
+    out[lane] = normalized_rand_cpu(seed32, static_cast<uint32_t>(offsets[lane]));
   }
 }
 
