@@ -17,6 +17,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from torch_openreg.demo.data import DeviceBatches
+
 
 @dataclass(frozen=True)
 class ResNetConfig:
@@ -93,16 +95,14 @@ class ResNet(nn.Module):
         return sum(isinstance(m, nn.Conv2d) for m in self.modules())
 
 
-class SyntheticImages:
-    """Labelled images drawn on the host, each batch copied to the device while the previous step computes."""
+class SyntheticImages(DeviceBatches):
+    """Labelled images drawn on the host: (images [B, 3, H, W], labels [B])."""
 
     def __init__(self, config: ResNetConfig, device: torch.device, seed: int):
+        super().__init__(device)
         self._generator = torch.Generator().manual_seed(seed)
         self._patterns = torch.randn(config.classes, 3, config.image, config.image, generator=self._generator)
         self._batch_size = config.batch_size
-        self._device = device
-        self._copy_stream = torch.Stream(device=device)
-        self._pending: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def draw(self) -> tuple[torch.Tensor, torch.Tensor]:
         """One host batch: (images [B, 3, H, W], labels [B])."""
@@ -110,20 +110,7 @@ class SyntheticImages:
         noise = torch.randn((self._batch_size, *self._patterns.shape[1:]), generator=self._generator)
         return self._patterns[labels] + 0.5 * noise, labels
 
-    def _start_copy(self) -> None:
-        images, labels = self.draw()
-        images, labels = images.pin_memory(), labels.pin_memory()
-        with self._copy_stream:
-            self._pending = (images.to(self._device, non_blocking=True), labels.to(self._device, non_blocking=True))
-
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(images, labels) on the device, ready for the current stream; starts the next copy."""
-        if self._pending is None:
-            self._start_copy()
-        compute_stream = torch.accelerator.current_stream(self._device)
-        compute_stream.wait_stream(self._copy_stream)
-        images, labels = self._pending
-        images.record_stream(compute_stream)  # allocated on the copy stream, used on the compute stream
-        labels.record_stream(compute_stream)
-        self._start_copy()
+        """(images, labels) on the device, ready for the current stream."""
+        images, labels = self._take()
         return images, labels

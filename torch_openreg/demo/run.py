@@ -127,6 +127,7 @@ def train_step(model: Any, optimizer: Any, batches: Any) -> float:
     loss = model(inputs, targets)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    batches.prefetch()  # the next batch is drawn and copied while the device runs the backward
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
     optimizer.step()
     return loss.item()  # the host reads the loss, so it waits for the device here, once per step
