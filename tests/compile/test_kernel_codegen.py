@@ -30,11 +30,17 @@ extern "C" int64_t openreg_uniform_mismatches(int64_t seed, int64_t first, int64
   for (int64_t start = 0; start < count; start += 32) {
     int64_t offsets[32];
     int32_t narrow[32];  // the 32-bit offsets a kernel indexing with int32 passes
+    int16_t tiny[16];    // any other width goes one lane at a time
     for (int lane = 0; lane < 32; ++lane) {
       offsets[lane] = first + (start + lane) * stride;
       narrow[lane] = static_cast<int32_t>(offsets[lane]);
+      if (lane < 16) tiny[lane] = static_cast<int16_t>(offsets[lane]);
     }
-    float eight[8], sixteen[16], thirtyTwo[32], narrowSixteen[16], one[1];
+    float eight[8], sixteen[16], thirtyTwo[32], narrowSixteen[16], tinySixteen[16], one[1];
+    openreg_kernel::uniformLanes<16>(seed, tiny, tinySixteen);
+    for (int lane = 0; lane < 16; ++lane) {
+      mismatches += tinySixteen[lane] != normalized_rand_cpu(seed, static_cast<uint32_t>(tiny[lane]));
+    }
     openreg_kernel::uniformLanes<8>(seed, offsets, eight);
     openreg_kernel::uniformLanes<16>(seed, offsets, sixteen);
     openreg_kernel::uniformLanes<32>(seed, offsets, thirtyTwo);

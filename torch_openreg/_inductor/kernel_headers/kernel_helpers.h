@@ -215,18 +215,19 @@ inline void uniformTwoVectors(uint32_t seed, const Offset* offsets, float* out) 
 
 // `Lanes` values: out[i] = normalized_rand_cpu(seed, offsets[i]), with the same
 // truncation of seed and offsets to 32 bits as that function's parameters.
+// Offsets of 32 or 64 bits go by the vector; others one lane at a time.
 template <int Lanes, typename Seed, typename Offset>
 inline void uniformLanes(Seed seed, const Offset* offsets, float* out) {
-  static_assert(sizeof(Offset) == 4 || sizeof(Offset) == 8, "offsets are 32- or 64-bit integers");
   const auto seed32 = static_cast<uint32_t>(seed);
+  [[maybe_unused]] constexpr bool kVectorOffsets = sizeof(Offset) == 4 || sizeof(Offset) == 8;
 #if defined(__AVX512F__)
-  if constexpr (Lanes % 16 == 0) {
+  if constexpr (kVectorOffsets && Lanes % 16 == 0) {
     for (int lane = 0; lane < Lanes; lane += 16) uniformTwoVectors<__m512i>(seed32, offsets + lane, out + lane);
     return;
   }
 #endif
 #if defined(__AVX2__)
-  if constexpr (Lanes % 8 == 0) {
+  if constexpr (kVectorOffsets && Lanes % 8 == 0) {
     for (int lane = 0; lane < Lanes; lane += 8) uniformTwoVectors<__m256i>(seed32, offsets + lane, out + lane);
     return;
   }
