@@ -60,16 +60,15 @@ void checkNotForkedChild() {
               "'spawn' start method for multiprocessing");
 }
 
-namespace {
-
-// OPENREG_HOST_THREADS as a thread count; 0 when unset, -1 when malformed.
-int hostThreadsSetting() {
-  const char* text = std::getenv("OPENREG_HOST_THREADS");
+int threadCountSetting(const char* variable) noexcept {
+  const char* text = std::getenv(variable);
   if (text == nullptr || *text == '\0') return 0;
   char* end = nullptr;
   const long parsed = std::strtol(text, &end, 10);
   return *end == '\0' && parsed > 0 && parsed <= 1024 ? static_cast<int>(parsed) : -1;
 }
+
+namespace {
 
 // The device's executor threads run on the host's cores. With the host's
 // default thread count, an OpenMP team has a member sharing a core with a
@@ -78,7 +77,7 @@ int hostThreadsSetting() {
 // default, as if the device had its own, unless the user chose a count
 // (OMP_NUM_THREADS, or OPENREG_HOST_THREADS) or changed it from the default.
 void shareCoresWithTheDevice() {
-  const int chosen = hostThreadsSetting();
+  const int chosen = threadCountSetting("OPENREG_HOST_THREADS");
   TORCH_CHECK(chosen >= 0, "openreg: OPENREG_HOST_THREADS must be a whole number from 1 to 1024, got '",
               std::getenv("OPENREG_HOST_THREADS"), "'");
   if (chosen > 0) {

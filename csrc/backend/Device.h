@@ -18,6 +18,11 @@ void initRuntime();
 // True once initRuntime() succeeded in this process.
 bool runtimeInitialized() noexcept;
 
+// A thread count from the environment variable `variable` (OPENREG_HOST_THREADS,
+// OPENREG_KERNEL_THREADS): 0 when unset or empty, -1 when it is not a whole
+// number from 1 to 1024. Reads the environment; never throws.
+int threadCountSetting(const char* variable) noexcept;
+
 // The runtime's executor threads do not survive fork(): a child of a process
 // that had started the device must not use it. Throws a RuntimeError then.
 void checkNotForkedChild();

@@ -11,6 +11,7 @@
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 
+#include "backend/Device.h"
 #include "backend/Stream.h"
 
 namespace openreg::backend {
@@ -151,11 +152,8 @@ namespace {
 // 0 where the variable is not a positive integer.
 int kernelThreads() {
   static const int kThreads = [] {
-    const char* text = std::getenv("OPENREG_KERNEL_THREADS");
-    if (text == nullptr || *text == '\0') return 1;
-    char* end = nullptr;
-    const long parsed = std::strtol(text, &end, 10);
-    return *end == '\0' && parsed > 0 && parsed <= 1024 ? static_cast<int>(parsed) : 0;
+    const int setting = threadCountSetting("OPENREG_KERNEL_THREADS");
+    return setting == 0 ? 1 : setting < 0 ? 0 : setting;
   }();
   return kThreads;
 }
