@@ -8,6 +8,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <openreg/runtime.hpp>
 #include <torch/csrc/distributed/c10d/ParamCommsUtils.hpp>
 
 #include "backend/Check.h"
@@ -621,6 +622,11 @@ Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uin
   // The collective reads what the caller's stream wrote before the call.
   c10::Event ready(kDeviceType);
   ready.record(guard.getStream(where));
+  // Its half-dozen tasks reach the executor with one wake-up: woken once per
+  // task, the executor takes each as it comes and competes with this thread
+  // for the core while it queues the next.
+  const StreamBatch batch(backend::nativeStream(comm));
+  OPENREG_CHECK(batch.status());
   ready.block(comm);
 
   Staging staging = stageIn(request.slots, backend::nativeStream(comm));

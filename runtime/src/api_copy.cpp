@@ -134,7 +134,7 @@ orError_t copy(void* dst, const void* src, size_t count, orMemcpyKind kind, orSt
   const bool wait = !async || (kind == orMemcpyDeviceToHost && to.type == orMemoryTypeUnregistered) ||
                     (kind == orMemcpyHostToHost && to.type == orMemoryTypeUnregistered);
   if (wait) {
-    if (orError_t e = refuseOnExecutor(caller)) return call.result(stream->device(), e);
+    if (orError_t e = beforeBlocking(caller)) return call.result(stream->device(), e);
   }
 
   Task task;
@@ -180,7 +180,7 @@ orError_t memset(void* ptr, uint32_t pattern, uint32_t elementSize, size_t count
   if (async) {
     if (orError_t e = resolveStream(*runtime, streamHandle, caller, &stream)) return call.result(e);
   } else {
-    if (orError_t e = refuseOnExecutor(caller)) return call.result(target.device, e);
+    if (orError_t e = beforeBlocking(caller)) return call.result(target.device, e);
     stream = runtime->devices[target.device]->defaultStream;
   }
   Task task;

@@ -14,7 +14,7 @@ namespace {
 orError_t synchronizeDevice(Runtime& runtime, int device, const char* caller, uint64_t deadlineSteadyNs = 0) {
   activity::TracedCall call(OR_API_DEVICE_SYNCHRONIZE, activity::Correlation::Always);
   if (orError_t e = checkDevice(runtime, device, caller)) return call.result(e);
-  if (orError_t e = refuseOnExecutor(caller)) return call.result(device, e);
+  if (orError_t e = beforeBlocking(caller)) return call.result(device, e);
   orError_t result = waitDeviceIdle(*runtime.devices[device], true, deadlineSteadyNs);
   if (result == orErrorShuttingDown) failShuttingDown(caller);
   activity::recordHostSync(call, OR_ACTIVITY_SYNC_DEVICE, device, 0, 0);

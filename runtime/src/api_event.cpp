@@ -97,7 +97,7 @@ orError_t orEventSynchronize(orEvent_t event) {
     activity::TracedCall call(OR_API_EVENT_SYNCHRONIZE, activity::Correlation::Always);
     std::shared_ptr<Event> e;
     if (orError_t err = findEvent(*runtime, event, "orEventSynchronize", &e)) return call.result(err);
-    if (orError_t err = refuseOnExecutor("orEventSynchronize")) return call.result(e->device(), err);
+    if (orError_t err = beforeBlocking("orEventSynchronize")) return call.result(e->device(), err);
     const orError_t result =
         e->waitFor(e->currentTarget()) != orSuccess ? failShuttingDown("orEventSynchronize") : orSuccess;
     activity::recordHostSync(call, OR_ACTIVITY_SYNC_EVENT, e->device(), 0, e->id());

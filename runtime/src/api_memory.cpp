@@ -85,7 +85,7 @@ orError_t orFree(void* ptr) {
     if (runtime == nullptr) return error;
     if (ptr == nullptr) return orSuccess;
     activity::TracedCall call(OR_API_FREE, activity::Correlation::IfRuntimeTraced);
-    if (orError_t e = refuseOnExecutor("orFree")) return call.result(e);
+    if (orError_t e = beforeBlocking("orFree")) return call.result(e);
     void* base = nullptr;
     Allocation allocation;
     if (!runtime->memory.find(ptr, &base, &allocation) || base != ptr || allocation.type != orMemoryTypeDevice) {
@@ -142,7 +142,7 @@ orError_t orFreeHost(void* ptr) {
     if (runtime == nullptr) return error;
     if (ptr == nullptr) return orSuccess;
     activity::TracedCall call(OR_API_FREE_HOST, activity::Correlation::IfRuntimeTraced);
-    if (orError_t e = refuseOnExecutor("orFreeHost")) return call.result(-1, e);
+    if (orError_t e = beforeBlocking("orFreeHost")) return call.result(-1, e);
     void* base = nullptr;
     Allocation allocation;
     if (!runtime->memory.find(ptr, &base, &allocation) || base != ptr || allocation.type != orMemoryTypeHost) {

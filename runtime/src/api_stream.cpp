@@ -5,6 +5,7 @@
 #include "clock.h"
 #include "error.h"
 #include "runtime_state.h"
+#include "thread_context.h"
 
 using namespace openreg;
 
@@ -118,7 +119,7 @@ orError_t orStreamSynchronize(orStream_t stream) {
     activity::TracedCall call(OR_API_STREAM_SYNCHRONIZE, activity::Correlation::Always);
     std::shared_ptr<Stream> s;
     if (orError_t e = resolveStream(*runtime, stream, "orStreamSynchronize", &s)) return call.result(e);
-    if (orError_t e = refuseOnExecutor("orStreamSynchronize")) return call.result(s->device(), e);
+    if (orError_t e = beforeBlocking("orStreamSynchronize")) return call.result(s->device(), e);
     const orError_t waited = s->waitIdle();
     const orError_t result = waited != orSuccess ? failShuttingDown("orStreamSynchronize") : s->takeError();
     activity::recordHostSync(call, OR_ACTIVITY_SYNC_STREAM, s->device(), s->id(), 0);
@@ -151,6 +152,44 @@ orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int fla
     task.recordDevice = call.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_SYNCHRONIZATION);
     s->enqueue(std::move(task));
     return call.result(s->device(), orSuccess);
+  });
+}
+
+orError_t orStreamBeginBatch(orStream_t stream) {
+  return guarded([&]() -> orError_t {
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    std::shared_ptr<Stream> s;
+    if (orError_t e = resolveStream(*runtime, stream, "orStreamBeginBatch", &s)) return e;
+    ThreadContext& context = threadContext();
+    if (context.onExecutor) {
+      return fail(orErrorNotSupported, "orStreamBeginBatch: not allowed inside a kernel or host function");
+    }
+    s->beginBatch();
+    context.openBatches.push_back(std::move(s));
+    return orSuccess;
+  });
+}
+
+orError_t orStreamEndBatch(orStream_t stream) {
+  return guarded([&]() -> orError_t {
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    std::shared_ptr<Stream> s;
+    if (orError_t e = resolveStream(*runtime, stream, "orStreamEndBatch", &s)) return e;
+    auto& open = threadContext().openBatches;
+    // The innermost batch of this stream (batches on different streams may
+    // end in any order).
+    auto found = std::find(open.rbegin(), open.rend(), s);
+    if (found == open.rend()) {
+      return fail(orErrorInvalidValue, "orStreamEndBatch: this thread has no open batch on device %d stream %llu",
+                  s->device(), static_cast<unsigned long long>(s->id()));
+    }
+    open.erase(std::next(found).base());
+    s->endBatch();
+    return orSuccess;
   });
 }
 

@@ -66,7 +66,7 @@ class Executor {
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Stream>> ready_[2];  // [0]: high priority
   int sleeping_ = 0;                              // workers blocked on wake_
-  // One idle worker spins briefly before sleeping, so a steady flow of
+  // One idle worker polls briefly before sleeping, so a steady flow of
   // launches is picked up without a futex wake per launch.
   std::atomic<bool> spinning_{false};
   std::atomic<int> readyCount_{0};

@@ -113,11 +113,15 @@ orError_t resolveStream(Runtime& runtime, orStream_t handle, const char* caller,
   return orSuccess;
 }
 
-orError_t refuseOnExecutor(const char* caller) {
-  if (!onExecutorThread()) return orSuccess;
-  return fail(orErrorNotSupported,
-              "%s: blocking calls are not allowed inside a kernel or host function (it would wait on its own device)",
-              caller);
+orError_t beforeBlocking(const char* caller) {
+  ThreadContext& context = threadContext();
+  if (context.onExecutor) {
+    return fail(orErrorNotSupported,
+                "%s: blocking calls are not allowed inside a kernel or host function (it would wait on its own device)",
+                caller);
+  }
+  for (auto& stream : context.openBatches) stream->handOver();
+  return orSuccess;
 }
 
 std::vector<std::shared_ptr<Stream>> Device::snapshotStreams() {

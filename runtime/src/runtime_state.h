@@ -95,9 +95,11 @@ orError_t checkDevice(const Runtime& runtime, int device, const char* caller);
 // Resolves a stream handle; NULL means the current device's default stream.
 orError_t resolveStream(Runtime& runtime, orStream_t handle, const char* caller, std::shared_ptr<Stream>* stream);
 
-// Refuses calls that would block an executor thread (a kernel waiting on the
-// device it runs on would deadlock).
-orError_t refuseOnExecutor(const char* caller);
+// Called before a host thread blocks on the device. Refuses on executor
+// threads (a kernel waiting on the device it runs on would deadlock), and hands
+// over the work of the thread's open batches (orStreamBeginBatch), which the
+// wait could otherwise be waiting for.
+orError_t beforeBlocking(const char* caller);
 
 // Waits for all streams of a device; collects the first sticky failure if
 // takeErrors. Times out after deadlineSteadyNs (0 = never); at exit, a wait

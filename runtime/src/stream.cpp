@@ -21,11 +21,36 @@ uint64_t Stream::enqueue(Task&& task) {
     }
     queue_.push(std::move(task));
     sequence = ++enqueued_;
-    needsScheduling = !scheduled_;
-    scheduled_ = true;
+    needsScheduling = !scheduled_ && openBatches_ == 0;
+    held_ = !scheduled_ && openBatches_ > 0;
+    if (needsScheduling) scheduled_ = true;
   }
   if (needsScheduling) executor_->schedule(shared_from_this());
   return sequence;
+}
+
+void Stream::beginBatch() {
+  std::lock_guard lock(mutex_);
+  ++openBatches_;
+}
+
+void Stream::endBatch() {
+  {
+    std::lock_guard lock(mutex_);
+    if (--openBatches_ > 0) return;
+  }
+  handOver();
+}
+
+void Stream::handOver() {
+  {
+    std::lock_guard lock(mutex_);
+    const bool waiting = held_ && !scheduled_ && !queue_.empty();
+    held_ = false;
+    if (!waiting) return;
+    scheduled_ = true;
+  }
+  executor_->schedule(shared_from_this());
 }
 
 int Stream::takeTasks(Task* batch, int max) {

@@ -27,6 +27,13 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   // Queues a task; returns its sequence number (1-based, per stream).
   uint64_t enqueue(Task&& task);
+  // Batches (orStreamBeginBatch): while one is open, work queued on an idle
+  // stream is held back instead of handed to the executor. handOver() gives
+  // the held work to the executor now (the batch stays open); endBatch() does
+  // so when the last batch closes.
+  void beginBatch();
+  void endBatch();
+  void handOver();
 
   // Blocks until every task with sequence <= target completed (orSuccess),
   // until the deadline (steady ns, 0 = none: orErrorTimeout), or until the
@@ -82,6 +89,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   Task parked_;
   bool hasParked_ = false;
   bool scheduled_ = false;  // owned by the executor (ready, running or parked)
+  int openBatches_ = 0;
+  bool held_ = false;       // work queued while a batch was open, not yet handed over
   bool abandoned_ = false;  // at exit: nothing more runs
   uint64_t enqueued_ = 0;
   int waiters_ = 0;

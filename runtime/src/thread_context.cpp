@@ -1,5 +1,7 @@
 #include "thread_context.h"
 
+#include "stream.h"
+
 #include <pthread.h>
 
 namespace openreg {
@@ -44,6 +46,8 @@ ThreadContext* createThreadContext() {
 
 ThreadContext::~ThreadContext() {
   if (buffer) activity::retireThreadBuffer(buffer);
+  // Work held by batches the thread left open would otherwise never run.
+  for (auto& stream : openBatches) stream->endBatch();
 }
 
 }  // namespace openreg

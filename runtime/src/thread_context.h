@@ -52,6 +52,9 @@ struct ThreadContext {
   uint64_t cachedStreamHandle = 0;
   std::shared_ptr<Stream> cachedStream;
 
+  // One entry per batch this thread has open (orStreamBeginBatch), innermost last.
+  std::vector<std::shared_ptr<Stream>> openBatches;
+
   ~ThreadContext();
 };
 

@@ -196,6 +196,24 @@ OR_API orError_t orStreamSynchronize(orStream_t stream);
  * the most recent orEventRecord(event) has completed. Works across streams
  * and devices. An event never recorded makes this a no-op. flags must be 0. */
 OR_API orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int flags);
+/* A batch: the calling thread is about to queue several tasks on stream (a
+ * collective's wait, copies, transfer and end event) and wants the executor
+ * woken once, when the batch ends, instead of once per task, as a driver
+ * writes several commands before ringing the doorbell. Work queued in a batch
+ * keeps its order and its place in syncs and events; it only waits to be
+ * handed to the executor (unless the stream is already being served, when it
+ * runs as usual).
+ *  - Batches nest and may be open on several streams; the stream is handed
+ *    over when the last open batch on it ends. Begin and end on the same
+ *    thread: ending a batch this thread did not begin is orErrorInvalidValue.
+ *  - A blocking call on the thread (a synchronize, a synchronous copy,
+ *    orFree, orFreeHost) first hands over the work of its open batches, so it
+ *    cannot wait for work only it could release. Another thread that waits
+ *    for work in an open batch waits until the batch ends: keep batches short.
+ *  - A thread that exits with batches open ends them.
+ * Thread-safe; refused on executor threads (orErrorNotSupported). */
+OR_API orError_t orStreamBeginBatch(orStream_t stream);
+OR_API orError_t orStreamEndBatch(orStream_t stream);
 /* A per-device stream number (default stream = 1, others from 2), never
  * reused: profilers use it as the row id. */
 OR_API orError_t orStreamGetId(orStream_t stream, uint64_t* streamId);

@@ -64,6 +64,26 @@ orError_t launch(orStream_t stream, const char* name, F&& body, LaunchShape shap
   return err;
 }
 
+// A batch on `stream` for the scope (orStreamBeginBatch / orStreamEndBatch):
+// the tasks queued meanwhile reach the executor with one wake-up. status()
+// is the begin's result; where it failed, nothing is held and the destructor
+// does nothing.
+class StreamBatch {
+ public:
+  explicit StreamBatch(orStream_t stream) : stream_(stream), status_(orStreamBeginBatch(stream)) {}
+  ~StreamBatch() {
+    if (status_ == orSuccess) orStreamEndBatch(stream_);
+  }
+  StreamBatch(const StreamBatch&) = delete;
+  StreamBatch& operator=(const StreamBatch&) = delete;
+
+  orError_t status() const { return status_; }
+
+ private:
+  orStream_t stream_;
+  orError_t status_;
+};
+
 // "orErrorInvalidValue: <detail>" for an error just returned on this thread.
 inline std::string describe(orError_t err) {
   std::string text = orGetErrorName(err);

@@ -151,7 +151,7 @@ orError_t orActivityFlushAll(uint32_t flags) {
     orError_t error;
     Runtime* runtime = acquireRuntime(&error);
     if (runtime == nullptr) return error;
-    if (orError_t e = refuseOnExecutor("orActivityFlushAll")) return e;
+    if (orError_t e = beforeBlocking("orActivityFlushAll")) return e;
     const uint64_t start = hostNowNs();
     orError_t result = orSuccess;
     if (flags & OR_ACTIVITY_FLUSH_FORCED) {
