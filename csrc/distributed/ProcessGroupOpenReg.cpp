@@ -163,6 +163,8 @@ ProcessGroupOpenReg::Combine gatherInline(bool intoOne) {
 constexpr int64_t kHeaderWords = 4;  // collective, dtype, count, inlined
 constexpr int64_t kHeaderBytes = kHeaderWords * sizeof(int64_t);
 constexpr int64_t kMaxInlineBytes = 256 << 10;
+// The Gloo tag of the first exchanges' messages; send and recv refuse it.
+constexpr int kExchangeTag = 0x6f726363;  // "orcc"
 
 // State of one transfer, owned by the runtime until it ran on the executor.
 struct TransferBody {
@@ -215,6 +217,22 @@ struct TransferBody {
     return b;
   }
 
+  // Every rank's block to every other, as point-to-point messages: Gloo
+  // posts those from the calling thread, where its collectives would queue
+  // for ProcessGroupGloo's worker thread and wake this one when done.
+  void swapBlocks(Exchange& e, std::vector<c10::intrusive_ptr<c10d::Work>>& works) const {
+    const int rank = host->getRank();
+    const int64_t bytes = blockBytes();
+    e.theirs.narrow(0, rank * bytes, bytes).copy_(e.mine);
+    for (int peer = 0; peer < host->getSize(); ++peer) {
+      if (peer == rank) continue;
+      std::vector<at::Tensor> out{e.mine};
+      std::vector<at::Tensor> in{e.theirs.narrow(0, peer * bytes, bytes)};
+      works.push_back(host->send(out, peer, kExchangeTag));
+      works.push_back(host->recv(in, peer, kExchangeTag));
+    }
+  }
+
   // Starts each part's first exchange; a send and its recv swap headers.
   std::vector<Exchange> exchange() {
     payloadBytes = sizer->payloadBytes();
@@ -228,7 +246,7 @@ struct TransferBody {
       std::vector<at::Tensor> in{out[i].mine};
       if (a.peer < 0) {
         out[i].theirs = at::empty({host->getSize() * blockBytes()}, at::kByte);
-        works.push_back(host->_allgather_base(out[i].theirs, out[i].mine));
+        swapBlocks(out[i], works);
       } else if (a.sends) {
         works.push_back(host->send(in, a.peer, a.tag));
       } else {
@@ -1050,6 +1068,8 @@ ProcessGroupOpenReg::Request ProcessGroupOpenReg::pointToPoint(c10d::OpType type
   TORCH_CHECK_VALUE(tensors.size() == 1, "orccl: ", what, " takes one tensor");
   TORCH_CHECK_VALUE(peer >= 0 && peer < size_ && peer != rank_, "orccl: ", what, sending ? " to rank " : " from rank ",
                     peer, sending ? " from rank " : " on rank ", rank_, " of ", size_);
+  TORCH_CHECK_VALUE(tag != kExchangeTag, "orccl: ", what, ": tag ", tag,
+                    " is reserved for orccl's own messages (the first exchange of every collective)");
   Request r{type, what, "SendRecv"};
   r.slots = {{tensors[0], sending, !sending}};
   r.outputs = tensors;

@@ -399,6 +399,36 @@ def scenario_ops() -> dict:
     return {"failures": checks.failures, "checked": checks.count, "backend": backend, "default": default}
 
 
+def scenario_four_ranks() -> dict:
+    """Two ranks per device: the first exchange goes to three peers, and sizes cross the inline boundary."""
+    init()
+    checks = Checks()
+    dev = device()
+    # 65537 x float32 is past the 256 KiB that rides in the first exchange; repeats resize its blocks.
+    for n in [8, 1000, 65537, 8, 1000, 65537]:
+        for dtype in (torch.float32, torch.int64):
+            for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+                t = values(RANK, n, dtype).to(dev)
+                checks.run(f"all_reduce {op} {dtype} {n}", lambda t=t, op=op: dist.all_reduce(t, op=op))
+                checks.equal(f"all_reduce {op} {dtype} {n}", t, reduce_expected(op, n, dtype))
+            whole = torch.empty(n * WORLD, dtype=dtype, device=dev)
+            checks.run(
+                f"all_gather {dtype} {n}",
+                lambda w=whole, n=n, dtype=dtype: dist.all_gather_into_tensor(w, values(RANK, n, dtype).to(dev)),
+            )
+            checks.equal(f"all_gather {dtype} {n}", whole, all_ranks(n, dtype).flatten())
+            part = torch.empty(n, dtype=dtype, device=dev)
+            stacked = torch.cat([values(RANK + 10 * r, n, dtype) for r in range(WORLD)])
+            checks.run(
+                f"reduce_scatter {dtype} {n}", lambda p=part, x=stacked: dist.reduce_scatter_tensor(p, x.to(dev))
+            )
+            expected = torch.stack([values(r + 10 * RANK, n, dtype) for r in range(WORLD)]).sum(0, dtype=dtype)
+            checks.equal(f"reduce_scatter {dtype} {n}", part, expected)
+    torch.openreg.synchronize()
+    dist.destroy_process_group()
+    return {"failures": checks.failures, "checked": checks.count, "device": str(dev)}
+
+
 def scenario_default_backend() -> dict:
     """init_process_group() with no backend argument, as under torchrun on an openreg machine."""
     torch.openreg.set_device(device())
@@ -560,6 +590,7 @@ def scenario_bad_input() -> dict:
             lambda: dist.all_gather_into_tensor(torch.empty(5, device=dev), torch.ones(4, device=dev))
         ),
         "non_contiguous": _error_of(lambda: dist.all_reduce(torch.ones(4, 4, device=dev).t())),
+        "reserved_tag": _error_of(lambda: dist.send(torch.ones(4, device=dev), 1 - RANK, tag=0x6F726363)),
     }
     t = values(RANK, 16, torch.float32).to(dev)
     dist.all_reduce(t)
@@ -653,6 +684,7 @@ SCENARIOS = {
     "second_device": scenario_second_device,
     "dying_rank": scenario_dying_rank,
     "ops": scenario_ops,
+    "four_ranks": scenario_four_ranks,
     "default_backend": scenario_default_backend,
     "ddp": scenario_ddp,
     "trace": scenario_trace,

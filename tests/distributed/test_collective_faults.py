@@ -25,6 +25,10 @@ def test_bad_input_is_refused_and_the_group_keeps_working(tmp_path):
             "ValueError: orccl: all_gather_into_tensor: the output has 5 elements, expected 8 (input x group size)"
         )
         assert errors["non_contiguous"] == "ValueError: orccl: allreduce: tensor 0 must be dense and contiguous"
+        assert errors["reserved_tag"] == (
+            "ValueError: orccl: send: tag 1869767523 is reserved for orccl's own messages (the first exchange of "
+            "every collective)"
+        )
         assert result["still_works"] is True
         # Sizes that differ across ranks: caught before Gloo (which would abort the process), on both ranks.
         mine, theirs = (4, 20000) if rank == 0 else (20000, 4)

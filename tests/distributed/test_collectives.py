@@ -21,6 +21,15 @@ def test_every_operation_matches_cpu(ops_results):
     assert min(r["checked"] for r in ops_results) > 100
 
 
+def test_four_ranks_on_two_devices_match_cpu(tmp_path):
+    results = expect_success(run_ranks("four_ranks", tmp_path, world=4, timeout=180))
+    assert [r["device"] for r in results] == ["openreg:0", "openreg:1", "openreg:0", "openreg:1"]
+    for rank, result in enumerate(results):
+        assert result["failures"] == [], f"rank {rank}:\n" + "\n".join(result["failures"])
+        # 6 sizes x 2 dtypes x (2 all_reduce + all_gather + reduce_scatter), each compared.
+        assert result["checked"] == 6 * 2 * 4
+
+
 def test_init_without_backend_uses_orccl_for_openreg(tmp_path):
     results = expect_success(run_ranks("default_backend", tmp_path, timeout=90))
     for result in results:
