@@ -151,10 +151,9 @@ class ProcessGroupOpenReg : public c10d::Backend {
 
   // How large the payload of a transfer's first-exchange blocks is: as large
   // as the largest of the last few messages that could ride in one (up to
-  // 256 KiB), so a training loop's buckets or a benchmark's repeated calls move
-  // in one exchange. All ranks derive it from what they agreed on, in the same
-  // order, so their blocks always match. One per group and device: its
-  // transfers run in stream order.
+  // 1 MiB between two ranks, 256 KiB in larger groups), so a training loop's buckets or a benchmark's repeated calls
+  // move in one exchange. All ranks derive it from what they agreed on, in the same order, so their blocks always
+  // match. One per group and device: its transfers run in stream order.
   class BlockSizer {
    public:
     int64_t payloadBytes() const;

@@ -89,7 +89,8 @@ def reduce_expected(op, n: int, dtype: torch.dtype) -> torch.Tensor:
 
 REDUCE_OPS = [dist.ReduceOp.SUM, dist.ReduceOp.AVG, dist.ReduceOp.MIN, dist.ReduceOp.MAX, dist.ReduceOp.PRODUCT]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.int32, torch.int8]
-SIZES = [1, 1000, 65537]
+# 300001 x float32 (1.2 MB) is past what rides in the first exchange between two ranks (1 MiB): Gloo moves it.
+SIZES = [1, 1000, 65537, 300001]
 
 
 def check_all_reduce(checks: Checks) -> None:
@@ -232,8 +233,8 @@ def check_rooted(checks: Checks) -> None:
 def check_gather_scatter_family(checks: Checks) -> None:
     dev = device()
     for dtype in (torch.float32, torch.int32, torch.float16):
-        # 20000 float32 is too large to ride in the first exchange: Gloo moves it.
-        for n in (1, 3000, 20000) if dtype == torch.float32 else (1, 3000):
+        # 300001 float32 is too large to ride in the first exchange: Gloo moves it.
+        for n in (1, 3000, 300001) if dtype == torch.float32 else (1, 3000):
 
             def all_gather(dtype=dtype, n=n):
                 outs = [torch.empty(n, dtype=dtype, device=dev) for _ in range(WORLD)]
