@@ -4,8 +4,6 @@
 #include <cstring>
 #include <exception>
 
-#include <sched.h>
-
 #include "activity/device_records.h"
 #include "collective.h"
 #include "event.h"
@@ -22,8 +20,16 @@ namespace {
 constexpr int kBatch = 16;
 constexpr int kRounds = 4;
 
-// How long an idle worker polls for work before sleeping.
+// How long an idle worker spins before sleeping.
 constexpr uint64_t kSpinNs = 20000;
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+}
 
 // A kernel's userDataDestroy runs once, whether the kernel ran or was dropped.
 inline void destroyUserData(Task& task) {
@@ -110,13 +116,9 @@ void Executor::workerLoop() {
     if (readyCount_.load(std::memory_order_acquire) == 0) {
       bool expected = false;
       if (spinning_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
-        // Polls by yielding, not pausing: with fewer cores than busy threads
-        // the poller often shares its core with the thread about to give it
-        // work (the host launching the next task), which a pausing spin
-        // would keep off the core for the whole spin.
         const uint64_t deadline = steadyNowNs() + kSpinNs;
         while (readyCount_.load(std::memory_order_acquire) == 0 && steadyNowNs() < deadline) {
-          sched_yield();
+          for (int i = 0; i < 32; ++i) cpuRelax();
         }
         spinning_.store(false, std::memory_order_release);
       }
