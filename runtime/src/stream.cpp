@@ -101,6 +101,7 @@ uint64_t Stream::enqueuedCount() {
 }
 
 orError_t Stream::waitFor(uint64_t target, uint64_t deadlineSteadyNs) {
+  handOver();  // a wait for held work would otherwise last until its batch ends
   std::unique_lock lock(mutex_);
   auto done = [&] { return completed_.load(std::memory_order_acquire) >= target; };
   if (done()) return orSuccess;

@@ -110,6 +110,36 @@ TEST_F(Batch, BlockingCallsInsideABatchHandTheWorkOver) {
   EXPECT_TRUE(becomesTrue(later));
 }
 
+TEST_F(Batch, WaitingCallsRunWhatTheyQueueInsideABatch) {
+  // The stream is idle when each call queues its task, so the task is held:
+  // the call must hand it over itself, after queueing it.
+  ASSERT_OR(orStreamBeginBatch(nullptr));
+  void* device = nullptr;
+  ASSERT_OR(orMalloc(&device, sizeof(int)));
+  ASSERT_OR(orDeviceSynchronize());
+  ASSERT_OR(orMemset(device, 3, sizeof(int)));
+  int back = 0;
+  ASSERT_OR(orMemcpy(&back, device, sizeof(int), orMemcpyDeviceToHost));
+  EXPECT_EQ(back, 0x03030303);
+  const int value = 9;
+  ASSERT_OR(orMemcpy(device, &value, sizeof(int), orMemcpyHostToDevice));
+  ASSERT_OR(orMemcpy(&back, device, sizeof(int), orMemcpyDeviceToHost));
+  EXPECT_EQ(back, 9);
+  ASSERT_OR(orStreamEndBatch(nullptr));
+  ASSERT_OR(orFree(device));
+}
+
+TEST_F(Batch, AnotherThreadsSynchronizeHandsHeldWorkOver) {
+  std::atomic<bool> ran{false};
+  ASSERT_OR(orStreamBeginBatch(stream_));
+  ASSERT_OR(launchSetting(ran));
+  orError_t synced = orErrorNotReady;
+  std::thread([&] { synced = orStreamSynchronize(stream_); }).join();
+  EXPECT_EQ(synced, orSuccess);
+  EXPECT_TRUE(ran.load());
+  ASSERT_OR(orStreamEndBatch(stream_));
+}
+
 TEST_F(Batch, AStreamAlreadyRunningKeepsRunningDuringABatch) {
   Gate gate;
   std::atomic<bool> gated{false}, queued{false};

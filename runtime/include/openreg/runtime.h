@@ -206,10 +206,12 @@ OR_API orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned 
  *  - Batches nest and may be open on several streams; the stream is handed
  *    over when the last open batch on it ends. Begin and end on the same
  *    thread: ending a batch this thread did not begin is orErrorInvalidValue.
- *  - A blocking call on the thread (a synchronize, a synchronous copy,
- *    orFree, orFreeHost) first hands over the work of its open batches, so it
- *    cannot wait for work only it could release. Another thread that waits
- *    for work in an open batch waits until the batch ends: keep batches short.
+ *  - A blocking call on the thread (a synchronize, a synchronous copy or
+ *    memset, orFree, orFreeHost) first hands over the work of its open
+ *    batches, and a stream or device synchronize, or a synchronous copy or
+ *    memset, from any thread hands over the held work of the streams it waits
+ *    on, so no wait lasts until a batch ends, except an event synchronize from
+ *    another thread for an event recorded in an open batch: keep batches short.
  *  - A thread that exits with batches open ends them.
  * Thread-safe; refused on executor threads (orErrorNotSupported). */
 OR_API orError_t orStreamBeginBatch(orStream_t stream);
