@@ -21,8 +21,9 @@ uint64_t Stream::enqueue(Task&& task) {
     }
     queue_.push(std::move(task));
     sequence = ++enqueued_;
+    // In a batch, an idle stream keeps its work (unscheduled, queue not
+    // empty) until handOver().
     needsScheduling = !scheduled_ && openBatches_ == 0;
-    held_ = !scheduled_ && openBatches_ > 0;
     if (needsScheduling) scheduled_ = true;
   }
   if (needsScheduling) executor_->schedule(shared_from_this());
@@ -45,9 +46,8 @@ void Stream::endBatch() {
 void Stream::handOver() {
   {
     std::lock_guard lock(mutex_);
-    const bool waiting = held_ && !scheduled_ && !queue_.empty();
-    held_ = false;
-    if (!waiting) return;
+    // Only held work leaves a stream unscheduled with tasks queued.
+    if (scheduled_ || queue_.empty()) return;
     scheduled_ = true;
   }
   executor_->schedule(shared_from_this());

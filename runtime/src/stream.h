@@ -90,7 +90,6 @@ class Stream : public std::enable_shared_from_this<Stream> {
   bool hasParked_ = false;
   bool scheduled_ = false;  // owned by the executor (ready, running or parked)
   int openBatches_ = 0;
-  bool held_ = false;       // work queued while a batch was open, not yet handed over
   bool abandoned_ = false;  // at exit: nothing more runs
   uint64_t enqueued_ = 0;
   int waiters_ = 0;

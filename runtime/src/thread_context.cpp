@@ -1,8 +1,8 @@
 #include "thread_context.h"
 
-#include "stream.h"
-
 #include <pthread.h>
+
+#include "stream.h"
 
 namespace openreg {
 
