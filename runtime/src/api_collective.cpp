@@ -11,6 +11,7 @@
 #include "runtime_state.h"
 #include "stream.h"
 #include "task.h"
+#include "thread_context.h"
 
 namespace openreg {
 namespace {
@@ -62,10 +63,11 @@ orError_t launchCollective(const orCollectiveConfig& config, orStream_t streamHa
   activity::TracedCall traced(OR_API_LAUNCH_COLLECTIVE, activity::Correlation::Always);
   std::shared_ptr<Stream> stream;
   if (orError_t e = resolveStream(*runtime, streamHandle, "orLaunchCollective", &stream)) return traced.result(e);
-  auto call = std::make_unique<CollectiveCall>(CollectiveCall{
-      activity::internName(config.name), internOrEmpty(config.collective), internOrEmpty(config.dataType),
-      internOrEmpty(config.groupName), config.count, config.bytes, config.sequence, config.groupSize, config.rank,
-      config.peer, config.func, config.userData, config.userDataDestroy});
+  auto call = std::make_unique<CollectiveCall>(
+      CollectiveCall{activity::internName(config.name), internOrEmpty(config.collective),
+                     internOrEmpty(config.dataType), internOrEmpty(config.groupName), config.count, config.bytes,
+                     config.sequence, config.groupSize, config.rank, config.peer, config.func, config.userData,
+                     config.userDataDestroy, traced.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_MEMCPY)});
   Task task;
   task.kind = TaskKind::Collective;
   task.kernel = {call->name, nullptr, call.release(), nullptr, {1, 1, 1}, {1, 1, 1}, 0};
@@ -92,7 +94,11 @@ void runCollective(Stream& stream, Task& task, int device, const DeviceClockMode
   const uint64_t start = task.recordDevice ? clock.now() : 0;
   char message[512];
   message[0] = '\0';
+  const RunningCollective running{&stream, device, task.correlationId, call->recordCopies, &clock};
+  ThreadContext& context = threadContext();
+  context.collective = &running;
   const int result = invokeTransfer(*call, message, sizeof(message));
+  context.collective = nullptr;
   const uint64_t end = task.recordDevice ? clock.now() : 0;
   if (call->userDataDestroy != nullptr) {
     try {

@@ -2,9 +2,13 @@
 #include <cstring>
 #include <memory>
 
+#include "activity/device_records.h"
 #include "activity/recorder.h"
+#include "collective.h"
 #include "error.h"
 #include "runtime_state.h"
+#include "stream.h"
+#include "thread_context.h"
 
 using namespace openreg;
 
@@ -195,9 +199,62 @@ orError_t memset(void* ptr, uint32_t pattern, uint32_t elementSize, size_t count
   return call.result(stream->device(), result);
 }
 
+// A collective's own staging copy: checked as orMemcpyAsync checks, run here,
+// recorded on the caller's copy stream with the collective's correlation.
+orError_t collectiveCopy(void* dst, const void* src, size_t count, orMemcpyKind kind, orStream_t copyStream) {
+  constexpr const char* kCaller = "orCollectiveCopy";
+  const RunningCollective* collective = threadContext().collective;
+  if (collective == nullptr) {
+    return fail(orErrorInvalidValue, "%s: called outside a collective's function (see orLaunchCollective)", kCaller);
+  }
+  if (kind != orMemcpyDeviceToHost && kind != orMemcpyHostToDevice) {
+    return fail(orErrorInvalidValue, "%s: copy kind %d is not device-to-host or host-to-device", kCaller,
+                static_cast<int>(kind));
+  }
+  if (count == 0) return orSuccess;
+  if (dst == nullptr || src == nullptr)
+    return fail(orErrorInvalidValue, "%s: %s pointer is NULL", kCaller, dst ? "source" : "destination");
+  if (copyStream == nullptr) return fail(orErrorInvalidValue, "%s: the copy stream is NULL", kCaller);
+  orError_t error;
+  Runtime* runtime = acquireRuntime(&error);
+  if (runtime == nullptr) return error;
+  std::shared_ptr<Stream> stream;
+  if (orError_t e = resolveStream(*runtime, copyStream, kCaller, &stream)) return e;
+  if (stream.get() == collective->stream) {
+    return fail(orErrorInvalidValue, "%s: the copy stream is the collective's own stream (its copies would nest in it)",
+                kCaller);
+  }
+  if (stream->device() != collective->device) {
+    return fail(orErrorInvalidResourceHandle, "%s: the copy stream is on device %d, the collective on device %d",
+                kCaller, stream->device(), collective->device);
+  }
+  const Endpoint from = classify(*runtime, src);
+  const Endpoint to = classify(*runtime, dst);
+  if (orError_t e = checkDirection(kind, from, to, dst, src, count, kCaller)) return e;
+  const int deviceSide = kind == orMemcpyDeviceToHost ? from.device : to.device;
+  if (deviceSide != collective->device) {
+    return fail(orErrorInvalidValue, "%s: the device memory is on device %d, the collective runs on device %d", kCaller,
+                deviceSide, collective->device);
+  }
+  const uint64_t start = collective->recordCopies ? collective->clock->now() : 0;
+  std::memcpy(dst, src, count);
+  if (!collective->recordCopies) return orSuccess;
+  Task task;
+  task.kind = TaskKind::Memcpy;
+  task.copy = {dst,           src, count, from.device, to.device, activityCopyKind(kind, from, to), memoryKind(from),
+               memoryKind(to)};
+  task.correlationId = collective->correlationId;
+  activity::recordMemcpy(task, *stream, start, collective->clock->now());
+  return orSuccess;
+}
+
 }  // namespace
 
 extern "C" {
+
+orError_t orCollectiveCopy(void* dst, const void* src, size_t count, orMemcpyKind kind, orStream_t copyStream) {
+  return guarded([&] { return collectiveCopy(dst, src, count, kind, copyStream); });
+}
 
 orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) {
   return guarded([&] { return copy(dst, src, count, kind, nullptr, false, "orMemcpy"); });

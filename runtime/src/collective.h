@@ -27,6 +27,17 @@ struct CollectiveCall {
   orKernelFunc func;
   void* userData;
   void (*userDataDestroy)(void*);
+  bool recordCopies;  // queued inside the window with MEMCPY activity enabled
+};
+
+// The collective an executor thread is running, for orCollectiveCopy; set in
+// the thread's context while its func runs.
+struct RunningCollective {
+  const Stream* stream;
+  int device;
+  uint64_t correlationId;
+  bool recordCopies;  // queued inside the window with MEMCPY activity enabled
+  const DeviceClockModel* clock;
 };
 
 // Runs the transfer on the calling executor thread, records a failure on the

@@ -13,6 +13,7 @@
 namespace openreg {
 
 class Stream;
+struct RunningCollective;
 
 namespace activity {
 struct ThreadBuffer;
@@ -21,7 +22,8 @@ struct ThreadBuffer;
 struct ThreadContext {
   int currentDevice = 0;
   bool onExecutor = false;
-  bool insideCallback = false;  // inside a client buffer callback
+  bool insideCallback = false;                    // inside a client buffer callback
+  const RunningCollective* collective = nullptr;  // executor: the collective whose func runs here
   uint32_t threadId = 0;
   HostClockAnchor clock;
 

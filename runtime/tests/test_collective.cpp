@@ -126,3 +126,122 @@ TEST(Collective, WritesOneCommunicationRecordLinkedToItsLaunch) {
   EXPECT_EQ(linked, 1);
   ASSERT_OR(orStreamDestroy(stream));
 }
+
+namespace {
+
+// What a staging collective was given and what its copies returned.
+struct StagedCopies {
+  void* device = nullptr;
+  void* pinned = nullptr;
+  size_t bytes = 0;
+  orStream_t copyStream = nullptr;
+  orStream_t ownStream = nullptr;
+  std::vector<orError_t> results;
+};
+
+// Stages device -> pinned, doubles there, stages back, then tries the misuses.
+int stageTwice(void* data, char*, size_t) {
+  auto& s = *static_cast<StagedCopies*>(data);
+  s.results.push_back(orCollectiveCopy(s.pinned, s.device, s.bytes, orMemcpyDeviceToHost, s.copyStream));
+  for (size_t i = 0; i < s.bytes; ++i) static_cast<uint8_t*>(s.pinned)[i] *= 2;
+  s.results.push_back(orCollectiveCopy(s.device, s.pinned, s.bytes, orMemcpyHostToDevice, s.copyStream));
+  s.results.push_back(orCollectiveCopy(s.device, s.pinned, s.bytes, orMemcpyHostToDevice, s.ownStream));
+  s.results.push_back(orCollectiveCopy(s.device, s.pinned, s.bytes, orMemcpyDeviceToDevice, s.copyStream));
+  s.results.push_back(orCollectiveCopy(s.pinned, s.device, s.bytes + 1, orMemcpyDeviceToHost, s.copyStream));
+  s.results.push_back(orCollectiveCopy(s.device, s.pinned, s.bytes, orMemcpyDeviceToHost, s.copyStream));
+  s.results.push_back(orCollectiveCopy(s.pinned, s.device, s.bytes, orMemcpyDeviceToHost, nullptr));
+  return 0;
+}
+
+}  // namespace
+
+TEST(CollectiveCopy, RefusedOutsideACollective) {
+  void* device = nullptr;
+  void* pinned = nullptr;
+  ASSERT_OR(orMalloc(&device, 64));
+  ASSERT_OR(orMallocHost(&pinned, 64));
+  orStream_t stream;
+  ASSERT_OR(orStreamCreate(&stream));
+  EXPECT_EQ(orCollectiveCopy(pinned, device, 64, orMemcpyDeviceToHost, stream), orErrorInvalidValue);
+  EXPECT_NE(std::string(orGetLastErrorMessage()).find("outside a collective's function"), std::string::npos);
+  ASSERT_OR(orStreamDestroy(stream));
+  ASSERT_OR(orFreeHost(pinned));
+  ASSERT_OR(orFree(device));
+}
+
+TEST(CollectiveCopy, CopiesAndRecordsOnTheCopyStreamWithTheCollectivesCorrelation) {
+  ActivityCollector collector;
+  collector.enableAll();
+  ASSERT_OR(orActivityEnableTracing());
+  StagedCopies staged;
+  staged.bytes = 256;
+  ASSERT_OR(orMalloc(&staged.device, staged.bytes));
+  ASSERT_OR(orMallocHost(&staged.pinned, staged.bytes));
+  std::vector<uint8_t> values(staged.bytes);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<uint8_t>(i % 100);
+  ASSERT_OR(orMemcpy(staged.device, values.data(), staged.bytes, orMemcpyHostToDevice));
+  ASSERT_OR(orStreamCreate(&staged.ownStream));
+  ASSERT_OR(orStreamCreate(&staged.copyStream));
+  uint64_t copyStreamId = 0;
+  ASSERT_OR(orStreamGetId(staged.copyStream, &copyStreamId));
+  orCollectiveConfig config = allReduceConfig(stageTwice, &staged);
+  ASSERT_OR(orLaunchCollective(&config, staged.ownStream));
+  ASSERT_OR(orStreamSynchronize(staged.ownStream));
+  ASSERT_OR(orActivityDisableTracing());
+  collector.flush();
+
+  const std::vector<orError_t> expected{orSuccess,           orSuccess,           orErrorInvalidValue,
+                                        orErrorInvalidValue, orErrorInvalidValue, orErrorInvalidValue,
+                                        orErrorInvalidValue};
+  EXPECT_EQ(staged.results, expected);
+  std::vector<uint8_t> back(staged.bytes);
+  ASSERT_OR(orMemcpy(back.data(), staged.device, staged.bytes, orMemcpyDeviceToHost));
+  for (size_t i = 0; i < back.size(); ++i) ASSERT_EQ(back[i], values[i] * 2) << i;
+
+  const auto comms = collector.records<orActivityCommunication>(OR_ACTIVITY_KIND_COMMUNICATION);
+  ASSERT_EQ(comms.size(), 1u);
+  std::vector<orActivityMemcpy> copies;
+  for (const auto& m : collector.records<orActivityMemcpy>(OR_ACTIVITY_KIND_MEMCPY)) {
+    if (m.correlationId == comms[0].correlationId) copies.push_back(m);
+  }
+  ASSERT_EQ(copies.size(), 2u) << "one record per successful copy, none for refused ones";
+  EXPECT_EQ(copies[0].copyKind, OR_ACTIVITY_MEMCPY_DTOH);
+  EXPECT_EQ(copies[1].copyKind, OR_ACTIVITY_MEMCPY_HTOD);
+  for (const auto& m : copies) {
+    EXPECT_EQ(m.streamId, copyStreamId);
+    EXPECT_EQ(m.bytes, staged.bytes);
+    EXPECT_EQ(m.device, 0);
+    EXPECT_EQ(m.isAsync, 1);
+    // Inside the collective's span: they ran while its func did.
+    EXPECT_GE(m.start, comms[0].start);
+    EXPECT_LE(m.end, comms[0].end);
+  }
+  EXPECT_LE(copies[0].end, copies[1].start);
+  ASSERT_OR(orStreamDestroy(staged.copyStream));
+  ASSERT_OR(orStreamDestroy(staged.ownStream));
+  ASSERT_OR(orFreeHost(staged.pinned));
+  ASSERT_OR(orFree(staged.device));
+}
+
+TEST(CollectiveCopy, CopiesWithoutRecordsOutsideTheWindow) {
+  StagedCopies staged;
+  staged.bytes = 32;
+  ASSERT_OR(orMalloc(&staged.device, staged.bytes));
+  ASSERT_OR(orMallocHost(&staged.pinned, staged.bytes));
+  ASSERT_OR(orMemset(staged.device, 3, staged.bytes));
+  ASSERT_OR(orStreamCreate(&staged.ownStream));
+  ASSERT_OR(orStreamCreate(&staged.copyStream));
+  orCollectiveConfig config = allReduceConfig(stageTwice, &staged);
+  ASSERT_OR(orLaunchCollective(&config, staged.ownStream));
+  ASSERT_OR(orStreamSynchronize(staged.ownStream));
+  ASSERT_EQ(staged.results.size(), 7u);
+  EXPECT_EQ(staged.results[0], orSuccess);
+  EXPECT_EQ(staged.results[1], orSuccess);
+  uint8_t back[32];
+  ASSERT_OR(orMemcpy(back, staged.device, sizeof(back), orMemcpyDeviceToHost));
+  for (uint8_t b : back) ASSERT_EQ(b, 6);
+  ASSERT_OR(orStreamDestroy(staged.copyStream));
+  ASSERT_OR(orStreamDestroy(staged.ownStream));
+  ASSERT_OR(orFreeHost(staged.pinned));
+  ASSERT_OR(orFree(staged.device));
+}

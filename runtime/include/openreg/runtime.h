@@ -353,6 +353,24 @@ typedef struct orCollectiveConfig {
  * one executor thread of the device while it runs. */
 OR_API orError_t orLaunchCollective(const orCollectiveConfig* config, orStream_t stream);
 
+/* For a collective's func only, on the executor thread running it: copies
+ * count bytes between device and host memory as part of the collective, so a
+ * transfer can stage its data in chunks beside the transfer itself (as NCCL
+ * pipelines) instead of in copies queued before and after it. The copy runs
+ * on the calling thread before this returns. When the collective was queued
+ * with MEMCPY activity enabled it writes one MEMCPY record carrying the
+ * collective's correlation id, on copyStream's row: a stream of the same
+ * device that the caller keeps for these copies (nothing else runs on it
+ * meanwhile, so the row shows the copies beside the collective, not nested
+ * in it). kind is orMemcpyDeviceToHost or orMemcpyHostToDevice; the device
+ * side must be memory of the collective's device, and both ranges must lie
+ * inside their allocations. Errors: orErrorInvalidValue outside a
+ * collective's func, for another kind, for pointers that do not match the
+ * kind or run past an allocation, or for copyStream being the collective's
+ * own stream; orErrorInvalidResourceHandle for a bad copyStream or one of
+ * another device. Nothing is copied on error. */
+OR_API orError_t orCollectiveCopy(void* dst, const void* src, size_t count, orMemcpyKind kind, orStream_t copyStream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
