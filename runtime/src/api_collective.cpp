@@ -64,10 +64,22 @@ orError_t launchCollective(const orCollectiveConfig& config, orStream_t streamHa
   std::shared_ptr<Stream> stream;
   if (orError_t e = resolveStream(*runtime, streamHandle, "orLaunchCollective", &stream)) return traced.result(e);
   auto call = std::make_unique<CollectiveCall>(
-      CollectiveCall{activity::internName(config.name), internOrEmpty(config.collective),
-                     internOrEmpty(config.dataType), internOrEmpty(config.groupName), config.count, config.bytes,
-                     config.sequence, config.groupSize, config.rank, config.peer, config.func, config.userData,
-                     config.userDataDestroy, traced.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_MEMCPY)});
+      CollectiveCall{activity::internName(config.name),
+                     internOrEmpty(config.collective),
+                     internOrEmpty(config.dataType),
+                     internOrEmpty(config.groupName),
+                     config.count,
+                     config.bytes,
+                     config.sequence,
+                     config.groupSize,
+                     config.rank,
+                     config.peer,
+                     config.func,
+                     config.userData,
+                     config.userDataDestroy,
+                     traced.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_MEMCPY),
+                     {}});
+  if (call->recordCopies) activity::currentExternalIds(call->externalIds);
   Task task;
   task.kind = TaskKind::Collective;
   task.kernel = {call->name, nullptr, call.release(), nullptr, {1, 1, 1}, {1, 1, 1}, 0};
@@ -94,7 +106,7 @@ void runCollective(Stream& stream, Task& task, int device, const DeviceClockMode
   const uint64_t start = task.recordDevice ? clock.now() : 0;
   char message[512];
   message[0] = '\0';
-  const RunningCollective running{&stream, device, task.correlationId, call->recordCopies, &clock};
+  const RunningCollective running{&stream, device, call.get(), &clock};
   ThreadContext& context = threadContext();
   context.collective = &running;
   const int result = invokeTransfer(*call, message, sizeof(message));

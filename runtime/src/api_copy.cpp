@@ -236,14 +236,19 @@ orError_t collectiveCopy(void* dst, const void* src, size_t count, orMemcpyKind 
     return fail(orErrorInvalidValue, "%s: the device memory is on device %d, the collective runs on device %d", kCaller,
                 deviceSide, collective->device);
   }
-  const uint64_t start = collective->recordCopies ? collective->clock->now() : 0;
+  const bool recorded = collective->call->recordCopies;
+  const uint64_t start = recorded ? collective->clock->now() : 0;
   std::memcpy(dst, src, count);
-  if (!collective->recordCopies) return orSuccess;
+  if (!recorded) return orSuccess;
+  // Each copy is device work of its own (one record per correlation id, as
+  // every consumer expects), joined to the collective's framework op by the
+  // launching thread's external ids.
   Task task;
   task.kind = TaskKind::Memcpy;
   task.copy = {dst,           src, count, from.device, to.device, activityCopyKind(kind, from, to), memoryKind(from),
                memoryKind(to)};
-  task.correlationId = collective->correlationId;
+  task.correlationId = activity::nextCorrelationId(threadContext());
+  activity::recordExternalIds(collective->call->externalIds, task.correlationId, collective->device);
   activity::recordMemcpy(task, *stream, start, collective->clock->now());
   return orSuccess;
 }

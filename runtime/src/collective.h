@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "clock.h"
+#include "openreg/activity.h"
 #include "openreg/runtime.h"
 
 namespace openreg {
@@ -28,6 +29,9 @@ struct CollectiveCall {
   void* userData;
   void (*userDataDestroy)(void*);
   bool recordCopies;  // queued inside the window with MEMCPY activity enabled
+  // The launching thread's external ids by kind (0: none), for the copies'
+  // EXTERNAL_CORRELATION records: the copies run on an executor thread.
+  uint64_t externalIds[OR_EXTERNAL_CORRELATION_KIND_COUNT];
 };
 
 // The collective an executor thread is running, for orCollectiveCopy; set in
@@ -35,8 +39,7 @@ struct CollectiveCall {
 struct RunningCollective {
   const Stream* stream;
   int device;
-  uint64_t correlationId;
-  bool recordCopies;  // queued inside the window with MEMCPY activity enabled
+  const CollectiveCall* call;  // recordCopies and externalIds
   const DeviceClockModel* clock;
 };
 

@@ -169,7 +169,7 @@ TEST(CollectiveCopy, RefusedOutsideACollective) {
   ASSERT_OR(orFree(device));
 }
 
-TEST(CollectiveCopy, CopiesAndRecordsOnTheCopyStreamWithTheCollectivesCorrelation) {
+TEST(CollectiveCopy, CopiesAndRecordsOnTheCopyStreamJoinedToTheCollectivesOp) {
   ActivityCollector collector;
   collector.enableAll();
   ASSERT_OR(orActivityEnableTracing());
@@ -185,7 +185,11 @@ TEST(CollectiveCopy, CopiesAndRecordsOnTheCopyStreamWithTheCollectivesCorrelatio
   uint64_t copyStreamId = 0;
   ASSERT_OR(orStreamGetId(staged.copyStream, &copyStreamId));
   orCollectiveConfig config = allReduceConfig(stageTwice, &staged);
+  constexpr uint64_t kOpId = 4242;
+  ASSERT_OR(orActivityPushExternalCorrelationId(OR_EXTERNAL_CORRELATION_KIND_OPERATOR, kOpId));
   ASSERT_OR(orLaunchCollective(&config, staged.ownStream));
+  uint64_t popped = 0;
+  ASSERT_OR(orActivityPopExternalCorrelationId(OR_EXTERNAL_CORRELATION_KIND_OPERATOR, &popped));
   ASSERT_OR(orStreamSynchronize(staged.ownStream));
   ASSERT_OR(orActivityDisableTracing());
   collector.flush();
@@ -202,9 +206,22 @@ TEST(CollectiveCopy, CopiesAndRecordsOnTheCopyStreamWithTheCollectivesCorrelatio
   ASSERT_EQ(comms.size(), 1u);
   std::vector<orActivityMemcpy> copies;
   for (const auto& m : collector.records<orActivityMemcpy>(OR_ACTIVITY_KIND_MEMCPY)) {
-    if (m.correlationId == comms[0].correlationId) copies.push_back(m);
+    if (m.streamId == copyStreamId) copies.push_back(m);
   }
   ASSERT_EQ(copies.size(), 2u) << "one record per successful copy, none for refused ones";
+  // Each copy has its own correlation id, joined to the op that queued the
+  // collective (and to nothing else) by external correlation.
+  std::map<uint64_t, std::vector<uint64_t>> opsByCorrelation;
+  for (const auto& e : collector.records<orActivityExternalCorrelation>(OR_ACTIVITY_KIND_EXTERNAL_CORRELATION)) {
+    opsByCorrelation[e.correlationId].push_back(e.externalId);
+  }
+  EXPECT_EQ(opsByCorrelation[comms[0].correlationId], std::vector<uint64_t>{kOpId});
+  EXPECT_NE(copies[0].correlationId, copies[1].correlationId);
+  for (const auto& m : copies) {
+    EXPECT_NE(m.correlationId, comms[0].correlationId);
+    EXPECT_NE(m.correlationId, 0u);
+    EXPECT_EQ(opsByCorrelation[m.correlationId], std::vector<uint64_t>{kOpId});
+  }
   EXPECT_EQ(copies[0].copyKind, OR_ACTIVITY_MEMCPY_DTOH);
   EXPECT_EQ(copies[1].copyKind, OR_ACTIVITY_MEMCPY_HTOD);
   for (const auto& m : copies) {

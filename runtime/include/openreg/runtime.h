@@ -358,8 +358,10 @@ OR_API orError_t orLaunchCollective(const orCollectiveConfig* config, orStream_t
  * transfer can stage its data in chunks beside the transfer itself (as NCCL
  * pipelines) instead of in copies queued before and after it. The copy runs
  * on the calling thread before this returns. When the collective was queued
- * with MEMCPY activity enabled it writes one MEMCPY record carrying the
- * collective's correlation id, on copyStream's row: a stream of the same
+ * with MEMCPY activity enabled it writes one MEMCPY record with a correlation
+ * id of its own (no RUNTIME record: nothing was called on a host thread) and
+ * EXTERNAL_CORRELATION records with the external ids the launching thread had
+ * pushed when it queued the collective, on copyStream's row: a stream of the same
  * device that the caller keeps for these copies (nothing else runs on it
  * meanwhile, so the row shows the copies beside the collective, not nested
  * in it). kind is orMemcpyDeviceToHost or orMemcpyHostToDevice; the device

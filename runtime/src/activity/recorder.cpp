@@ -119,6 +119,25 @@ void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, 
   }
 }
 
+void currentExternalIds(uint64_t (&ids)[OR_EXTERNAL_CORRELATION_KIND_COUNT]) {
+  const ThreadContext& context = threadContext();
+  for (int kind = 0; kind < OR_EXTERNAL_CORRELATION_KIND_COUNT; ++kind) {
+    ids[kind] = context.externalDepth[kind] > 0 ? context.externalTop[kind] : 0;
+  }
+}
+
+void recordExternalIds(const uint64_t (&ids)[OR_EXTERNAL_CORRELATION_KIND_COUNT], uint64_t correlationId, int device) {
+  if (!active(OR_ACTIVITY_KIND_EXTERNAL_CORRELATION)) return;
+  for (int kind = 1; kind < OR_EXTERNAL_CORRELATION_KIND_COUNT; ++kind) {
+    if (ids[kind] == 0) continue;
+    orActivityExternalCorrelation record{};
+    record.externalKind = static_cast<uint32_t>(kind);
+    record.externalId = ids[kind];
+    record.correlationId = correlationId;
+    writeRecord(record, OR_ACTIVITY_KIND_EXTERNAL_CORRELATION, device);
+  }
+}
+
 void recordHostSync(const TracedCall& call, orActivitySyncType type, int device, uint64_t streamId, uint64_t eventId) {
   if (!call.traced() || !active(OR_ACTIVITY_KIND_SYNCHRONIZATION)) return;
   orActivitySynchronization record{};

@@ -41,6 +41,12 @@ constexpr int kCurrentDeviceOfCaller = -2;
 void recordApiCall(ThreadContext& context, uint32_t kinds, orActivityApiId api, int device, uint64_t correlationId,
                    uint64_t start, orError_t status);
 
+// The calling thread's external ids by kind (0 where its stack is empty).
+void currentExternalIds(uint64_t (&ids)[OR_EXTERNAL_CORRELATION_KIND_COUNT]);
+// One EXTERNAL_CORRELATION record per non-zero id, for work whose ids were
+// taken on another thread (when that kind is enabled).
+void recordExternalIds(const uint64_t (&ids)[OR_EXTERNAL_CORRELATION_KIND_COUNT], uint64_t correlationId, int device);
+
 // A CLOCK_SYNC record per device (when that kind is enabled); a sample more
 // than OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS after its device's previous one is
 // counted late.
