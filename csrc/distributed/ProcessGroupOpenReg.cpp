@@ -57,14 +57,6 @@ c10d::ReduceOp hostReduceOp(const c10d::ReduceOp& op) {
   return op.op_ == c10d::ReduceOp::AVG ? c10d::ReduceOp(c10d::ReduceOp::SUM) : op;
 }
 
-void divideInPlace(at::Tensor& view, int divisor) {
-  if (at::isFloatingType(view.scalar_type())) {
-    view.div_(divisor);
-  } else {
-    view.div_(divisor, "trunc");
-  }
-}
-
 bool supportedDtype(at::ScalarType dtype) {
   switch (dtype) {
     case at::kFloat:
@@ -100,28 +92,11 @@ std::string rankList(const std::vector<int64_t>& ranks) {
   return text + "]";
 }
 
-// out op= x, elementwise, as Gloo reduces (SUM of bools is OR, PRODUCT AND).
-void accumulate(at::Tensor& out, const at::Tensor& x, const c10d::ReduceOp& op) {
-  switch (op.op_) {
-    case c10d::ReduceOp::PRODUCT:
-      out.mul_(x);
-      return;
-    case c10d::ReduceOp::MIN:
-      at::minimum_out(out, out, x);
-      return;
-    case c10d::ReduceOp::MAX:
-      at::maximum_out(out, out, x);
-      return;
-    default:
-      out.add_(x);
-  }
-}
-
 // out = op over ranks of their payloads' elements [offset, offset + out.numel()).
 void reducePayloads(at::Tensor out, const std::vector<at::Tensor>& payloads, const c10d::ReduceOp& op, int64_t offset) {
   const auto slice = [&](const at::Tensor& p) { return p.view(out.scalar_type()).narrow(0, offset, out.numel()); };
   out.copy_(slice(payloads[0]));
-  for (size_t r = 1; r < payloads.size(); ++r) accumulate(out, slice(payloads[r]), op);
+  for (size_t r = 1; r < payloads.size(); ++r) reduceInto(out, slice(payloads[r]), op);
 }
 
 // all_reduce carried in the first exchange: views[0] is the buffer.
@@ -168,8 +143,10 @@ constexpr int64_t kHeaderBytes = kHeaderWords * sizeof(int64_t);
 // ring allreduce moves and saves a round trip (measured to pay at 1 MiB; at
 // 4 MiB no steady gain showed beside the copies into and out of the blocks).
 constexpr int64_t maxInlineBytes(int groupSize) { return groupSize == 2 ? 1 << 20 : 256 << 10; }
-// The Gloo tag of the first exchanges' messages; send and recv refuse it.
+// The Gloo tags of the first exchanges' messages and of pipelined
+// transfers' chunks; send and recv refuse them.
 constexpr int kExchangeTag = 0x6f726363;  // "orcc"
+constexpr int kPipelineTag = kExchangeTag + 1;
 
 // State of one transfer, owned by the runtime until it ran on the executor.
 struct TransferBody {
@@ -182,6 +159,10 @@ struct TransferBody {
   std::string description;
   std::shared_ptr<ProcessGroupOpenReg::BlockSizer> sizer;
   int64_t payloadBytes = 0;  // of this transfer's blocks, from the sizer
+  // Pipelined (one part with its pipeline set): the slots' device and pinned
+  // memory, staged by the transfer itself, and the row of those copies.
+  std::vector<StagedSlot> staged;
+  std::shared_ptr<orStream_st> copyStream;
 
   int64_t blockBytes() const { return kHeaderBytes + payloadBytes; }
 
@@ -240,11 +221,11 @@ struct TransferBody {
     }
   }
 
-  // Starts each part's first exchange; a send and its recv swap headers.
-  std::vector<Exchange> exchange() {
+  // Starts each part's first exchange (a send and its recv swap headers);
+  // the exchanges are complete once `works` are.
+  std::vector<Exchange> startExchange(std::vector<c10::intrusive_ptr<c10d::Work>>& works) {
     payloadBytes = sizer->payloadBytes();
     std::vector<Exchange> out(parts.size());
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
     for (size_t i = 0; i < parts.size(); ++i) {
       const auto& a = parts[i].agreement;
       if (!a.check) continue;
@@ -262,8 +243,16 @@ struct TransferBody {
         out[i].theirs = theirs[0];
       }
     }
-    for (auto& work : works) work->wait();
     return out;
+  }
+
+  // Waits for the first exchange, checks every part's agreement and keeps it
+  // for the sizes of later blocks.
+  void finishExchange(const std::vector<Exchange>& exchanges, std::vector<c10::intrusive_ptr<c10d::Work>>& works) {
+    for (auto& work : works) work->wait();
+    works.clear();
+    for (size_t i = 0; i < parts.size(); ++i) check(parts[i], exchanges[i]);
+    remember();
   }
 
   // Throws, naming the rank, where a peer's header differs from ours.
@@ -314,11 +303,15 @@ struct TransferBody {
   }
 
   void run() {
-    std::vector<Exchange> exchanges = exchange();
-    for (size_t i = 0; i < parts.size(); ++i) check(parts[i], exchanges[i]);
-    remember();
-    std::vector<std::vector<at::Tensor>> partViews;
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    const std::vector<Exchange> exchanges = startExchange(works);
+    if (!staged.empty()) {
+      // The first chunk stages in while the headers travel.
+      const auto checked = [&] { finishExchange(exchanges, works); };
+      return runPipelined(*host, parts[0].pipeline, staged, copyStream.get(), kPipelineTag, checked);
+    }
+    finishExchange(exchanges, works);
+    std::vector<std::vector<at::Tensor>> partViews;
     for (size_t i = 0; i < parts.size(); ++i) {
       auto& part = parts[i];
       partViews.emplace_back(views.begin() + part.first, views.begin() + part.first + part.count);
@@ -411,6 +404,31 @@ int64_t ProcessGroupOpenReg::BlockSizer::payloadBytes() const {
   return bytes;
 }
 
+std::shared_ptr<orStream_st> ProcessGroupOpenReg::copyStream(c10::DeviceIndex device) {
+  std::lock_guard lock(mutex_);
+  auto found = copyStreams_.find(device);
+  if (found != copyStreams_.end()) return found->second;
+  // Its own stream, not one of the pool's: nothing else may run on its row.
+  const c10::DeviceGuard onDevice(c10::Device(kDeviceType, device));
+  orStream_t stream = nullptr;
+  OPENREG_CHECK(orStreamCreate(&stream));
+  // Destroying a stream does not block, so the last holder may be a transfer.
+  std::shared_ptr<orStream_st> owned(stream, [](orStream_t s) { orStreamDestroy(s); });
+  copyStreams_.emplace(device, owned);
+  return owned;
+}
+
+// Large enough not to ride in the first exchange, and one collective of a
+// shape the pipeline knows (a coalesced group moves as one Gloo call each).
+bool ProcessGroupOpenReg::pipelines(const Request& request) const {
+  if (size_ < 2 || request.parts.size() != 1 || request.parts[0].pipeline.shape == PipelineShape::None) return false;
+  int64_t bytes = 0;
+  for (const auto& slot : request.slots) {
+    if (slot.read) bytes += static_cast<int64_t>(slot.tensor.nbytes());
+  }
+  return bytes > maxInlineBytes(size_);
+}
+
 std::shared_ptr<ProcessGroupOpenReg::BlockSizer> ProcessGroupOpenReg::blockSizer(c10::DeviceIndex device) {
   communicationStream(device);  // creates both
   std::lock_guard lock(mutex_);
@@ -499,7 +517,7 @@ Work ProcessGroupOpenReg::launch(Request& request) {
   agreement.sends = request.opType == c10d::OpType::SEND;
   agreement.tag = request.tag;
   request.parts = {Part{std::move(request.start), std::move(request.after), 0, request.slots.size(), agreement,
-                        request.collective, std::move(request.combine)}};
+                        request.collective, std::move(request.combine), request.pipeline}};
   if (coalescing_) return hold(request, device);
   return record(request, device, request.peer >= 0);
 }
@@ -586,19 +604,24 @@ Work ProcessGroupOpenReg::endCoalescing() {
 namespace {
 
 // Pinned mirrors of a request's slots, each a non-owning CPU view for the
-// transfer; the inputs' device -> pinned copies are queued on `stream`.
+// transfer; the inputs' device -> pinned copies are queued on `stream`
+// unless the transfer stages them itself (pipelined: `staged` then lists
+// both sides of every slot).
 struct Staging {
   std::vector<at::Tensor> pinned;
   std::vector<at::Tensor> views;
+  std::vector<StagedSlot> staged;
 };
 
-Staging stageIn(const std::vector<ProcessGroupOpenReg::Slot>& slots, orStream_t stream) {
+Staging stageIn(const std::vector<ProcessGroupOpenReg::Slot>& slots, orStream_t stream, bool pipelined) {
   Staging staging;
   staging.pinned.reserve(slots.size());
   staging.views.reserve(slots.size());
   for (const auto& slot : slots) {
     at::Tensor host = pinnedLike(slot.tensor);
-    if (slot.read) {
+    if (pipelined) {
+      staging.staged.push_back({slot.tensor.data_ptr(), host.data_ptr(), static_cast<int64_t>(slot.tensor.nbytes())});
+    } else if (slot.read) {
       copyAsync(host.data_ptr(), slot.tensor.const_data_ptr(), slot.tensor.nbytes(), orMemcpyDeviceToHost, stream);
     }
     staging.views.push_back(at::from_blob(host.data_ptr(), host.sizes(), host.strides(), host.options()));
@@ -611,10 +634,10 @@ Staging stageIn(const std::vector<ProcessGroupOpenReg::Slot>& slots, orStream_t 
 // caller may drop its tensors at once, and the pinned buffers go back to the
 // cache, each reused only after the communication stream passed it.
 void stageOut(const std::vector<ProcessGroupOpenReg::Slot>& slots, const std::vector<at::Tensor>& pinned,
-              const c10::Stream& comm) {
+              const c10::Stream& comm, bool pipelined) {
   const orStream_t stream = backend::nativeStream(comm);
   for (size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i].write) {
+    if (slots[i].write && !pipelined) {
       copyAsync(slots[i].tensor.data_ptr(), pinned[i].const_data_ptr(), slots[i].tensor.nbytes(), orMemcpyHostToDevice,
                 stream);
     }
@@ -654,17 +677,21 @@ Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uin
   OPENREG_CHECK(batch.status());
   ready.block(comm);
 
-  Staging staging = stageIn(request.slots, backend::nativeStream(comm));
+  const bool pipelined = pipelines(request);
+  Staging staging = stageIn(request.slots, backend::nativeStream(comm), pipelined);
   auto outcome = std::make_shared<CollectiveOutcome>();
   const std::string description = describe(request, sequence);
   std::vector<bool> reads;
   for (const auto& slot : request.slots) reads.push_back(slot.read);
-  launchTransfer(
-      request, sequence,
+  auto body =
       std::make_unique<TransferBody>(TransferBody{host_, std::move(request.parts), std::move(staging.views),
-                                                  std::move(reads), outcome, health_, description, blockSizer(device)}),
-      backend::nativeStream(comm));
-  stageOut(request.slots, staging.pinned, comm);
+                                                  std::move(reads), outcome, health_, description, blockSizer(device)});
+  if (pipelined) {
+    body->staged = std::move(staging.staged);
+    body->copyStream = copyStream(device);
+  }
+  launchTransfer(request, sequence, std::move(body), backend::nativeStream(comm));
+  stageOut(request.slots, staging.pinned, comm, pipelined);
   c10::Event end(kDeviceType);
   end.record(comm);
   return c10::make_intrusive<WorkOpenReg>(rank_, request.opType, sequence, request.outputs, std::move(outcome),
@@ -719,8 +746,9 @@ Work ProcessGroupOpenReg::allreduce(std::vector<at::Tensor>& tensors, const c10d
   const int size = size_;
   r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) { return host.allreduce(views, hostOpts); };
   r.combine = reduceInline(hostOpts.reduceOp);
+  r.pipeline = {PipelineShape::AllReduce, hostOpts.reduceOp, average, r.dtype};
   r.after = [average, size](std::vector<at::Tensor>& views) {
-    if (average) divideInPlace(views[0], size);
+    if (average) divideBy(views[0], size);
   };
   return launch(r);
 }
@@ -744,7 +772,7 @@ Work ProcessGroupOpenReg::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   };
   r.after = [average, size](std::vector<at::Tensor>& views) {
     if (average) {
-      for (auto& view : views) divideInPlace(view, size);
+      for (auto& view : views) divideBy(view, size);
     }
   };
   return launch(r);
@@ -787,7 +815,7 @@ Work ProcessGroupOpenReg::reduce(std::vector<at::Tensor>& tensors, const c10d::R
   const int size = size_;
   r.start = [hostOpts](c10d::Backend& host, std::vector<at::Tensor>& views) { return host.reduce(views, hostOpts); };
   r.after = [average, root, size](std::vector<at::Tensor>& views) {
-    if (average && root) divideInPlace(views[0], size);
+    if (average && root) divideBy(views[0], size);
   };
   return launch(r);
 }
@@ -815,6 +843,7 @@ Work ProcessGroupOpenReg::allgather(std::vector<std::vector<at::Tensor>>& output
     return host.allgather(out, in, opts);
   };
   r.combine = gatherInline(false);
+  r.pipeline = {PipelineShape::AllGather, c10d::ReduceOp(), false, r.dtype};
   return launch(r);
 }
 
@@ -832,6 +861,7 @@ Work ProcessGroupOpenReg::_allgather_base(at::Tensor& output, at::Tensor& input,
     return host._allgather_base(views[1], views[0], opts);
   };
   r.combine = gatherInline(true);
+  r.pipeline = {PipelineShape::AllGather, c10d::ReduceOp(), false, r.dtype};
   return launch(r);
 }
 
@@ -957,8 +987,9 @@ Work ProcessGroupOpenReg::reduce_scatter(std::vector<at::Tensor>& outputs, std::
     return host.reduce_scatter(out, in, hostOpts);
   };
   r.combine = reduceScatterInline(hostOpts.reduceOp, rank_);
+  r.pipeline = {PipelineShape::ReduceScatter, hostOpts.reduceOp, average, r.dtype};
   r.after = [average, size](std::vector<at::Tensor>& views) {
-    if (average) divideInPlace(views[0], size);
+    if (average) divideBy(views[0], size);
   };
   return launch(r);
 }
@@ -983,8 +1014,9 @@ Work ProcessGroupOpenReg::_reduce_scatter_base(at::Tensor& output, at::Tensor& i
     return host._reduce_scatter_base(views[0], views[1], hostOpts);
   };
   r.combine = reduceScatterInline(hostOpts.reduceOp, rank_);
+  r.pipeline = {PipelineShape::ReduceScatter, hostOpts.reduceOp, average, r.dtype};
   r.after = [average, size](std::vector<at::Tensor>& views) {
-    if (average) divideInPlace(views[0], size);
+    if (average) divideBy(views[0], size);
   };
   return launch(r);
 }
@@ -1019,7 +1051,7 @@ Work ProcessGroupOpenReg::reduce_scatter_tensor_coalesced(std::vector<at::Tensor
   };
   r.after = [average, size, n](std::vector<at::Tensor>& views) {
     if (!average) return;
-    for (size_t i = 0; i < n; ++i) divideInPlace(views[i], size);
+    for (size_t i = 0; i < n; ++i) divideBy(views[i], size);
   };
   return launch(r);
 }
@@ -1075,8 +1107,9 @@ ProcessGroupOpenReg::Request ProcessGroupOpenReg::pointToPoint(c10d::OpType type
   TORCH_CHECK_VALUE(tensors.size() == 1, "orccl: ", what, " takes one tensor");
   TORCH_CHECK_VALUE(peer >= 0 && peer < size_ && peer != rank_, "orccl: ", what, sending ? " to rank " : " from rank ",
                     peer, sending ? " from rank " : " on rank ", rank_, " of ", size_);
-  TORCH_CHECK_VALUE(tag != kExchangeTag, "orccl: ", what, ": tag ", tag,
-                    " is reserved for orccl's own messages (the first exchange of every collective)");
+  TORCH_CHECK_VALUE(tag != kExchangeTag && tag != kPipelineTag, "orccl: ", what, ": tag ", tag,
+                    " is reserved for orccl's own messages (the first exchange of every collective and the chunks of "
+                    "large ones)");
   Request r{type, what, "SendRecv"};
   r.slots = {{tensors[0], sending, !sending}};
   r.outputs = tensors;

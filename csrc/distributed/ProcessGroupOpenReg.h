@@ -24,6 +24,7 @@
 #include <openreg/runtime.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include "distributed/Pipeline.h"
 #include "distributed/Work.h"
 
 namespace openreg::distributed {
@@ -124,7 +125,8 @@ class ProcessGroupOpenReg : public c10d::Backend {
     size_t count;
     Agreement agreement;
     std::string collective;
-    Combine combine;  // set where small inputs can ride in the first exchange
+    Combine combine;        // set where small inputs can ride in the first exchange
+    PipelineSpec pipeline;  // set where large messages can stage in chunks
   };
 
   // Everything one collective needs; built by each operation.
@@ -146,6 +148,7 @@ class ProcessGroupOpenReg : public c10d::Backend {
     Start start;
     After after;
     Combine combine;
+    PipelineSpec pipeline;
     std::vector<Part> parts;  // filled by launch: one, or several when coalesced
   };
 
@@ -187,6 +190,8 @@ class ProcessGroupOpenReg : public c10d::Backend {
   void launchTransfer(const Request& request, uint64_t sequence, std::unique_ptr<TransferBody> body, orStream_t stream);
   c10::DeviceIndex checkTensors(const Request& request);
   std::shared_ptr<BlockSizer> blockSizer(c10::DeviceIndex device);
+  std::shared_ptr<orStream_st> copyStream(c10::DeviceIndex device);
+  bool pipelines(const Request& request) const;
   void throwIfFailedBefore();
   std::string describe(const Request& request, uint64_t sequence) const;
 
@@ -196,6 +201,8 @@ class ProcessGroupOpenReg : public c10d::Backend {
   std::mutex mutex_;
   std::map<c10::DeviceIndex, c10::Stream> streams_;
   std::map<c10::DeviceIndex, std::shared_ptr<BlockSizer>> sizers_;
+  // The rows of pipelined transfers' staging copies (orCollectiveCopy).
+  std::map<c10::DeviceIndex, std::shared_ptr<orStream_st>> copyStreams_;
   std::optional<c10::DeviceIndex> firstDevice_;  // without a bound device: the device of the first call
   uint64_t collectiveSeq_ = 0;
   uint64_t p2pSeq_ = 0;

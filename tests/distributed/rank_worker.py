@@ -89,15 +89,17 @@ def reduce_expected(op, n: int, dtype: torch.dtype) -> torch.Tensor:
 
 REDUCE_OPS = [dist.ReduceOp.SUM, dist.ReduceOp.AVG, dist.ReduceOp.MIN, dist.ReduceOp.MAX, dist.ReduceOp.PRODUCT]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.int32, torch.int8]
-# 300001 x float32 (1.2 MB) is past what rides in the first exchange between two ranks (1 MiB): Gloo moves it.
-SIZES = [1, 1000, 65537, 300001]
+# 300001 x float32 (1.2 MB) is past what rides in the first exchange between two ranks (1 MiB): Gloo moves it,
+# pipelined in one chunk. 1048579 (4 MiB and 12 bytes) pipelines in two, the second of 12 bytes.
+SIZES = [1, 1000, 65537, 300001, 1048579]
 
 
 def check_all_reduce(checks: Checks) -> None:
     dev = device()
     for dtype in DTYPES:
         for op in REDUCE_OPS:
-            for n in SIZES if dtype == torch.float32 else SIZES[1:2]:
+            # Every dtype both carried in the first exchange and pipelined (an integer AVG truncates per chunk).
+            for n in SIZES if dtype == torch.float32 else (1000, 1300001):
 
                 def body(dtype=dtype, op=op, n=n):
                     t = values(RANK, n, dtype).to(dev)
@@ -233,8 +235,9 @@ def check_rooted(checks: Checks) -> None:
 def check_gather_scatter_family(checks: Checks) -> None:
     dev = device()
     for dtype in (torch.float32, torch.int32, torch.float16):
-        # 300001 float32 is too large to ride in the first exchange: Gloo moves it.
-        for n in (1, 3000, 300001) if dtype == torch.float32 else (1, 3000):
+        # 300001 float32 is too large to ride in the first exchange: Gloo moves it, pipelined; 1048579 in
+        # three chunks of each rank's piece (2 MiB, 2 MiB, 12 bytes). int32 and float16 pipeline at 700001.
+        for n in (1, 3000, 300001, 1048579) if dtype == torch.float32 else (1, 3000, 700001):
 
             def all_gather(dtype=dtype, n=n):
                 outs = [torch.empty(n, dtype=dtype, device=dev) for _ in range(WORLD)]
@@ -405,10 +408,12 @@ def scenario_four_ranks() -> dict:
     init()
     checks = Checks()
     dev = device()
-    # 65537 x float32 is past the 256 KiB that rides in the first exchange; repeats resize its blocks.
-    for n in [8, 1000, 65537, 8, 1000, 65537]:
+    # 65537 x float32 is past the 256 KiB that rides in the first exchange, and pipelines in one chunk;
+    # 2500003 in two chunks (all_reduce: 8 MiB and the rest) or three (the others' pieces: 4 MiB, 4 MiB and
+    # the rest). Repeats resize blocks.
+    for n in [8, 1000, 65537, 2500003, 8, 1000, 65537]:
         for dtype in (torch.float32, torch.int64):
-            for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+            for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.AVG):
                 t = values(RANK, n, dtype).to(dev)
                 checks.run(f"all_reduce {op} {dtype} {n}", lambda t=t, op=op: dist.all_reduce(t, op=op))
                 checks.equal(f"all_reduce {op} {dtype} {n}", t, reduce_expected(op, n, dtype))
@@ -516,6 +521,10 @@ def computes_during_an_all_reduce(step: int, leader: int, square: torch.Tensor) 
         dist.all_reduce(torch.ones(1 << 16, device=square.device))
 
 
+# 16 MiB: pipelines in two chunks of 8 MiB.
+PIPELINED_IN_TRACE = 1 << 22
+
+
 def scenario_trace() -> dict:
     """A profiled DDP run plus a few explicit collectives; one trace per rank in $RANK_FOLDER/traces."""
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -542,6 +551,7 @@ def scenario_trace() -> dict:
             model(batch).square().mean().backward()
             optimizer.step()
             dist.all_gather_into_tensor(gathered, values(RANK, 1000, torch.float32).to(dev))
+            dist.all_reduce(torch.ones(PIPELINED_IN_TRACE, device=dev))  # stages in chunks on the copy row
             for leader in range(WORLD):
                 computes_during_an_all_reduce(step, leader, square)
             peer = torch.empty(10, device=dev)
@@ -562,7 +572,7 @@ def scenario_trace() -> dict:
     }
     stream = dist.group.WORLD._get_backend(dev).communication_stream_id(dev.index)
     dist.destroy_process_group()
-    return {"key_averages": averages, "communication_stream": stream}
+    return {"key_averages": averages, "communication_stream": stream, "pipelined_numel": PIPELINED_IN_TRACE}
 
 
 def _error_of(fn) -> str | None:
@@ -592,6 +602,7 @@ def scenario_bad_input() -> dict:
         ),
         "non_contiguous": _error_of(lambda: dist.all_reduce(torch.ones(4, 4, device=dev).t())),
         "reserved_tag": _error_of(lambda: dist.send(torch.ones(4, device=dev), 1 - RANK, tag=0x6F726363)),
+        "pipeline_tag": _error_of(lambda: dist.recv(torch.ones(4, device=dev), 1 - RANK, tag=0x6F726364)),
     }
     t = values(RANK, 16, torch.float32).to(dev)
     dist.all_reduce(t)
@@ -604,6 +615,32 @@ def scenario_bad_input() -> dict:
         dist.barrier()
 
     return {"errors": errors, "still_works": still_works, "mismatch": _error_of(mismatched)}
+
+
+def scenario_large_mismatch() -> dict:
+    """Sizes that differ where one rank pipelines and the other does not, and where both pipeline with
+    different chunks: each group fails with the collective named, and a healthy group still works."""
+    init(timeout_s=15, device_id=device())
+    dev = device()
+    # One group per mismatch: a failed group stays failed.
+    cases = {"one_pipelines": (4, 400000), "both_pipeline": (300000, 2100000), "all_gather": (300000, 2100000)}
+    groups = {name: dist.new_group([0, 1]) for name in cases}
+
+    def mismatched(name):
+        mine = cases[name][RANK]
+        if name == "all_gather":
+            out = torch.empty(2 * mine, device=dev)
+            work = dist.all_gather_into_tensor(out, torch.ones(mine, device=dev), group=groups[name], async_op=True)
+        else:
+            work = dist.all_reduce(torch.ones(mine, device=dev), group=groups[name], async_op=True)
+        work.wait()
+        dist.barrier(group=groups[name])
+
+    errors = {name: _error_of(lambda name=name: mismatched(name)) for name in cases}
+    t = values(RANK, 400000, torch.float32).to(dev)
+    dist.all_reduce(t)
+    still_works = torch.equal(t.cpu(), reduce_expected(dist.ReduceOp.SUM, 400000, torch.float32))
+    return {"errors": errors, "still_works": still_works}
 
 
 def scenario_second_device() -> dict:
@@ -682,6 +719,7 @@ SCENARIOS = {
     "silent_peer": scenario_silent_peer,
     "readme": scenario_readme,
     "bad_input": scenario_bad_input,
+    "large_mismatch": scenario_large_mismatch,
     "second_device": scenario_second_device,
     "dying_rank": scenario_dying_rank,
     "ops": scenario_ops,

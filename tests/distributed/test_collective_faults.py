@@ -25,10 +25,11 @@ def test_bad_input_is_refused_and_the_group_keeps_working(tmp_path):
             "ValueError: orccl: all_gather_into_tensor: the output has 5 elements, expected 8 (input x group size)"
         )
         assert errors["non_contiguous"] == "ValueError: orccl: allreduce: tensor 0 must be dense and contiguous"
-        assert errors["reserved_tag"] == (
-            "ValueError: orccl: send: tag 1869767523 is reserved for orccl's own messages (the first exchange of "
-            "every collective)"
+        reserved = (
+            "is reserved for orccl's own messages (the first exchange of every collective and the chunks of large ones)"
         )
+        assert errors["reserved_tag"] == f"ValueError: orccl: send: tag 1869767523 {reserved}"
+        assert errors["pipeline_tag"] == f"ValueError: orccl: recv: tag 1869767524 {reserved}"
         assert result["still_works"] is True
         # Sizes that differ across ranks: caught before Gloo (which would abort the process), on both ranks.
         mine, theirs = (4, 20000) if rank == 0 else (20000, 4)
@@ -44,6 +45,25 @@ def test_bad_input_is_refused_and_the_group_keeps_working(tmp_path):
         assert (
             f"ranks disagree: this rank's allreduce has {mine} x Float, rank {other}'s allreduce has {theirs} x Float"
         ) in result["mismatch"]
+
+
+def test_sizes_that_differ_around_the_pipeline_are_named(tmp_path):
+    results = expect_success(run_ranks("large_mismatch", tmp_path, timeout=90))
+    cases = {
+        "one_pipelines": ("allreduce", (4, 400000)),
+        "both_pipeline": ("allreduce", (300000, 2100000)),
+        "all_gather": ("_allgather_base", (300000, 2100000)),
+    }
+    for rank, result in enumerate(results):
+        other = 1 - rank
+        for name, (collective, sizes) in cases.items():
+            error = result["errors"][name]
+            assert error is not None and error.startswith("DistBackendError: orccl"), (name, error)
+            assert (
+                f"ranks disagree: this rank's {collective} has {sizes[rank]} x Float, "
+                f"rank {other}'s {collective} has {sizes[other]} x Float"
+            ) in error, (name, error)
+        assert result["still_works"] is True
 
 
 def test_a_silent_peer_fails_the_collective_by_the_group_timeout(tmp_path):

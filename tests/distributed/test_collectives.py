@@ -26,8 +26,8 @@ def test_four_ranks_on_two_devices_match_cpu(tmp_path):
     assert [r["device"] for r in results] == ["openreg:0", "openreg:1", "openreg:0", "openreg:1"]
     for rank, result in enumerate(results):
         assert result["failures"] == [], f"rank {rank}:\n" + "\n".join(result["failures"])
-        # 6 sizes x 2 dtypes x (2 all_reduce + all_gather + reduce_scatter), each compared.
-        assert result["checked"] == 6 * 2 * 4
+        # 7 sizes x 2 dtypes x (3 all_reduce + all_gather + reduce_scatter), each compared.
+        assert result["checked"] == 7 * 2 * 5
 
 
 def test_init_without_backend_uses_orccl_for_openreg(tmp_path):

@@ -105,21 +105,44 @@ def test_each_collective_is_one_linked_kernel_with_staging_copies(run):
                 "recv": "openregComm_SendRecv_f32",
             }
             assert kernel["name"] == expected[args["collective"]]
-            # The staging copies: device -> pinned before, pinned -> device after, on the same row.
             copies = [e for e in events(trace, cat="gpu_memcpy") if e["args"].get("External id") == args["External id"]]
-            kinds = [c["args"]["kind"] for c in sorted(copies, key=lambda c: c["ts"])]
-            want = {
-                "allreduce": ["DtoH", "HtoD"],
-                "_allgather_base": ["DtoH", "HtoD"],
-                "send": ["DtoH"],
-                "recv": ["HtoD"],
-            }[args["collective"]]
-            assert kinds == want, (kernel["name"], kinds)
-            assert all(c["tid"] == comm_stream for c in copies)
-            before = [c for c in copies if c["args"]["kind"] == "DtoH"]
-            after = [c for c in copies if c["args"]["kind"] == "HtoD"]
-            assert all(c["ts"] + c["dur"] <= kernel["ts"] for c in before)
-            assert all(c["ts"] >= kernel["ts"] + kernel["dur"] for c in after)
+            if args["In msg nelems"] == results[rank]["pipelined_numel"]:
+                check_pipelined_copies(kernel, copies, comm_stream)
+            else:
+                check_staging_copies(args["collective"], kernel, copies, comm_stream)
+
+
+def check_staging_copies(collective, kernel, copies, comm_stream):
+    """Small messages: device -> pinned before the kernel, pinned -> device after, on its row."""
+    kinds = [c["args"]["kind"] for c in sorted(copies, key=lambda c: c["ts"])]
+    want = {
+        "allreduce": ["DtoH", "HtoD"],
+        "_allgather_base": ["DtoH", "HtoD"],
+        "send": ["DtoH"],
+        "recv": ["HtoD"],
+    }[collective]
+    assert kinds == want, (kernel["name"], kinds)
+    assert all(c["tid"] == comm_stream for c in copies)
+    before = [c for c in copies if c["args"]["kind"] == "DtoH"]
+    after = [c for c in copies if c["args"]["kind"] == "HtoD"]
+    assert all(c["ts"] + c["dur"] <= kernel["ts"] for c in before)
+    assert all(c["ts"] >= kernel["ts"] + kernel["dur"] for c in after)
+
+
+def check_pipelined_copies(kernel, copies, comm_stream):
+    """A large all_reduce stages its own chunks while the chunks before travel: 16 MiB in two chunks of 8 MiB,
+    the second staged in before the first is staged out, on one copy row of the same device, inside the
+    kernel, one after another."""
+    assert kernel["name"] == "openregComm_AllReduce_Sum_f32"
+    copies = sorted(copies, key=lambda c: c["ts"])
+    kinds = [c["args"]["kind"] for c in copies]
+    assert kinds == ["DtoH", "DtoH", "HtoD", "HtoD"], kinds
+    assert all(c["args"]["bytes"] == 8 << 20 for c in copies), [c["args"]["bytes"] for c in copies]
+    rows = {c["tid"] for c in copies}
+    assert len(rows) == 1 and comm_stream not in rows, rows
+    assert all(c["pid"] == kernel["pid"] for c in copies)
+    assert all(kernel["ts"] <= c["ts"] and c["ts"] + c["dur"] <= kernel["ts"] + kernel["dur"] for c in copies)
+    assert all(a["ts"] + a["dur"] <= b["ts"] for a, b in zip(copies, copies[1:]))
 
 
 def test_key_averages_credits_collective_device_time(run):
