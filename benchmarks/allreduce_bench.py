@@ -13,7 +13,7 @@ and waited for completion (openreg: torch.openreg.synchronize()), so latency
 counts.
 
     python benchmarks/allreduce_bench.py [--rounds 5] [--min-time 0.2] [--ranks 2|4]
-        [--collectives all_reduce,all_gather,reduce_scatter]
+        [--collectives all_reduce,all_gather,reduce_scatter] [--sizes 4K,1M,64M]
 
 Bus bandwidth (NCCL's definition, n ranks): all_reduce 2 (n - 1) / n x bytes
 / time, all_gather and reduce_scatter (n - 1) / n x bytes / time. Prints per
@@ -33,6 +33,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _ranks  # noqa: E402
 
 SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
+
+
+def parse_sizes(text: str) -> list[int]:
+    units = {"K": 1 << 10, "M": 1 << 20}
+    try:
+        return [int(item[:-1]) * units[item[-1].upper()] for item in text.split(",")]
+    except (KeyError, ValueError, IndexError):
+        raise argparse.ArgumentTypeError(f"sizes look like 4K,16M, got {text!r}") from None
 
 
 def timed_calls(run, count: int) -> float:
@@ -110,7 +118,7 @@ def rank_main(args) -> int:
         print(f"{'collective':>14}  {'size':>7}  {'orccl':>7}  {'Gloo':>7}  {'ratio':>5}  {'orccl':>9}  {'Gloo':>9}")
     worst = None
     for collective in collectives:
-        for size in SIZES:
+        for size in args.sizes:
             d, h = measure(collective, size, args, world, device)
             if rank != 0:
                 continue
@@ -137,6 +145,7 @@ def main() -> int:
     parser.add_argument(
         "--collectives", default=",".join(COLLECTIVES), help="comma-separated, of " + ", ".join(COLLECTIVES)
     )
+    parser.add_argument("--sizes", type=parse_sizes, default=SIZES, help="comma-separated, as 4K or 64M (default: all)")
     args = parser.parse_args()
     unknown = set(args.collectives.split(",")) - set(COLLECTIVES)
     if unknown:
