@@ -1,14 +1,18 @@
 """What profiling costs a 2-rank DDP training step on openreg (orccl).
 
 Both ranks train the demo's GPT with DistributedDataParallel(device_ids=[r])
-and alternate, in rounds, a block of unprofiled steps and a block under
-torch.profiler.profile(activities=[CPU, PrivateUse1]) (the profiler entered
-before the block and left after it, one untimed step to settle it; the exit
-is timed apart, paid once per trace). Each step ends in loss.item().
+and alternate, in rounds, a block of unprofiled steps, a block under
+torch.profiler.profile(activities=[CPU]) and a block under
+profile(activities=[CPU, PrivateUse1]) (the profiler entered before the block
+and left after it, one untimed step to settle it; the exit is timed apart,
+paid once per trace). Each step ends in loss.item(). The CPU-only block splits
+the cost: what torch's own op recording costs, and what recording the device
+adds on top (openreg's part).
 
     python benchmarks/ddp_step_bench.py [--rounds 5] [--steps 10] [--size small]
 
-Prints rank 0's median step time per mode, their ratio, and the median exit.
+Prints rank 0's median step time per mode, their ratios to unprofiled, and the
+median exit of the full profiler.
 """
 
 from __future__ import annotations
@@ -55,22 +59,30 @@ def rank_main(args) -> int:
             times.append(time.perf_counter() - start)
         return times
 
-    plain, profiled, exits = [], [], []
+    def profiled_block(activities) -> tuple[list[float], float]:
+        prof = profile(activities=activities)
+        prof.__enter__()
+        train_step(model, optimizer, batches)
+        times = block()
+        start = time.perf_counter()
+        prof.__exit__(None, None, None)
+        return times, time.perf_counter() - start
+
+    plain, cpu_only, profiled, exits = [], [], [], []
     for _ in range(args.rounds):
         dist.barrier()
         plain += block()
         dist.barrier()
-        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1])
-        prof.__enter__()
-        train_step(model, optimizer, batches)
-        profiled += block()
-        start = time.perf_counter()
-        prof.__exit__(None, None, None)
-        exits.append(time.perf_counter() - start)
+        cpu_only += profiled_block([ProfilerActivity.CPU])[0]
+        dist.barrier()
+        times, exit_time = profiled_block([ProfilerActivity.CPU, ProfilerActivity.PrivateUse1])
+        profiled += times
+        exits.append(exit_time)
     if rank == 0:
-        p, q = statistics.median(plain), statistics.median(profiled)
+        p, c, q = statistics.median(plain), statistics.median(cpu_only), statistics.median(profiled)
         print(f"DDP step, GPT '{args.size}', 2 ranks (orccl), {args.rounds} rounds x {args.steps} steps; rank 0:")
         print(f"  unprofiled          {p * 1e3:8.2f} ms per step (median)")
+        print(f"  CPU only            {c * 1e3:8.2f} ms per step (median)   ratio {c / p:.3f}")
         print(f"  CPU + PrivateUse1   {q * 1e3:8.2f} ms per step (median)   ratio {q / p:.3f}")
         print(f"  profiler exit       {statistics.median(exits) * 1e3:8.2f} ms (median, once per trace)")
     dist.destroy_process_group()
