@@ -1,23 +1,35 @@
 """What profiling costs a 2-rank DDP training step on openreg (orccl).
 
 Both ranks train the demo's GPT with DistributedDataParallel(device_ids=[r])
-and alternate, in rounds, a block of unprofiled steps, a block under
-torch.profiler.profile(activities=[CPU]) and a block under
-profile(activities=[CPU, PrivateUse1]) (the profiler entered before the block
-and left after it, one untimed step to settle it; the exit is timed apart,
-paid once per trace). Each step ends in loss.item(). The CPU-only block splits
-the cost: what torch's own op recording costs, and what recording the device
-adds on top (openreg's part).
+and run, in rounds, one block per mode (the order rotates each round, so drift
+in the machine's load hits every mode alike):
 
-    python benchmarks/ddp_step_bench.py [--rounds 5] [--steps 10] [--size small]
+    unprofiled   no profiler
+    cpu          torch.profiler.profile(activities=[CPU]): torch's op recording
+    cpu+device   profile(activities=[CPU, PrivateUse1]): openreg's device
+                 recording on top (the runtime's activity records, the plugin)
 
-Prints rank 0's median step time per mode, their ratios to unprofiled, and the
-median exit of the full profiler.
+A block enters the profiler, runs one untimed step, times --steps steps (each
+ends in loss.item()) and leaves the profiler; the exit is timed apart, as it is
+paid once per trace. Besides wall time, each step's CPU time is measured: the
+CPU seconds the whole rank process spent in it (host thread, the simulated
+device's executors, Gloo's threads). On this 2-core host the two ranks and
+their devices keep both cores busy, so whatever the profiler costs in CPU shows
+in the step's wall time; on a host with a real device it would overlap the
+device's work instead. --no-ddp trains each rank's model alone (the same two
+processes, no gradient all_reduce): what the profiler costs two processes that
+share the cores, without DDP or orccl.
+
+    python benchmarks/ddp_step_bench.py [--rounds 5] [--steps 10] [--size small] [--no-ddp]
+
+Prints rank 0's median step time and CPU time per mode, their ratios, the
+spread of the per-round ratios and the median exit of the full profiler.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -26,65 +38,116 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _ranks  # noqa: E402
 
+MODE_NAMES = ["unprofiled", "cpu", "cpu+device"]
+
+
+def build(args, device):
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    from torch_openreg.demo.data import TEXT, CharacterVocabulary, PrefetchingBatches
+    from torch_openreg.demo.model import GPT, config_for
+
+    torch.manual_seed(0)
+    vocabulary = CharacterVocabulary(TEXT)
+    config = config_for(args.size, len(vocabulary))
+    model = GPT(config).to(device)
+    if not args.no_ddp:
+        model = DistributedDataParallel(model, device_ids=[device.index])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, foreach=True)
+    rank = int(os.environ["RANK"])
+    batches = PrefetchingBatches(vocabulary.encode(TEXT), config.batch_size, config.context, device, rank)
+    return model, optimizer, batches
+
+
+def run_block(activities, steps, model, optimizer, batches):
+    """(wall seconds per step, CPU seconds per step, profiler exit seconds) of one block."""
+    from torch.profiler import profile
+
+    from torch_openreg.demo.run import train_step
+
+    gc.collect()
+    gc.disable()  # the collector's pauses would land on random steps
+    try:
+        prof = profile(activities=activities) if activities else None
+        if prof:
+            prof.__enter__()
+        train_step(model, optimizer, batches)
+        walls, cpus = [], []
+        for _ in range(steps):
+            wall, cpu = time.perf_counter(), time.process_time()
+            train_step(model, optimizer, batches)
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
+        start = time.perf_counter()
+        if prof:
+            prof.__exit__(None, None, None)
+        return walls, cpus, time.perf_counter() - start
+    finally:
+        gc.enable()
+
+
+def report(args, walls, cpus, exits, block_medians) -> None:
+    wall = {m: statistics.median(walls[m]) for m in MODE_NAMES}
+    cpu = {m: statistics.median(cpus[m]) for m in MODE_NAMES}
+    what = "each rank alone (no DDP)" if args.no_ddp else "DDP over orccl"
+    print(f"GPT '{args.size}', 2 ranks, {what}; {args.rounds} rounds x {args.steps} steps per mode; rank 0:")
+    print(f"{'mode':<12} {'wall ms':>8} {'ratio':>6} {'CPU ms':>8} {'ratio':>6}")
+    for m in MODE_NAMES:
+        print(
+            f"{m:<12} {wall[m] * 1e3:8.2f} {wall[m] / wall['unprofiled']:6.3f} "
+            f"{cpu[m] * 1e3:8.2f} {cpu[m] / cpu['unprofiled']:6.3f}"
+        )
+    for m in MODE_NAMES[1:]:
+        paired = [p / u for p, u in zip(block_medians[m], block_medians["unprofiled"])]
+        print(
+            f"  {m} / unprofiled, per round: median {statistics.median(paired):.3f}, "
+            f"min {min(paired):.3f}, max {max(paired):.3f}"
+        )
+    print(
+        f"  cpu+device / cpu (openreg's part): wall {wall['cpu+device'] / wall['cpu']:.3f}, "
+        f"CPU {cpu['cpu+device'] / cpu['cpu']:.3f}"
+    )
+    print(f"  profiler exit {statistics.median(exits) * 1e3:.1f} ms (median, once per trace)")
+    load = os.getloadavg()
+    print(f"  load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
+
 
 def rank_main(args) -> int:
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
 
     import torch_openreg  # noqa: F401
-    from torch_openreg.demo.data import TEXT, CharacterVocabulary, PrefetchingBatches
-    from torch_openreg.demo.model import GPT, config_for
-    from torch_openreg.demo.run import train_step
 
+    activities = {
+        "unprofiled": None,
+        "cpu": [ProfilerActivity.CPU],
+        "cpu+device": [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+    }
     rank = int(os.environ["RANK"])
     torch.openreg.set_device(rank % torch.openreg.device_count())
     dist.init_process_group("cpu:gloo,openreg:orccl")
     device = torch.device("openreg", torch.openreg.current_device())
-    torch.manual_seed(0)
-    vocabulary = CharacterVocabulary(TEXT)
-    config = config_for(args.size, len(vocabulary))
-    model = DistributedDataParallel(GPT(config).to(device), device_ids=[device.index])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, foreach=True)
-    batches = PrefetchingBatches(vocabulary.encode(TEXT), config.batch_size, config.context, device, rank)
-    for _ in range(3):
-        train_step(model, optimizer, batches)
+    model, optimizer, batches = build(args, device)
+    for mode in MODE_NAMES:  # warm-up: allocator, caches, Kineto's first init
+        run_block(activities[mode], 2, model, optimizer, batches)
 
-    def block() -> list[float]:
-        times = []
-        for _ in range(args.steps):
-            start = time.perf_counter()
-            train_step(model, optimizer, batches)
-            times.append(time.perf_counter() - start)
-        return times
-
-    def profiled_block(activities) -> tuple[list[float], float]:
-        prof = profile(activities=activities)
-        prof.__enter__()
-        train_step(model, optimizer, batches)
-        times = block()
-        start = time.perf_counter()
-        prof.__exit__(None, None, None)
-        return times, time.perf_counter() - start
-
-    plain, cpu_only, profiled, exits = [], [], [], []
-    for _ in range(args.rounds):
-        dist.barrier()
-        plain += block()
-        dist.barrier()
-        cpu_only += profiled_block([ProfilerActivity.CPU])[0]
-        dist.barrier()
-        times, exit_time = profiled_block([ProfilerActivity.CPU, ProfilerActivity.PrivateUse1])
-        profiled += times
-        exits.append(exit_time)
+    walls = {m: [] for m in MODE_NAMES}
+    cpus = {m: [] for m in MODE_NAMES}
+    block_medians = {m: [] for m in MODE_NAMES}
+    exits = []
+    for r in range(args.rounds):
+        for mode in MODE_NAMES[r % 3 :] + MODE_NAMES[: r % 3]:
+            dist.barrier()
+            wall, cpu, exit_s = run_block(activities[mode], args.steps, model, optimizer, batches)
+            walls[mode] += wall
+            cpus[mode] += cpu
+            block_medians[mode].append(statistics.median(wall))
+            if mode == "cpu+device":
+                exits.append(exit_s)
     if rank == 0:
-        p, c, q = statistics.median(plain), statistics.median(cpu_only), statistics.median(profiled)
-        print(f"DDP step, GPT '{args.size}', 2 ranks (orccl), {args.rounds} rounds x {args.steps} steps; rank 0:")
-        print(f"  unprofiled          {p * 1e3:8.2f} ms per step (median)")
-        print(f"  CPU only            {c * 1e3:8.2f} ms per step (median)   ratio {c / p:.3f}")
-        print(f"  CPU + PrivateUse1   {q * 1e3:8.2f} ms per step (median)   ratio {q / p:.3f}")
-        print(f"  profiler exit       {statistics.median(exits) * 1e3:8.2f} ms (median, once per trace)")
+        report(args, walls, cpus, exits, block_medians)
     dist.destroy_process_group()
     return 0
 
@@ -94,6 +157,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--size", choices=["tiny", "small", "medium"], default="small")
+    parser.add_argument("--no-ddp", action="store_true", help="each rank trains alone: no DDP, no all_reduce")
     args = parser.parse_args()
     if _ranks.is_rank():
         return rank_main(args)
