@@ -122,13 +122,33 @@ class Pipeline {
     c10d::AllreduceOptions options;
     options.reduceOp = spec_.op;
     std::vector<Work> running(steps_);
-    for (int64_t step = 0; step < steps_; ++step) {
-      if (step > 0) stageIn(step);
-      std::vector<at::Tensor> chunk{typedChunk(mine_, step)};
-      running[step] = host_.allreduce(chunk, options);
-      if (step > 0) finishAllReduce(step - 1, running);
+    try {
+      for (int64_t step = 0; step < steps_; ++step) {
+        if (step > 0) stageIn(step);
+        std::vector<at::Tensor> chunk{typedChunk(mine_, step)};
+        running[step] = host_.allreduce(chunk, options);
+        if (step > 0) finishAllReduce(step - 1, running);
+      }
+      finishAllReduce(steps_ - 1, running);
+    } catch (...) {
+      settle(running);
+      throw;
     }
-    finishAllReduce(steps_ - 1, running);
+  }
+
+  // A chunk's all_reduce runs on ProcessGroupGloo's worker threads, which
+  // keep it past our Work: let every one started end (Gloo's timeout bounds
+  // it) before the failure frees the pinned memory it writes for reuse.
+  // Point-to-point messages need no such wait: Gloo stops using a buffer
+  // once its Work is destroyed.
+  static void settle(std::vector<Work>& running) {
+    for (auto& work : running) {
+      if (!work) continue;
+      try {
+        work->wait();
+      } catch (...) {  // the first failure is the one reported
+      }
+    }
   }
 
   void finishAllReduce(int64_t step, std::vector<Work>& running) {

@@ -682,6 +682,56 @@ def scenario_dying_rank() -> dict:
     return {"first": first, "later": later, "device_sync": device_sync}
 
 
+def scenario_dying_mid_pipeline() -> dict:
+    """Rank 1 dies while a large collective ($COLLECTIVE) streams its chunks: rank 0 fails cleanly.
+
+    Rank 1 exits 50 ms into a transfer of 64 MiB per rank, after the first exchange and with rank 0's receives posted
+    (all_gather, reduce_scatter) or a chunk's Gloo all_reduce under way. Rank 0 reports how much of rank 1's data
+    reached its output, which tells where the transfer stopped.
+    """
+    import threading
+    import time
+
+    init(timeout_s=6)
+    dev = device()
+    store = dist.distributed_c10d._get_default_store()
+    collective = os.environ["COLLECTIVE"]
+    n = 16 << 20  # float32: 64 MiB per rank
+    mine = torch.full((n,), float(RANK + 1), device=dev)
+    if collective == "all_gather":
+        out = torch.zeros(2 * n, device=dev)
+        call = lambda: dist.all_gather_into_tensor(out, mine, async_op=True)  # noqa: E731
+        arrived = lambda: out[n:].eq(2).sum().item()  # noqa: E731
+    elif collective == "reduce_scatter":
+        out = torch.zeros(n // 2, device=dev)
+        call = lambda: dist.reduce_scatter_tensor(out, mine, async_op=True)  # noqa: E731
+        arrived = lambda: out.eq(3).sum().item()  # noqa: E731
+    else:
+        out = mine
+        call = lambda: dist.all_reduce(out, async_op=True)  # noqa: E731
+        arrived = lambda: out.eq(3).sum().item()  # noqa: E731
+    dist.barrier()
+    torch.openreg.synchronize()
+    store.set(f"ready{RANK}", "1")
+    store.wait(["ready0", "ready1"], timedelta(seconds=30))
+    if RANK == 1:
+        threading.Timer(0.05, lambda: os._exit(17)).start()
+        call()
+        time.sleep(30)  # the timer ends the process
+        os._exit(18)
+    work = call()
+    error = _error_of(work.wait)
+    device_sync = _error_of(torch.openreg.synchronize)
+    later = _error_of(lambda: dist.all_reduce(torch.ones(4, device=dev)))
+    return {
+        "error": error or device_sync,
+        "device_sync": device_sync,
+        "later": later,
+        "arrived": arrived(),
+        "expected": out.numel() - (n if collective == "all_gather" else 0),
+    }
+
+
 def scenario_silent_peer() -> dict:
     """Rank 1 never joins the collective (but stays alive): rank 0 fails by the group's timeout."""
     init(timeout_s=4)
@@ -722,6 +772,7 @@ SCENARIOS = {
     "large_mismatch": scenario_large_mismatch,
     "second_device": scenario_second_device,
     "dying_rank": scenario_dying_rank,
+    "dying_mid_pipeline": scenario_dying_mid_pipeline,
     "ops": scenario_ops,
     "four_ranks": scenario_four_ranks,
     "default_backend": scenario_default_backend,
