@@ -29,16 +29,13 @@ spread of the per-round ratios and the median exit of the full profiler.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _ranks  # noqa: E402
-
-MODE_NAMES = ["unprofiled", "cpu", "cpu+device"]
+from _profiled_blocks import MODE_NAMES, activities_by_mode, time_block  # noqa: E402
 
 
 def build(args, device):
@@ -58,33 +55,6 @@ def build(args, device):
     rank = int(os.environ["RANK"])
     batches = PrefetchingBatches(vocabulary.encode(TEXT), config.batch_size, config.context, device, rank)
     return model, optimizer, batches
-
-
-def run_block(activities, steps, model, optimizer, batches):
-    """(wall seconds per step, CPU seconds per step, profiler exit seconds) of one block."""
-    from torch.profiler import profile
-
-    from torch_openreg.demo.run import train_step
-
-    gc.collect()
-    gc.disable()  # the collector's pauses would land on random steps
-    try:
-        prof = profile(activities=activities) if activities else None
-        if prof:
-            prof.__enter__()
-        train_step(model, optimizer, batches)
-        walls, cpus = [], []
-        for _ in range(steps):
-            wall, cpu = time.perf_counter(), time.process_time()
-            train_step(model, optimizer, batches)
-            walls.append(time.perf_counter() - wall)
-            cpus.append(time.process_time() - cpu)
-        start = time.perf_counter()
-        if prof:
-            prof.__exit__(None, None, None)
-        return walls, cpus, time.perf_counter() - start
-    finally:
-        gc.enable()
 
 
 def report(args, walls, cpus, exits, block_medians) -> None:
@@ -116,31 +86,32 @@ def report(args, walls, cpus, exits, block_medians) -> None:
 def rank_main(args) -> int:
     import torch
     import torch.distributed as dist
-    from torch.profiler import ProfilerActivity
 
     import torch_openreg  # noqa: F401
+    from torch_openreg.demo.run import train_step
 
-    activities = {
-        "unprofiled": None,
-        "cpu": [ProfilerActivity.CPU],
-        "cpu+device": [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
-    }
+    activities = activities_by_mode()
     rank = int(os.environ["RANK"])
     torch.openreg.set_device(rank % torch.openreg.device_count())
     dist.init_process_group("cpu:gloo,openreg:orccl")
     device = torch.device("openreg", torch.openreg.current_device())
     model, optimizer, batches = build(args, device)
+
+    def step():
+        train_step(model, optimizer, batches)
+
     for mode in MODE_NAMES:  # warm-up: allocator, caches, Kineto's first init
-        run_block(activities[mode], 2, model, optimizer, batches)
+        time_block(activities[mode], 2, step)
 
     walls = {m: [] for m in MODE_NAMES}
     cpus = {m: [] for m in MODE_NAMES}
     block_medians = {m: [] for m in MODE_NAMES}
     exits = []
     for r in range(args.rounds):
-        for mode in MODE_NAMES[r % 3 :] + MODE_NAMES[: r % 3]:
+        turn = r % len(MODE_NAMES)
+        for mode in MODE_NAMES[turn:] + MODE_NAMES[:turn]:
             dist.barrier()
-            wall, cpu, exit_s = run_block(activities[mode], args.steps, model, optimizer, batches)
+            wall, cpu, exit_s = time_block(activities[mode], args.steps, step)
             walls[mode] += wall
             cpus[mode] += cpu
             block_medians[mode].append(statistics.median(wall))

@@ -27,27 +27,22 @@ with_stack, in both profiled modes.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import statistics
 import sys
-import time
 
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 
 import torch  # noqa: E402
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
+from _profiled_blocks import activities_by_mode, time_block  # noqa: E402
+from torch.profiler import profile  # noqa: E402
 
 import torch_openreg  # noqa: E402,F401
 from torch_openreg.demo.data import TEXT, CharacterVocabulary, PrefetchingBatches  # noqa: E402
 from torch_openreg.demo.model import GPT, config_for  # noqa: E402
 from torch_openreg.demo.run import train_step  # noqa: E402
 
-MODES = {
-    "unprofiled": None,
-    "cpu": [ProfilerActivity.CPU],
-    "cpu+device": [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
-}
+MODES = activities_by_mode()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -56,36 +51,9 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def run_block(mode: str, steps: int, model, optimizer, batches, demo_options: bool) -> tuple[list[float], float]:
-    activities = MODES[mode]
-    times = []
-    # The collector's pauses land on random steps; collect between blocks instead.
-    gc.collect()
-    gc.disable()
-    try:
-        return _run_block(activities, steps, model, optimizer, batches, demo_options, times)
-    finally:
-        gc.enable()
-
-
-def _run_block(activities, steps, model, optimizer, batches, demo_options, times):
-    if activities is None:
-        train_step(model, optimizer, batches)
-        for _ in range(steps):
-            start = time.perf_counter()
-            train_step(model, optimizer, batches)
-            times.append(time.perf_counter() - start)
-        return times, 0.0
     options = dict(record_shapes=True, profile_memory=True, with_stack=True) if demo_options else {}
-    prof = profile(activities=activities, **options)
-    prof.__enter__()
-    train_step(model, optimizer, batches)
-    for _ in range(steps):
-        start = time.perf_counter()
-        train_step(model, optimizer, batches)
-        times.append(time.perf_counter() - start)
-    start = time.perf_counter()
-    prof.__exit__(None, None, None)
-    return times, time.perf_counter() - start
+    walls, _, exit_s = time_block(MODES[mode], steps, lambda: train_step(model, optimizer, batches), **options)
+    return walls, exit_s
 
 
 def main() -> int:
