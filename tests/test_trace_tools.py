@@ -88,6 +88,7 @@ PLANTED = {
     "device_rows_nest": "planted_annotation",
     "flow_pairs": "flow id 9001",
     "flow_forward": "flow id 150 ends 5.000 us before it starts",
+    "device_after_launch": "planted_early",  # the same kernel, found by correlation
     "flow_distinct_lanes": "flow id 9002",
     "flow_start_in_host_slice": "flow id 9003",
     "device_events_in_window": "planted_late",

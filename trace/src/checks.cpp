@@ -8,59 +8,12 @@
 #include <stdexcept>
 
 #include "analysis.h"
+#include "checks_internal.h"
 #include "openreg/common/json_writer.h"
 
 namespace openreg::trace {
 
-namespace {
-
-// Counts every finding, keeps the first few with their message. A finding
-// fails unless it only warns: a known artifact, or any finding of a
-// warning-level check; strict makes every finding fail.
-class Sink {
- public:
-  Sink(CheckResult& r, int limit, bool strict)
-      : r_(r), limit_(static_cast<size_t>(std::max(limit, 0))), strict_(strict) {}
-  template <typename MakeMessage>
-  void add(MakeMessage&& makeMessage, std::vector<EventRef> events, bool artifact = false) {
-    bool warns = !strict_ && (artifact || r_.severity == Severity::Warning);
-    ++(warns ? r_.warnings : r_.violations);
-    if (r_.examples.size() < limit_) r_.examples.push_back({makeMessage(), std::move(events), artifact});
-  }
-  void note(std::string text) { r_.note = std::move(text); }
-  void skip(std::string why) {
-    r_.status = CheckResult::kSkipped;
-    r_.note = std::move(why);
-  }
-
- private:
-  CheckResult& r_;
-  size_t limit_;
-  bool strict_;
-};
-
-// Flows in the configured categories, grouped by (category, id).
-std::vector<std::vector<uint32_t>> flowGroups(const Trace& t);
-
-struct Context {
-  const Trace& t;
-  const CheckOptions& options;
-  // Shared by the flow checks; computed on first use (one Context per run).
-  mutable std::optional<std::vector<std::vector<uint32_t>>> flows;
-  const std::vector<std::vector<uint32_t>>& flowGroups() const {
-    if (!flows) flows = trace::flowGroups(t);
-    return *flows;
-  }
-};
-
-EventRef sliceRef(uint32_t i) { return {EventRef::kSlice, i}; }
-EventRef flowRef(uint32_t i) { return {EventRef::kFlow, i}; }
-
-std::string us(int64_t ns) { return formatUs(ns) + " us"; }
-
-std::string nameOf(const Trace& t, const Slice& s) {
-  return s.name == kNoString ? std::string("<unnamed>") : "\"" + std::string(t.str(s.name)) + "\"";
-}
+namespace checks {
 
 // ---------------------------------------------------------------- checks
 
@@ -380,9 +333,10 @@ void checkDeviceRowsDisjoint(const Context& c, Sink& sink) {
 // Walks every row of `kind` keeping the slices still open, and reports each
 // slice that starts inside the innermost open one and ends after it. Only the
 // slices `takesPart` accepts are walked; `reported` picks the crossings that
-// belong to the calling check.
-template <class TakesPart, class Reported>
-void reportCrossings(const Trace& t, LaneKind kind, Sink& sink, TakesPart takesPart, Reported reported) {
+// belong to the calling check, `artifact` those that only warn.
+template <class TakesPart, class Reported, class Artifact>
+void reportCrossings(const Trace& t, LaneKind kind, Sink& sink, TakesPart takesPart, Reported reported,
+                     Artifact artifact) {
   std::vector<uint32_t> open;
   for (uint32_t lane = 0; lane < t.lanes.size(); ++lane) {
     if (t.laneKind[lane] != kind) continue;
@@ -396,7 +350,7 @@ void reportCrossings(const Trace& t, LaneKind kind, Sink& sink, TakesPart takesP
         if (s.end() > top.end() && reported(s, top)) {
           sink.add(
               [&] { return nameOf(t, s) + " crosses the end of " + nameOf(t, top) + " by " + us(s.end() - top.end()); },
-              {sliceRef(open.back()), sliceRef(i)});
+              {sliceRef(open.back()), sliceRef(i)}, artifact(s, top));
         }
       }
       open.push_back(i);
@@ -408,10 +362,14 @@ void reportCrossings(const Trace& t, LaneKind kind, Sink& sink, TakesPart takesP
 // cross another slice's boundary (viewers drop or spill such slices).
 void checkDeviceRowsNest(const Context& c, Sink& sink) {
   const Trace& t = c.t;
-  // Device-versus-device overlap belongs to device_rows_disjoint.
+  // Device-versus-device overlap belongs to device_rows_disjoint. A sync row
+  // is the host's wait drawn on the stream it waits for (Kineto's "Stream
+  // Sync" at tid = stream): starting while that stream's work runs and ending
+  // after it is its normal shape, and Perfetto moves the sync, not the work.
   reportCrossings(
       t, LaneKind::Device, sink, [](const Slice&) { return true; },
-      [&](const Slice& s, const Slice& top) { return !(t.isDevice(s) && t.isDevice(top)); });
+      [&](const Slice& s, const Slice& top) { return !(t.isDevice(s) && t.isDevice(top)); },
+      [&](const Slice& s, const Slice& top) { return isSyncRow(t, s) && t.isDevice(top); });
 }
 
 void checkHostRowsNest(const Context& c, Sink& sink) {
@@ -420,7 +378,7 @@ void checkHostRowsNest(const Context& c, Sink& sink) {
   // enters inside a frame); only the ops and calls themselves must nest.
   reportCrossings(
       t, LaneKind::Host, sink, [&](const Slice& s) { return t.role(s.cat) != CategoryRole::Python; },
-      [](const Slice&, const Slice&) { return true; });
+      [](const Slice&, const Slice&) { return true; }, [](const Slice&, const Slice&) { return false; });
 }
 
 void checkDeviceEventsInWindow(const Context& c, Sink& sink) {
@@ -501,16 +459,10 @@ void checkDeviceEventsLaunched(const Context& c, Sink& sink) {
   }
 }
 
-struct CheckEntry {
-  CheckInfo info;
-  void (*run)(const Context&, Sink&);
-  bool needsValidJson;
-};
-
 constexpr const char* kViewers = "Perfetto, chrome://tracing";
 
-const std::vector<CheckEntry>& entries() {
-  static const std::vector<CheckEntry> kEntries = {
+std::vector<CheckEntry> generalEntries() {
+  return {
       {{"json_valid", Severity::Error, "the file is valid JSON (UTF-8) with a traceEvents array",
         "every consumer (Perfetto, chrome://tracing, HTA, torch-tb-profiler)",
         "the file does not open, or opens cut short at the error", ""},
@@ -572,7 +524,9 @@ const std::vector<CheckEntry>& entries() {
         "annotations on device rows nest with the device events (no partial overlap)", "Perfetto, HTA",
         "a sync span or annotation partly overlapping a kernel or copy on the same row spills to an overflow "
         "track in Perfetto (lost before 2026-06), so the row no longer shows what ran",
-        ""},
+        "a sync row (cuda_sync) that starts while device work runs on its row and ends after it: Kineto draws the "
+        "host's wait on the stream it waits for (Stream Sync at tid = stream); Perfetto moves the sync span, not the "
+        "work"},
        checkDeviceRowsNest,
        true},
       {{"device_events_in_window", Severity::Warning, "device events lie inside the profiling window",
@@ -624,6 +578,14 @@ const std::vector<CheckEntry>& entries() {
        checkHostRowsNest,
        true},
   };
+}
+
+const std::vector<CheckEntry>& entries() {
+  static const std::vector<CheckEntry> kEntries = [] {
+    std::vector<CheckEntry> all = generalEntries();
+    for (const CheckEntry& e : syncEntries()) all.push_back(e);
+    return all;
+  }();
   return kEntries;
 }
 
@@ -651,7 +613,9 @@ void writeIntArg(JsonWriter& w, const char* name, const IntArg& a) {
     w.value("<not an integer>");
 }
 
-}  // namespace
+}  // namespace checks
+
+using namespace checks;
 
 const std::vector<CheckInfo>& checkTable() {
   static const std::vector<CheckInfo> kInfos = [] {

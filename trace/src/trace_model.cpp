@@ -68,6 +68,12 @@ const SourceLines* Trace::sourceLinesOf(uint32_t slice) const {
   return it != sourceLines.end() && it->slice == slice ? &*it : nullptr;
 }
 
+const SyncArgs* Trace::syncArgsOf(uint32_t slice) const {
+  auto it = std::lower_bound(syncArgs.begin(), syncArgs.end(), slice,
+                             [](const SyncArgs& a, uint32_t i) { return a.slice < i; });
+  return it != syncArgs.end() && it->slice == slice ? &*it : nullptr;
+}
+
 uint32_t Trace::laneId(const Lane& lane) {
   auto [it, inserted] = laneIds_.emplace(lane, static_cast<uint32_t>(lanes.size()));
   if (inserted) lanes.push_back(lane);
@@ -92,6 +98,8 @@ struct EventFields {
   CommArgs comm;
   bool hasComm = false;
   std::vector<uint32_t> sourceLines;
+  SyncArgs sync;
+  bool hasSync = false;
   uint32_t strArg = kNoString;
 };
 
@@ -240,7 +248,8 @@ class Loader {
     r_.beginObject();
     std::string_view key;
     while (r_.nextKey(key)) {
-      if (!readEventArg(key, e) && !readCommArg(key, e.comm, e.hasComm)) r_.skipValue();
+      if (!readEventArg(key, e) && !readCommArg(key, e.comm, e.hasComm) && !readSyncArg(key, e.sync, e.hasSync))
+        r_.skipValue();
     }
   }
 
@@ -310,6 +319,16 @@ class Loader {
       default:
         break;
     }
+    return false;
+  }
+
+  // Kineto's synchronisation args (see SyncArgs); false if `key` is none of them.
+  bool readSyncArg(std::string_view key, SyncArgs& sync, bool& seen) {
+    if (key.size() < 14 || (key[0] != 'c' && key[0] != 'w')) return false;
+    if (key == "cuda_sync_kind") return (sync.kind = readInternedString(), seen = true);
+    if (key == "wait_on_stream") return (readIntArg(sync.waitOnStream), seen = true);
+    if (key == "wait_on_cuda_event_record_corr_id") return (readIntArg(sync.waitOnRecordCorrelation), seen = true);
+    if (key == "wait_on_cuda_event_id") return (readIntArg(sync.waitOnEventId), seen = true);
     return false;
   }
 
@@ -417,6 +436,10 @@ class Loader {
         }
         if (!e.sourceLines.empty())
           t_.sourceLines.push_back({static_cast<uint32_t>(t_.slices.size()), std::move(e.sourceLines)});
+        if (e.hasSync) {
+          e.sync.slice = static_cast<uint32_t>(t_.slices.size());
+          t_.syncArgs.push_back(e.sync);
+        }
         t_.slices.push_back(s);
         return;
       }

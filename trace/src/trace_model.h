@@ -108,6 +108,17 @@ struct SourceLines {
   std::vector<uint32_t> lines;  // the strings, in the order written
 };
 
+// Kineto's synchronisation args (CUPTI's sync records, openreg's sync rows):
+// "cuda_sync_kind" and, for waits on an event, the record waited on. Kept
+// beside the slices, since few events have them.
+struct SyncArgs {
+  uint32_t slice = 0;              // index into Trace::slices
+  uint32_t kind = kNoString;       // "cuda_sync_kind" (kNoString: absent or not a string)
+  IntArg waitOnStream;             // "wait_on_stream"
+  IntArg waitOnRecordCorrelation;  // "wait_on_cuda_event_record_corr_id"
+  IntArg waitOnEventId;            // "wait_on_cuda_event_id"
+};
+
 struct FlowPoint {  // ph "s", "t", "f"
   int64_t ts = 0;
   Origin origin;
@@ -168,6 +179,7 @@ class Trace {
   std::vector<MetaEvent> meta;
   std::vector<CommArgs> commArgs;        // by slice index, ascending
   std::vector<SourceLines> sourceLines;  // by slice index, ascending
+  std::vector<SyncArgs> syncArgs;        // by slice index, ascending
   // distributedInfo (torch.profiler writes it once torch.distributed runs).
   std::optional<int64_t> rank, worldSize;
   uint32_t distBackend = kNoString;
@@ -208,6 +220,8 @@ class Trace {
   const CommArgs* commArgsOf(uint32_t slice) const;
   // The source lines of slice i, or nullptr.
   const SourceLines* sourceLinesOf(uint32_t slice) const;
+  // The synchronisation args of slice i, or nullptr.
+  const SyncArgs* syncArgsOf(uint32_t slice) const;
 
   // Innermost slice on `lane` containing t (inclusive ends) whose role is in
   // `roles` (a bit set of 1 << CategoryRole), or kNoSlice.

@@ -57,6 +57,26 @@ class TraceBuilder {
                a + "}}");
   }
 
+  // A sync row as Kineto writes CUPTI's (cuda_sync): on the device's pid, at
+  // tid = `stream` (-1 for event and device syncs); `extra` appends args (see
+  // waitArgs), `args` replaces them all (to plant missing ones).
+  TraceBuilder& sync(const std::string& kind, int64_t ts, int64_t dur, int64_t device, int64_t stream,
+                     int64_t correlation, const std::string& extra = "", const std::string& args = "") {
+    std::string a = args.empty()
+                        ? R"("cuda_sync_kind":")" + kind + R"(","device":)" + std::to_string(device) + R"(,"stream":)" +
+                              std::to_string(stream) + R"(,"correlation":)" + std::to_string(correlation) + extra
+                        : args;
+    return raw(R"({"ph":"X","cat":"cuda_sync","name":")" + kind + R"(","pid":)" + std::to_string(device) +
+               R"(,"tid":)" + std::to_string(stream) + R"(,"ts":)" + us(ts) + R"(,"dur":)" + us(dur) + R"(,"args":{)" +
+               a + "}}");
+  }
+
+  // The args of a wait on an event ("Stream Wait Event", "Event Sync").
+  static std::string waitArgs(int64_t recordStream, int64_t recordCorrelation, int64_t eventId) {
+    return R"(,"wait_on_stream":)" + std::to_string(recordStream) + R"(,"wait_on_cuda_event_record_corr_id":)" +
+           std::to_string(recordCorrelation) + R"(,"wait_on_cuda_event_id":)" + std::to_string(eventId);
+  }
+
   TraceBuilder& flow(char ph, int64_t id, int64_t ts, int64_t pid, int64_t tid) {
     std::string bp = ph == 'f' ? R"(,"bp":"e")" : "";
     return raw(std::string(R"({"ph":")") + ph + R"(","id":)" + std::to_string(id) + R"(,"pid":)" + std::to_string(pid) +
