@@ -17,7 +17,7 @@ orError_t synchronizeDevice(Runtime& runtime, int device, const char* caller, ui
   if (orError_t e = beforeBlocking(caller)) return call.result(device, e);
   orError_t result = waitDeviceIdle(*runtime.devices[device], true, deadlineSteadyNs);
   if (result == orErrorShuttingDown) failShuttingDown(caller);
-  activity::recordHostSync(call, OR_ACTIVITY_SYNC_DEVICE, device, 0, 0);
+  activity::recordHostSync(call, OR_ACTIVITY_SYNC_DEVICE, device, {});
   return call.result(device, result);
 }
 

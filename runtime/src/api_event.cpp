@@ -71,7 +71,7 @@ orError_t orEventRecord(orEvent_t event, orStream_t stream) {
     }
     Task task;
     task.kind = TaskKind::EventRecord;
-    task.wait = {e->beginRecord(), 0};
+    task.wait = {e->beginRecord({call.correlationId(), s->id()}), 0, {}};
     task.event = std::move(e);
     s->enqueue(std::move(task));
     return call.result(s->device(), orSuccess);
@@ -98,9 +98,10 @@ orError_t orEventSynchronize(orEvent_t event) {
     std::shared_ptr<Event> e;
     if (orError_t err = findEvent(*runtime, event, "orEventSynchronize", &e)) return call.result(err);
     if (orError_t err = beforeBlocking("orEventSynchronize")) return call.result(e->device(), err);
-    const orError_t result =
-        e->waitFor(e->currentTarget()) != orSuccess ? failShuttingDown("orEventSynchronize") : orSuccess;
-    activity::recordHostSync(call, OR_ACTIVITY_SYNC_EVENT, e->device(), 0, e->id());
+    RecordOrigin origin;
+    const uint64_t target = e->currentTarget(&origin);
+    const orError_t result = e->waitFor(target) != orSuccess ? failShuttingDown("orEventSynchronize") : orSuccess;
+    activity::recordHostSync(call, OR_ACTIVITY_SYNC_EVENT, e->device(), {.eventId = e->id(), .origin = origin});
     return call.result(e->device(), result);
   });
 }

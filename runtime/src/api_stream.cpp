@@ -122,7 +122,7 @@ orError_t orStreamSynchronize(orStream_t stream) {
     if (orError_t e = beforeBlocking("orStreamSynchronize")) return call.result(s->device(), e);
     const orError_t waited = s->waitIdle();
     const orError_t result = waited != orSuccess ? failShuttingDown("orStreamSynchronize") : s->takeError();
-    activity::recordHostSync(call, OR_ACTIVITY_SYNC_STREAM, s->device(), s->id(), 0);
+    activity::recordHostSync(call, OR_ACTIVITY_SYNC_STREAM, s->device(), {.streamId = s->id()});
     return call.result(s->device(), result);
   });
 }
@@ -142,12 +142,13 @@ orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int fla
                          fail(orErrorInvalidResourceHandle, "orStreamWaitEvent: event handle %p is not a live event",
                               static_cast<void*>(event)));
     }
-    const uint64_t target = e->currentTarget();
+    RecordOrigin origin;
+    const uint64_t target = e->currentTarget(&origin);
     if (target == 0) return call.result(s->device(), orSuccess);  // never recorded: nothing to wait for (as CUDA)
     Task task;
     task.kind = TaskKind::WaitEvent;
     task.event = std::move(e);
-    task.wait = {target, 0};
+    task.wait = {target, 0, origin};
     task.correlationId = call.correlationId();
     task.recordDevice = call.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_SYNCHRONIZATION);
     s->enqueue(std::move(task));

@@ -9,9 +9,10 @@
 
 namespace openreg {
 
-uint64_t Event::beginRecord() {
+uint64_t Event::beginRecord(RecordOrigin origin) {
   std::lock_guard lock(mutex_);
   pending_.push_back(++recorded_);
+  recordedOrigin_ = origin;
   return recorded_;
 }
 
@@ -39,6 +40,12 @@ void Event::complete(uint64_t sequence, uint64_t deviceTimeNs) {
 
 uint64_t Event::currentTarget() {
   std::lock_guard lock(mutex_);
+  return recorded_;
+}
+
+uint64_t Event::currentTarget(RecordOrigin* origin) {
+  std::lock_guard lock(mutex_);
+  *origin = recordedOrigin_;
   return recorded_;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "openreg/runtime.h"
+#include "task.h"
 
 namespace openreg {
 
@@ -21,13 +22,16 @@ class Event {
   uint64_t id() const { return id_; }
   bool timing() const { return timing_; }
 
-  // Host side: a new capture. Returns the sequence the record task carries.
-  uint64_t beginRecord();
+  // Host side: a new capture made by `origin`. Returns the sequence the
+  // record task carries.
+  uint64_t beginRecord(RecordOrigin origin = {});
   // Executor side: the record task for `sequence` ran at deviceTimeNs.
   void complete(uint64_t sequence, uint64_t deviceTimeNs);
 
   // The sequence a wait issued now must reach (0 = never recorded: no wait).
   uint64_t currentTarget();
+  // The same, with the orEventRecord call that made that capture.
+  uint64_t currentTarget(RecordOrigin* origin);
   bool reached(uint64_t target);
   // If `target` is not reached yet, parks `stream` to be rescheduled when it
   // is, and returns false. Returns true if it is already reached.
@@ -68,6 +72,7 @@ class Event {
   bool doneLocked(uint64_t target) const;
 
   uint64_t recorded_ = 0;          // sequence of the latest capture
+  RecordOrigin recordedOrigin_;    // who made capture `recorded_`
   uint64_t completed_ = 0;         // highest completed sequence
   std::vector<uint64_t> pending_;  // captures begun and not completed (few)
   uint64_t timestampNs_ = 0;       // of capture `completed_`

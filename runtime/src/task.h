@@ -14,6 +14,13 @@ namespace openreg {
 
 class Event;
 
+// Which orEventRecord call made an event capture: its correlation id (0 if
+// the call was not traced) and the stream it recorded into.
+struct RecordOrigin {
+  uint64_t correlationId = 0;
+  uint64_t streamId = 0;
+};
+
 // Collective: `kernel` holds the transfer, its userData a CollectiveCall
 // (collective.h) that owns the caller's userData.
 enum class TaskKind : uint8_t { Kernel, Memcpy, Memset, EventRecord, WaitEvent, HostFunc, Collective };
@@ -52,6 +59,7 @@ struct MemsetWork {
 struct EventWork {
   uint64_t sequence;         // the capture recorded, or waited for
   uint64_t waitStartDevice;  // device time the stream reached the wait
+  RecordOrigin origin;       // waits: the orEventRecord call of `sequence`
 };
 
 struct HostFuncWork {

@@ -467,9 +467,19 @@ TEST(Activity, SynchronizationMemoryAndMarkerRecords) {
   collector.flush();
   std::map<uint32_t, int> syncTypes;
   uint64_t waitEnd = 0;
+  // Both waits on the event name the one orEventRecord call, by its correlation id, and stream a.
+  uint64_t recordCorrelation = 0, streamA = 0;
+  for (const auto& r : collector.records<orActivityRuntime>(OR_ACTIVITY_KIND_RUNTIME)) {
+    if (r.apiId == OR_API_EVENT_RECORD) recordCorrelation = r.correlationId;
+  }
+  ASSERT_NE(recordCorrelation, 0u);
+  ASSERT_OR(orStreamGetId(a, &streamA));
   for (const auto& s : collector.records<orActivitySynchronization>(OR_ACTIVITY_KIND_SYNCHRONIZATION)) {
     ++syncTypes[s.syncType];
     EXPECT_LE(s.start, s.end);
+    const bool onEvent = s.syncType == OR_ACTIVITY_SYNC_STREAM_WAIT_EVENT || s.syncType == OR_ACTIVITY_SYNC_EVENT;
+    EXPECT_EQ(s.recordCorrelationId, onEvent ? recordCorrelation : 0u) << s.syncType;
+    EXPECT_EQ(s.recordStreamId, onEvent ? streamA : 0u) << s.syncType;
     if (s.syncType == OR_ACTIVITY_SYNC_STREAM_WAIT_EVENT) {
       EXPECT_EQ(s.clockDomain, uint32_t{OR_ACTIVITY_CLOCK_DEVICE});
       waitEnd = s.end;

@@ -225,6 +225,12 @@ typedef struct orActivitySynchronization {
   uint64_t correlationId;
   uint64_t start;
   uint64_t end;
+  /* Appended (a reader checks header.size). Waits on an event (EVENT,
+   * STREAM_WAIT_EVENT): the orEventRecord call whose capture was waited for,
+   * as its RUNTIME record's correlation id (0 if that call was not traced)
+   * and the stream it recorded into (0 if unknown). 0 for other syncs. */
+  uint64_t recordCorrelationId;
+  uint64_t recordStreamId;
 } orActivitySynchronization;
 
 typedef enum orActivityExternalCorrelationKind {

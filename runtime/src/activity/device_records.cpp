@@ -63,6 +63,8 @@ void recordStreamWait(const Task& task, const Stream& stream, uint64_t end) {
   record.streamId = stream.id();
   record.eventId = task.event->id();
   record.correlationId = task.correlationId;
+  record.recordCorrelationId = task.wait.origin.correlationId;
+  record.recordStreamId = task.wait.origin.streamId;
   record.start = task.wait.waitStartDevice;
   record.end = end;
   writeRecord(record, OR_ACTIVITY_KIND_SYNCHRONIZATION, stream.device());

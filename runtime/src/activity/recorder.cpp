@@ -138,15 +138,17 @@ void recordExternalIds(const uint64_t (&ids)[OR_EXTERNAL_CORRELATION_KIND_COUNT]
   }
 }
 
-void recordHostSync(const TracedCall& call, orActivitySyncType type, int device, uint64_t streamId, uint64_t eventId) {
+void recordHostSync(const TracedCall& call, orActivitySyncType type, int device, const SyncTarget& target) {
   if (!call.traced() || !active(OR_ACTIVITY_KIND_SYNCHRONIZATION)) return;
   orActivitySynchronization record{};
   record.syncType = type;
   record.clockDomain = OR_ACTIVITY_CLOCK_HOST;
   record.device = device;
   record.threadId = currentThreadId();
-  record.streamId = streamId;
-  record.eventId = eventId;
+  record.streamId = target.streamId;
+  record.eventId = target.eventId;
+  record.recordCorrelationId = target.origin.correlationId;
+  record.recordStreamId = target.origin.streamId;
   record.correlationId = call.correlationId();
   record.start = call.start();
   record.end = hostRecordNs();

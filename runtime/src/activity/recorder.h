@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "../clock.h"
+#include "../task.h"
 #include "../thread_context.h"
 #include "openreg/activity.h"
 
@@ -130,7 +131,12 @@ class TracedCall {
 // The host-side records a traced call writes beside its RUNTIME record, each
 // only while its kind is enabled:
 // a host SYNCHRONIZATION record from the call's start to now;
-void recordHostSync(const TracedCall& call, orActivitySyncType type, int device, uint64_t streamId, uint64_t eventId);
+struct SyncTarget {
+  uint64_t streamId = 0;  // a stream synchronised
+  uint64_t eventId = 0;   // an event synchronised
+  RecordOrigin origin;    // the event's capture waited for
+};
+void recordHostSync(const TracedCall& call, orActivitySyncType type, int device, const SyncTarget& target);
 // a MEMORY record stamped now.
 void recordMemory(const TracedCall& call, orActivityMemoryOp op, orActivityMemoryKind kind, int device,
                   const void* address, size_t bytes);
