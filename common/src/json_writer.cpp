@@ -51,7 +51,7 @@ void JsonWriter::beforeValue() {
     return;
   }
   if (!firstInContainer_.empty()) {
-    if (!firstInContainer_.back()) out_.push_back(',');
+    if (!firstInContainer_.back()) out_.append(spaced_ ? ", " : ",");
     firstInContainer_.back() = false;
   }
 }
@@ -85,7 +85,7 @@ JsonWriter& JsonWriter::endArray() {
 JsonWriter& JsonWriter::key(std::string_view name) {
   beforeValue();
   appendJsonString(out_, name);
-  out_.push_back(':');
+  out_.append(spaced_ ? ": " : ":");
   afterKey_ = true;
   return *this;
 }

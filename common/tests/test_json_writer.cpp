@@ -147,3 +147,10 @@ TEST(JsonWriter, TakeMovesTheDocumentOut) {
   std::string doc = w.take();
   EXPECT_EQ(doc, "{}");
 }
+
+TEST(JsonWriter, SpacedLayoutAsKinetoWritesArgs) {
+  JsonWriter w(JsonWriter::Layout::Spaced);
+  w.beginObject().field("device", 0).key("grid").beginArray().value(4).value(1).value(1).endArray();
+  w.field("kind", "HtoD").key("empty").beginObject().endObject().endObject();
+  EXPECT_EQ(w.str(), R"({"device": 0, "grid": [4, 1, 1], "kind": "HtoD", "empty": {}})");
+}

@@ -27,6 +27,11 @@ namespace openreg::common {
 
 class JsonWriter {
  public:
+  // Compact: {"a":1,"b":[2,3]}. Spaced: {"a": 1, "b": [2, 3]}, the layout
+  // Kineto gives the args it writes (and Python's json.dumps).
+  enum class Layout { Compact, Spaced };
+  explicit JsonWriter(Layout layout = Layout::Compact) : spaced_(layout == Layout::Spaced) {}
+
   JsonWriter& beginObject();
   JsonWriter& endObject();
   JsonWriter& beginArray();
@@ -69,6 +74,7 @@ class JsonWriter {
  private:
   void beforeValue();
 
+  bool spaced_ = false;
   std::string out_;
   std::vector<bool> firstInContainer_;  // per open container: nothing written yet
   bool afterKey_ = false;
