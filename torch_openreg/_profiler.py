@@ -23,7 +23,7 @@ import threading
 import warnings
 from pathlib import Path
 
-__all__ = ["load_profiler_plugin", "profiler_library_path", "PROFILER_LIBRARY_NAME"]
+__all__ = ["load_profiler_plugin", "profiler_library_path", "toggle_device_collection", "PROFILER_LIBRARY_NAME"]
 
 PROFILER_LIBRARY_NAME = "libopenreg_profiler.so"
 
@@ -80,4 +80,52 @@ def load_profiler_plugin(lib_dir: str | os.PathLike | None = None, *, required: 
                 raise RuntimeError(message) from error
             warnings.warn(message, RuntimeWarning, stacklevel=2)
             return False
+        _install_collection_toggle()
         return True
+
+
+def toggle_device_collection(enable: bool) -> bool:
+    """Stops (``False``) or resumes (``True``) recording openreg device work in the running trace.
+
+    Work launched while off is absent from the trace; work launched before
+    stays, linked to its op. Returns False when no openreg trace is running
+    (nothing to toggle) or the plugin is not loaded.
+    """
+    if _loaded is None:
+        return False
+    return bool(_loaded.openregProfilerToggleCollection(ctypes.c_int(1 if enable else 0)))
+
+
+def _install_collection_toggle() -> None:
+    """Lets ``toggle_collection_dynamic`` toggle ``ProfilerActivity.PrivateUse1``.
+
+    torch 2.13 hands the toggle to Kineto for CUDA only and logs that it skips
+    any other device; torch.profiler.profile reaches it through
+    ``torch.autograd.profiler.profile.toggle_collection_dynamic``, which this
+    wraps: PrivateUse1 goes to the plugin, the rest to torch as before.
+    """
+    import torch.autograd.profiler as autograd_profiler
+    from torch.profiler import ProfilerActivity
+
+    original = autograd_profiler.profile.toggle_collection_dynamic
+    if getattr(original, "_openreg_toggle", False):
+        return
+
+    def toggle_collection_dynamic(self, enabled, activities):
+        rest = set(activities)
+        if ProfilerActivity.PrivateUse1 in rest:
+            rest.discard(ProfilerActivity.PrivateUse1)
+            if not toggle_device_collection(enabled):
+                warnings.warn(
+                    "openreg: toggle_collection_dynamic(PrivateUse1) outside a running openreg trace "
+                    "(before its schedule's warm-up, or without ProfilerActivity.PrivateUse1): nothing toggled",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+        if rest:
+            return original(self, enabled, rest)
+        return None
+
+    toggle_collection_dynamic._openreg_toggle = True
+    toggle_collection_dynamic.__doc__ = original.__doc__
+    autograd_profiler.profile.toggle_collection_dynamic = toggle_collection_dynamic

@@ -26,6 +26,7 @@ ActivityType kinetoType(TraceEventType type) {
       return ActivityType::GPU_MEMSET;
     // Kineto's only synchronisation type; torch files it under the device.
     case TraceEventType::StreamWait:
+    case TraceEventType::HostSync:
       return ActivityType::CUDA_SYNC;
     case TraceEventType::UserAnnotation:
       return ActivityType::GPU_USER_ANNOTATION;
@@ -50,10 +51,12 @@ size_t shapeHash(const ActivityShape& s, const char* nameKey) {
   return static_cast<size_t>(h ^ (h >> 29));
 }
 
-// Args as the body of a JSON object, the form metadataJson() has.
+// Args as the body of a JSON object, the form metadataJson() has, laid out
+// as Kineto lays out its own ("key": value, joined by ", "): torch's tests
+// and trace exporter compare the text.
 class JsonArgs final : public ArgWriter {
  public:
-  JsonArgs() { json_.beginObject(); }
+  JsonArgs() : json_(common::JsonWriter::Layout::Spaced) { json_.beginObject(); }
   void integer(const char* key, int64_t value) override { json_.field(key, value); }
   void unsignedInteger(const char* key, uint64_t value) override { json_.field(key, value); }
   void text(const char* key, const char* value) override { json_.field(key, value); }

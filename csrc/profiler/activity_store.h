@@ -147,7 +147,7 @@ class ActivityStore final : public libkineto::GenericTraceActivity {
     size_t size = 0;
     uint32_t index = 0;
   };
-  static constexpr size_t kSources = static_cast<size_t>(EventArgs::Source::Runtime) + 1;
+  static constexpr size_t kSources = static_cast<size_t>(EventArgs::Source::Count);
   std::array<LastName, kSources> lastName_{};
   std::array<uint32_t, kSources> lastShape_;
 };

@@ -110,6 +110,16 @@ class OpenregActivityProfiler final : public libkineto::IActivityProfiler {
 
 REGISTER_PRIVATEUSE1_PROFILER(OpenregActivityProfiler);
 
+}  // namespace openreg::profiler
+
+// For torch_openreg's toggle_collection_dynamic (ctypes): 1 if a running
+// session was toggled, 0 if none is running. Any thread.
+extern "C" __attribute__((visibility("default"))) int openregProfilerToggleCollection(int enable) {
+  return openreg::profiler::OpenregSession::toggleRunningCollection(enable != 0) ? 1 : 0;
+}
+
+namespace openreg::profiler {
+
 // Set when the plugin library loads, before Kineto can start a session.
 const bool kHostClockSet = [] {
   static const TorchHostClock kClock;

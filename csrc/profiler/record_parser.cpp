@@ -67,11 +67,14 @@ uint32_t RecordSet::findOrAddLaunchShape(const LaunchShape& shape) {
 
 void RecordSet::append(RecordSet&& other) {
   const uint64_t communicationBase = communications.size();
+  const uint64_t eventWaitBase = eventWaits.size();
   communications.append(other.communications);
+  eventWaits.append(other.eventWaits);
   for (const DeviceOp& op : other.deviceOps) {
     deviceOps.push_back(op);
     DeviceOp& mine = deviceOps.back();
     if (op.kind == DeviceOpKind::Communication) mine.eventId += communicationBase;
+    if (op.kind == DeviceOpKind::StreamWait) mine.eventId += eventWaitBase;
     if (const LaunchShape* shape = other.launchShapeOf(op)) mine.launchShape = internLaunchShape(*shape);
   }
   runtimeCalls.append(other.runtimeCalls);
@@ -96,6 +99,7 @@ void RecordSet::releaseRecords() {
   hostSyncs.clear();
   external.clear();
   communications.clear();  // collective activities keep their own copy
+  eventWaits.clear();
   launchShapes.clear();
   launchShapeCache = {};
   lastLaunchShape = 0;
@@ -214,7 +218,7 @@ bool readCommunication(const orActivityRecord& record, RecordSet& out) {
 // synchronisation is kept apart.
 bool readSynchronization(const orActivityRecord& record, RecordSet& out) {
   orActivitySynchronization s;
-  if (!readPrefix(record, s)) return false;
+  if (!readGrown(record, s, offsetof(orActivitySynchronization, recordCorrelationId))) return false;
   if (s.clockDomain == OR_ACTIVITY_CLOCK_DEVICE) {
     DeviceOp op;
     op.kind = DeviceOpKind::StreamWait;
@@ -223,14 +227,21 @@ bool readSynchronization(const orActivityRecord& record, RecordSet& out) {
     op.correlationId = s.correlationId;
     op.start = s.start;
     op.end = s.end;
-    op.eventId = s.eventId;
+    op.eventId = out.eventWaits.size();
+    out.eventWaits.push_back(
+        {.eventId = s.eventId, .recordCorrelationId = s.recordCorrelationId, .recordStreamId = s.recordStreamId});
     out.deviceOps.push_back(op);
   } else {
     out.hostSyncs.push_back({.syncType = s.syncType,
                              .device = s.device,
+                             .threadId = s.threadId,
                              .stream = s.streamId,
                              .eventId = s.eventId,
-                             .correlationId = s.correlationId});
+                             .correlationId = s.correlationId,
+                             .start = s.start,
+                             .end = s.end,
+                             .recordCorrelationId = s.recordCorrelationId,
+                             .recordStreamId = s.recordStreamId});
   }
   return true;
 }

@@ -131,7 +131,7 @@ struct DeviceOp {
       uint32_t memsetValue;
       uint32_t memsetElementSize;
     };
-    uint64_t eventId;  // stream waits; communications: index in RecordSet::communications
+    uint64_t eventId;  // stream waits: index in RecordSet::eventWaits; communications: in ::communications
   };
 };
 static_assert(sizeof(DeviceOp) == 72, "one per kernel: keep it small");
@@ -161,13 +161,26 @@ struct RuntimeCall {
   const char* name = nullptr;
 };
 
-// A host-side synchronisation (host clock), merged into its runtime row.
+// A host-side synchronisation (host clock): its own sync row, and args on
+// its runtime row.
 struct HostSync {
   uint32_t syncType = 0;
   int32_t device = -1;
+  uint32_t threadId = 0;
   uint64_t stream = 0;
   uint64_t eventId = 0;
   uint64_t correlationId = 0;
+  uint64_t start = 0;  // host epoch ns: the wait
+  uint64_t end = 0;
+  uint64_t recordCorrelationId = 0;  // event syncs: the orEventRecord call waited on
+  uint64_t recordStreamId = 0;
+};
+
+// What a stream waiting on an event waited for (see DeviceOp::eventId).
+struct EventWait {
+  uint64_t eventId = 0;
+  uint64_t recordCorrelationId = 0;  // the orEventRecord call's, 0 if not traced
+  uint64_t recordStreamId = 0;
 };
 
 struct ClockPoint {
@@ -197,6 +210,7 @@ struct RecordSet {
   ChunkedVector<HostSync> hostSyncs;
   ChunkedVector<ExternalRecord> external;                      // later records win
   ChunkedVector<CommunicationInfo> communications;             // see DeviceOp::eventId
+  ChunkedVector<EventWait> eventWaits;                         // see DeviceOp::eventId
   ChunkedVector<LaunchShape> launchShapes;                     // see DeviceOp::launchShape
   std::unordered_map<int32_t, std::vector<ClockPoint>> clock;  // by device
   uint64_t recordsParsed = 0;
@@ -221,6 +235,10 @@ struct RecordSet {
     return op.kind == DeviceOpKind::Kernel && op.launchShape >= 1 && op.launchShape <= launchShapes.size()
                ? &launchShapes[op.launchShape - 1]
                : nullptr;
+  }
+  // What a StreamWait op waited for; nullptr for other kinds.
+  const EventWait* eventWaitOf(const DeviceOp& op) const {
+    return op.kind == DeviceOpKind::StreamWait && op.eventId < eventWaits.size() ? &eventWaits[op.eventId] : nullptr;
   }
   // The payload of a Communication op; nullptr for other kinds.
   const CommunicationInfo* communicationOf(const DeviceOp& op) const {

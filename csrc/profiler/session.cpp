@@ -25,9 +25,15 @@
 namespace openreg::profiler {
 namespace {
 
+// Host-wait rows sort after every stream row (stream ids are far smaller).
+constexpr int64_t kHostSyncRowSortBase = int64_t{1} << 40;
+
 using libkineto::ActivityType;
 
 std::atomic<bool> gWindowHeld{false};  // see WindowLease
+// The session between start() and stop(), for toggleRunningCollection.
+std::mutex gRunningMutex;
+OpenregSession* gRunning = nullptr;
 std::atomic<const HostClock*> gHostClock{nullptr};
 
 std::atomic<uint64_t> gNextGeneration{1};
@@ -183,7 +189,14 @@ std::vector<std::string> OpenregSession::errors() {
   return errors_;
 }
 
-void OpenregSession::enableKinds(bool on) {
+bool OpenregSession::toggleRunningCollection(bool on) {
+  std::lock_guard<std::mutex> guard(gRunningMutex);
+  if (gRunning == nullptr) return false;
+  gRunning->enableKinds(on, /*collectedOnly=*/true);
+  return true;
+}
+
+void OpenregSession::enableKinds(bool on, bool collectedOnly) {
   const auto& fn = api_.fn();
   auto set = [&](orActivityKind kind, bool wanted) {
     if (wanted) (on ? fn.enable : fn.disable)(kind);
@@ -198,8 +211,8 @@ void OpenregSession::enableKinds(bool on) {
   set(OR_ACTIVITY_KIND_SYNCHRONIZATION, request_.syncs || request_.runtime);
   set(OR_ACTIVITY_KIND_RUNTIME, request_.runtime);
   set(OR_ACTIVITY_KIND_EXTERNAL_CORRELATION, deviceWork || request_.runtime);
-  set(OR_ACTIVITY_KIND_CLOCK_SYNC, true);
-  set(OR_ACTIVITY_KIND_OVERHEAD, true);
+  set(OR_ACTIVITY_KIND_CLOCK_SYNC, !collectedOnly);
+  set(OR_ACTIVITY_KIND_OVERHEAD, !collectedOnly);
 }
 
 void OpenregSession::takeClockSamples() {
@@ -238,6 +251,10 @@ void OpenregSession::convertHostTimes() {
     if (reference == 0) reference = call.start;
     call.start = epoch(call.start);
     call.end = epoch(call.end);
+  }
+  for (auto& sync : records_.hostSyncs) {
+    sync.start = epoch(sync.start);
+    sync.end = epoch(sync.end);
   }
   for (auto& [device, points] : records_.clock) {
     for (auto& point : points) {
@@ -302,6 +319,8 @@ void OpenregSession::start() {
     addError("orActivityEnableTracing failed: " + api_.describe(rc), true);
   }
   state_ = State::Running;
+  std::lock_guard<std::mutex> guard(gRunningMutex);
+  gRunning = this;
 }
 
 void OpenregSession::stop() {
@@ -311,6 +330,10 @@ void OpenregSession::stop() {
       state_ = State::Stopped;
     }
     return;
+  }
+  {
+    std::lock_guard<std::mutex> guard(gRunningMutex);
+    if (gRunning == this) gRunning = nullptr;
   }
   const auto& fn = api_.fn();
   auto& pool = bufferPool();
@@ -551,6 +574,7 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
   timings_.emitNs = nowNs() - emitStart;
   timings_.activities = result.stats.emitted;
   rows_ = std::move(result.rows);
+  hostSyncRows_ = std::move(result.hostSyncRows);
   emitStats_ = result.stats;
   if (std::getenv("OPENREG_PROFILER_DEBUG") != nullptr) {
     // One JSON line for tests and bug reports: what processTrace decided.
@@ -617,6 +641,14 @@ std::vector<libkineto::ResourceInfo> OpenregSession::getResourceInfos() {
                                           .sortIndex = static_cast<int64_t>(stream),
                                           .deviceId = device,
                                           .name = kinetoSafe(streamName(device, stream))});
+  }
+  // Host waits below the streams, one row per waiting thread.
+  for (const auto& [key, thread] : hostSyncRows_) {
+    const auto& [device, row] = key;
+    out.push_back(libkineto::ResourceInfo{.id = row,
+                                          .sortIndex = kHostSyncRowSortBase + row,
+                                          .deviceId = device,
+                                          .name = "Host waits (thread " + std::to_string(thread) + ")"});
   }
   return out;
 }

@@ -123,6 +123,13 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
 
   void start() override;
   void stop() override;
+
+  // torch.profiler's toggle_collection_dynamic for PrivateUse1, which torch
+  // 2.13 hands to Kineto for CUDA only: stops (or resumes) recording device
+  // work and runtime calls of the running session, if one is running; work
+  // launched while off is absent from the trace, work launched before stays.
+  // Returns false when no session is running. Any thread.
+  static bool toggleRunningCollection(bool on);
   std::vector<std::string> errors() override;
 
   void processTrace(libkineto::ActivityLogger& logger) override;
@@ -151,7 +158,9 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   };
 
   void addError(const std::string& message, bool warn);
-  void enableKinds(bool on);
+  // Switches the record kinds this trace asked for; `collectedOnly` leaves
+  // the clock samples and overhead records alone (a toggle, not a stop).
+  void enableKinds(bool on, bool collectedOnly = false);
   void takeClockSamples();
   void useHostClock();
   void convertHostTimes();
@@ -207,7 +216,8 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   bool emitted_ = false;
   EmitStats emitStats_;
   std::map<std::pair<int32_t, uint64_t>, uint64_t> rows_;
-  std::unique_ptr<libkineto::CpuTraceBuffer> traceBuffer_;  // what processTrace handed to the logger
+  std::map<std::pair<int32_t, int64_t>, uint32_t> hostSyncRows_;  // EmitResult::hostSyncRows
+  std::unique_ptr<libkineto::CpuTraceBuffer> traceBuffer_;        // what processTrace handed to the logger
 
   std::mutex errorsMutex_;
   std::vector<std::string> errors_;

@@ -53,6 +53,39 @@ const char* syncTypeName(uint32_t type) {
   }
 }
 
+// Kineto's names for CUPTI's synchronisation kinds: the row's name and its
+// "cuda_sync_kind", which HolisticTraceAnalysis keys its sync edges on. The
+// kinds are the device's own; only the category is named after CUDA, as
+// Kineto has no other (ActivityType::CUDA_SYNC).
+const char* syncKindName(uint32_t type) {
+  switch (type) {
+    case OR_ACTIVITY_SYNC_STREAM:
+      return "Stream Sync";
+    case OR_ACTIVITY_SYNC_EVENT:
+      return "Event Sync";
+    case OR_ACTIVITY_SYNC_DEVICE:
+      return "Context Sync";
+    case OR_ACTIVITY_SYNC_STREAM_WAIT_EVENT:
+      return "Stream Wait Event";
+    default:
+      return "Unknown Sync";
+  }
+}
+
+bool waitsOnEvent(uint32_t syncType) {
+  return syncType == OR_ACTIVITY_SYNC_EVENT || syncType == OR_ACTIVITY_SYNC_STREAM_WAIT_EVENT;
+}
+
+// A sync's own args, as Kineto writes CUPTI's: the kind and, for waits on an
+// event, the record they waited on (-1 where it is unknown).
+void writeSyncArgs(const EventArgs& a, ArgWriter& out) {
+  out.text("cuda_sync_kind", syncKindName(a.syncType));
+  if (!waitsOnEvent(a.syncType)) return;
+  out.integer("wait_on_stream", a.waitOnStream != 0 ? static_cast<int64_t>(a.waitOnStream) : -1);
+  out.integer("wait_on_cuda_event_record_corr_id", a.waitRecordCorrelation);
+  out.unsignedInteger("wait_on_cuda_event_id", a.eventId);
+}
+
 bool requested(const EmitOptions& o, DeviceOpKind kind) {
   switch (kind) {
     case DeviceOpKind::Kernel:
@@ -227,13 +260,28 @@ EventArgs eventArgsOf(const TraceEvent& event) {
         a.isAsync = op.isAsync;
         break;
       case DeviceOpKind::StreamWait:
-        a.eventId = op.eventId;
+        a.syncType = OR_ACTIVITY_SYNC_STREAM_WAIT_EVENT;
+        if (const EventWait* wait = event.eventWait) {
+          a.eventId = wait->eventId;
+          a.waitOnStream = wait->recordStreamId;
+        }
+        a.waitRecordCorrelation = event.waitRecord;
         break;
       case DeviceOpKind::Communication:
         a.bytes = op.bytes;
         a.communication = event.communication;
         break;
     }
+  } else if (event.type == TraceEventType::HostSync && event.sync != nullptr) {
+    const HostSync& sync = *event.sync;
+    a.source = EventArgs::Source::HostSync;
+    a.device = sync.device;
+    a.correlation = event.id;
+    a.syncType = sync.syncType;
+    a.stream = sync.stream;
+    a.eventId = sync.eventId;
+    a.waitOnStream = sync.recordStreamId;
+    a.waitRecordCorrelation = event.waitRecord;
   } else if (event.runtime != nullptr) {
     const RuntimeCall& call = *event.runtime->call;
     a.source = EventArgs::Source::Runtime;
@@ -282,13 +330,20 @@ void writeArgs(const EventArgs& a, ArgWriter& out) {
         out.boolean("async", a.isAsync);
         break;
       case DeviceOpKind::StreamWait:
-        out.unsignedInteger("event", a.eventId);
+        writeSyncArgs(a, out);
         break;
       case DeviceOpKind::Communication:
         writeCommunicationArgs(a, out);
         break;
     }
     if (a.status != 0) out.integer("status", a.status);
+  } else if (a.source == EventArgs::Source::HostSync) {
+    // Kineto's layout: "stream" is the synchronised stream, -1 for waits on
+    // an event or the whole device (HTA then reads no stream work into them).
+    out.integer("device", a.device);
+    out.integer("stream", a.syncType == OR_ACTIVITY_SYNC_STREAM ? static_cast<int64_t>(a.stream) : -1);
+    out.integer("correlation", a.correlation);
+    writeSyncArgs(a, out);
   } else if (a.source == EventArgs::Source::Runtime) {
     // No "stream" arg: HTA would take a host row carrying one for device work.
     out.integer("correlation", a.correlation);
@@ -416,19 +471,34 @@ CorrelationIndex orderRuntimeCalls(const ChunkedVector<RuntimeCall>& calls, cons
   return byCorr;
 }
 
-void joinHostSyncs(const ChunkedVector<HostSync>& syncs, PreparedTrace& out) {
-  CorrelationIndex byCorr = indexFor(syncs, [](const HostSync& h) { return h.correlationId; });
+namespace {
+int32_t runtimeIndexOf(const CorrelationIndex& runtimeByCorr, uint64_t correlationId) {
+  const uint32_t slot = correlationId != 0 ? runtimeByCorr.find(correlationId) : CorrelationIndex::kMissing;
+  return slot != CorrelationIndex::kMissing ? static_cast<int32_t>(slot) : -1;
+}
+}  // namespace
+
+void joinHostSyncs(const ChunkedVector<HostSync>& syncs, const CorrelationIndex& runtimeByCorr, PreparedTrace& out) {
+  CorrelationIndex seen = indexFor(syncs, [](const HostSync& h) { return h.correlationId; });
   for (const auto& sync : syncs) {
-    if (sync.correlationId != 0 && !byCorr.insert(sync.correlationId, static_cast<uint32_t>(out.hostSyncs.size()))) {
+    if (sync.correlationId != 0 && !seen.insert(sync.correlationId, 0)) {
       ++out.stats.duplicateRecords;
       continue;
     }
-    out.hostSyncs.push_back(sync);
+    const PreparedHostSync prepared{.sync = sync,
+                                    .runtimeIndex = runtimeIndexOf(runtimeByCorr, sync.correlationId),
+                                    .recordIndex = runtimeIndexOf(runtimeByCorr, sync.recordCorrelationId)};
+    if (prepared.runtimeIndex >= 0) {
+      out.runtime[static_cast<size_t>(prepared.runtimeIndex)].syncIndex = static_cast<int32_t>(out.hostSyncs.size());
+    }
+    out.hostSyncs.push_back(prepared);
   }
-  if (out.hostSyncs.empty()) return;
-  for (auto& rt : out.runtime) {
-    const uint32_t slot = byCorr.find(rt.call->correlationId);
-    if (slot != CorrelationIndex::kMissing) rt.syncIndex = static_cast<int32_t>(slot);
+}
+
+void joinEventWaits(const ChunkedVector<EventWait>& waits, const CorrelationIndex& runtimeByCorr, PreparedTrace& out) {
+  out.eventWaitRecords.reserve(waits.size());
+  for (const EventWait& wait : waits) {
+    out.eventWaitRecords.push_back(runtimeIndexOf(runtimeByCorr, wait.recordCorrelationId));
   }
 }
 
@@ -756,7 +826,7 @@ TraceEvent runtimeEvent(const PreparedTrace& prepared, size_t index, bool flowSt
   e.id = rt.traceId;
   e.linkedOp = rt.externalOp;
   e.runtime = &rt;
-  if (rt.syncIndex >= 0) e.sync = &prepared.hostSyncs[static_cast<size_t>(rt.syncIndex)];
+  if (rt.syncIndex >= 0) e.sync = &prepared.hostSyncs[static_cast<size_t>(rt.syncIndex)].sync;
   if (flowStart) {
     e.flowId = static_cast<uint32_t>(rt.traceId);
     e.flowStart = true;
@@ -778,12 +848,72 @@ TraceEvent deviceEvent(const PreparedTrace& prepared, const RowWork& work, bool 
   if (prepared.records != nullptr) {
     e.communication = prepared.records->communicationOf(*p.op);
     e.launchShape = prepared.records->launchShapeOf(*p.op);
+    e.eventWait = prepared.records->eventWaitOf(*p.op);
   }
   // Stream waits are not device work of the op: linking them would credit
   // waiting time to it in key_averages().
   if (p.op->kind != DeviceOpKind::StreamWait) e.linkedOp = p.external.op;
   if (flowEnd) e.flowId = static_cast<uint32_t>(p.traceId);
   return e;
+}
+
+int32_t emittedRowId(const PreparedTrace& prepared, int32_t runtimeIndex, const std::vector<char>& runtimeEmitted) {
+  if (runtimeIndex < 0 || !runtimeEmitted[static_cast<size_t>(runtimeIndex)]) return -1;
+  return prepared.runtime[static_cast<size_t>(runtimeIndex)].traceId;
+}
+
+int32_t waitRecordRowId(const PreparedTrace& prepared, const DeviceOp& op, const std::vector<char>& runtimeEmitted) {
+  if (op.kind != DeviceOpKind::StreamWait || op.eventId >= prepared.eventWaitRecords.size()) return -1;
+  return emittedRowId(prepared, prepared.eventWaitRecords[op.eventId], runtimeEmitted);
+}
+
+namespace {
+bool keepHostSync(int64_t start, int64_t end, const EmitOptions& options, EmitStats& stats) {
+  if (!options.syncs) {
+    ++stats.notRequested;
+  } else if (start < options.windowStart || end > options.windowEnd) {
+    ++stats.outOfWindow;
+  } else if (options.notBefore != 0 && start < options.notBefore) {
+    ++stats.beforeRequestedStart;
+  } else {
+    return true;
+  }
+  return false;
+}
+}  // namespace
+
+std::vector<TraceEvent> hostSyncEvents(const PreparedTrace& prepared, const EmitOptions& options,
+                                       const std::vector<char>& runtimeEmitted, EmitResult& result) {
+  std::vector<TraceEvent> events;
+  std::map<std::pair<int32_t, uint32_t>, int64_t> rowOfThread;  // (device, host thread) → row
+  std::map<int32_t, int64_t> rowsOnDevice;
+  for (const PreparedHostSync& p : prepared.hostSyncs) {
+    const HostSync& sync = p.sync;
+    const int64_t start = hostNs(sync.start);
+    const int64_t end = std::max(start, hostNs(sync.end));
+    if (!keepHostSync(start, end, options, result.stats)) continue;
+    TraceEvent e;
+    if (sync.syncType == OR_ACTIVITY_SYNC_STREAM) {
+      e.tid = static_cast<int64_t>(sync.stream);  // Kineto moves it to the stream's "(sync)" row
+    } else {
+      auto [row, added] = rowOfThread.try_emplace({sync.device, sync.threadId}, 0);
+      if (added) {
+        row->second = kHostWaitRowBase + rowsOnDevice[sync.device]++;
+        result.hostSyncRows[{sync.device, row->second}] = sync.threadId;
+      }
+      e.tid = row->second;
+    }
+    e.type = TraceEventType::HostSync;
+    e.name = syncKindName(sync.syncType);
+    e.start = start;
+    e.end = end;
+    e.pid = sync.device;
+    e.id = p.runtimeIndex >= 0 ? prepared.runtime[static_cast<size_t>(p.runtimeIndex)].traceId : 0;
+    e.sync = &sync;
+    e.waitRecord = emittedRowId(prepared, p.recordIndex, runtimeEmitted);
+    events.push_back(e);
+  }
+  return events;
 }
 
 }  // namespace steps
@@ -794,7 +924,8 @@ PreparedTrace prepareTrace(const RecordSet& records) {
   const steps::ExternalJoin external = steps::joinExternalIds(records.external);
   const steps::ClockMaps clocks = steps::buildClockMaps(records.clock, out.stats);
   const steps::CorrelationIndex runtimeByCorr = steps::orderRuntimeCalls(records.runtimeCalls, external, out);
-  steps::joinHostSyncs(records.hostSyncs, out);
+  steps::joinHostSyncs(records.hostSyncs, runtimeByCorr, out);
+  steps::joinEventWaits(records.eventWaits, runtimeByCorr, out);
   steps::mapDeviceOps(records.deviceOps, clocks, external, runtimeByCorr, out);
   steps::assignTraceIds(out);
   steps::sortRuns(out.deviceOps, [](const PreparedDeviceOp& a, const PreparedDeviceOp& b) {
@@ -811,6 +942,10 @@ void emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const 
   const std::vector<char> launchHasFlow = steps::markFlows(rows, prepared, runtime.emitted, result.stats);
   std::vector<TraceEvent> spans =
       options.userAnnotations ? steps::buildSpans(rows, prepared, userRange, result) : std::vector<TraceEvent>{};
+  // Host syncs have rows of their own: they are merged with the spans.
+  for (const TraceEvent& sync : steps::hostSyncEvents(prepared, options, runtime.emitted, result)) {
+    spans.push_back(sync);
+  }
   const steps::EmitRuns runs = steps::orderRuns(rows, prepared, runtime, std::move(spans), result);
   struct Times {
     int64_t start, end;
@@ -834,7 +969,9 @@ void emitTrace(const PreparedTrace& prepared, const EmitOptions& options, const 
       sink(steps::runtimeEvent(prepared, launch, launchHasFlow[launch]));
     } else {
       const steps::RowWork& work = (*runs.rows[run])[i];
-      sink(steps::deviceEvent(prepared, work, steps::hasLaunchFlow(work.op(prepared), runtime.emitted)));
+      TraceEvent event = steps::deviceEvent(prepared, work, steps::hasLaunchFlow(work.op(prepared), runtime.emitted));
+      event.waitRecord = steps::waitRecordRowId(prepared, *work.op(prepared).op, runtime.emitted);
+      sink(event);
     }
     ++result.stats.emitted;
   });

@@ -33,6 +33,9 @@ namespace openreg::profiler {
 // and would credit it with the op's device time.
 constexpr int32_t kFirstTraceId = 1 << 30;
 
+// Rows of host waits on a device start here, above any stream id.
+constexpr int64_t kHostWaitRowBase = int64_t{1} << 30;
+
 // Both kept small: a trace has one of each per kernel.
 struct PreparedDeviceOp {
   const DeviceOp* op = nullptr;  // in the RecordSet prepareTrace read
@@ -50,6 +53,14 @@ struct PreparedRuntime {
   uint64_t externalOp = 0;  // the op that made the call (user ranges mark device work only)
 };
 
+// A host sync with the runtime calls it belongs to (indices into
+// PreparedTrace::runtime, or -1 where the call is not in the records).
+struct PreparedHostSync {
+  HostSync sync;
+  int32_t runtimeIndex = -1;  // the synchronising call
+  int32_t recordIndex = -1;   // event syncs: the orEventRecord waited on
+};
+
 struct PrepareStats {
   uint64_t duplicateRecords = 0;
   uint64_t unmappedDeviceOps = 0;    // no clock samples for their device
@@ -62,7 +73,10 @@ struct PrepareStats {
 struct PreparedTrace {
   std::vector<PreparedDeviceOp> deviceOps;  // by host start
   std::vector<PreparedRuntime> runtime;     // by host start
-  std::vector<HostSync> hostSyncs;
+  std::vector<PreparedHostSync> hostSyncs;
+  // Per RecordSet::eventWaits: the orEventRecord call waited on (index into
+  // runtime), or -1.
+  std::vector<int32_t> eventWaitRecords;
   const RecordSet* records = nullptr;  // the set read, for side tables (communications)
   PrepareStats stats;
 };
@@ -76,7 +90,7 @@ struct EmitOptions {
   bool kernels = true;
   bool memcpy = true;
   bool memset = true;
-  bool syncs = true;            // stream waits on device rows
+  bool syncs = true;            // stream waits on stream rows, host syncs on their own rows
   bool userAnnotations = true;  // record_function ranges mirrored on stream rows
   bool runtime = true;          // host launch rows
   int64_t windowStart = 0;      // host epoch ns, inclusive
@@ -84,7 +98,7 @@ struct EmitOptions {
   int64_t notBefore = 0;  // deferred start (ts_ms); 0 if none
 };
 
-enum class TraceEventType { Kernel, Memcpy, Memset, StreamWait, UserAnnotation, Runtime };
+enum class TraceEventType { Kernel, Memcpy, Memset, StreamWait, HostSync, UserAnnotation, Runtime };
 
 // Valid while the PreparedTrace (and the EmitResult, for range names) it came
 // from is alive.
@@ -105,7 +119,9 @@ struct TraceEvent {
   // host sync it made, if any). Both null for user-range spans.
   const PreparedDeviceOp* device = nullptr;
   const PreparedRuntime* runtime = nullptr;
-  const HostSync* sync = nullptr;
+  const HostSync* sync = nullptr;                    // a sync call's runtime row, or a host sync's own row
+  const EventWait* eventWait = nullptr;              // stream waits
+  int32_t waitRecord = -1;                           // event waits: the emitted orEventRecord row's id, -1 if none
   const CommunicationInfo* communication = nullptr;  // device collectives
   const LaunchShape* launchShape = nullptr;          // kernels
 };
@@ -114,7 +130,7 @@ struct TraceEvent {
 // Kineto activity can keep it after the records are gone and format its args
 // only if they are asked for.
 struct EventArgs {
-  enum class Source : uint8_t { None, Device, Runtime };
+  enum class Source : uint8_t { None, Device, Runtime, HostSync, Count };
   Source source = Source::None;  // None: user-range spans, which have no args
   DeviceOpKind kind = DeviceOpKind::Kernel;
   uint8_t copyKind = 0;
@@ -137,7 +153,9 @@ struct EventArgs {
   uint32_t syncType = 0;
   uint64_t stream = 0;  // where the work ran, or the stream a call synchronised
   uint64_t bytes = 0;
-  uint64_t eventId = 0;  // the event a stream waited for, or a call synchronised
+  uint64_t eventId = 0;                // the event a stream waited for, or a call synchronised
+  uint64_t waitOnStream = 0;           // event waits: the stream the event was recorded on (0: unknown)
+  int64_t waitRecordCorrelation = -1;  // event waits: the record's row id, -1 if not in the trace
   int64_t durationNs = 0;
   // Collectives only, the one pointer: into the RecordSet while the trace is
   // built; the ActivityStore points a collective's shape at its own copy.
@@ -207,6 +225,8 @@ struct EmitResult {
   EmitStats stats;
   // (device, stream) of every stream row that holds an event.
   std::map<std::pair<int32_t, uint64_t>, uint64_t> rows;
+  // (device, row) of every host-sync row: the host thread whose waits it holds.
+  std::map<std::pair<int32_t, int64_t>, uint32_t> hostSyncRows;
   std::deque<std::string> rangeNames;  // what user-range spans' names point at
 };
 

@@ -177,9 +177,11 @@ ClockMaps buildClockMaps(const std::unordered_map<int32_t, std::vector<ClockPoin
 CorrelationIndex orderRuntimeCalls(const ChunkedVector<RuntimeCall>& calls, const ExternalJoin& external,
                                    PreparedTrace& out);
 
-// Host syncs into out.hostSyncs (one per correlation id) and each runtime
-// call's syncIndex.
-void joinHostSyncs(const ChunkedVector<HostSync>& syncs, PreparedTrace& out);
+// Host syncs into out.hostSyncs (one per correlation id) with their calls,
+// and each sync call's syncIndex.
+void joinHostSyncs(const ChunkedVector<HostSync>& syncs, const CorrelationIndex& runtimeByCorr, PreparedTrace& out);
+// The orEventRecord call each stream wait waited on, into out.eventWaitRecords.
+void joinEventWaits(const ChunkedVector<EventWait>& waits, const CorrelationIndex& runtimeByCorr, PreparedTrace& out);
 
 // Device work into out.deviceOps in arrival order: one record per
 // correlation id, mapped to host time (unmapped work is counted and left
@@ -268,5 +270,18 @@ EmitRuns orderRuns(RowMap& rows, const PreparedTrace& prepared, const RuntimeSel
 
 TraceEvent runtimeEvent(const PreparedTrace& prepared, size_t index, bool flowStart);
 TraceEvent deviceEvent(const PreparedTrace& prepared, const RowWork& work, bool flowEnd);
+// The id of runtime row `runtimeIndex` if it is emitted, else -1.
+int32_t emittedRowId(const PreparedTrace& prepared, int32_t runtimeIndex, const std::vector<char>& runtimeEmitted);
+// A stream wait's orEventRecord row id (emittedRowId); -1 for other work.
+int32_t waitRecordRowId(const PreparedTrace& prepared, const DeviceOp& op, const std::vector<char>& runtimeEmitted);
+// The host syncs in the window, as events on their device: a stream sync at
+// its stream (Kineto's JSON writer moves "Stream Sync" events to a row of
+// their own beside the stream's), event and device syncs on rows that hold
+// one host thread's waits each (kHostWaitRowBase + 0, 1, ... in order of
+// first wait; Kineto writes negative rows as positive ones, into the
+// streams'), so that syncs never overlap on a row; these rows go to
+// result.hostSyncRows.
+std::vector<TraceEvent> hostSyncEvents(const PreparedTrace& prepared, const EmitOptions& options,
+                                       const std::vector<char>& runtimeEmitted, EmitResult& result);
 
 }  // namespace openreg::profiler::steps

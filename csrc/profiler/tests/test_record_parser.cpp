@@ -282,3 +282,39 @@ TEST(RecordParser, CommunicationKeepsItsPayloadInTheSideTable) {
   EXPECT_EQ(truncated.truncatedRecords, 1u);
   EXPECT_TRUE(truncated.deviceOps.empty());
 }
+
+TEST(RecordParser, SyncRecordsCarryTheRecordTheyWaitedOnAndOlderOnesReadAsUnknown) {
+  Writer w;
+  orActivitySynchronization s{};
+  s.clockDomain = OR_ACTIVITY_CLOCK_DEVICE;
+  s.syncType = OR_ACTIVITY_SYNC_STREAM_WAIT_EVENT;
+  s.eventId = 6;
+  s.recordCorrelationId = 41;
+  s.recordStreamId = 2;
+  w.put(s, OR_ACTIVITY_KIND_SYNCHRONIZATION);
+  s.clockDomain = OR_ACTIVITY_CLOCK_HOST;
+  s.syncType = OR_ACTIVITY_SYNC_EVENT;
+  s.threadId = 77;
+  s.start = 100;
+  s.end = 200;
+  w.put(s, OR_ACTIVITY_KIND_SYNCHRONIZATION);
+  // A runtime from before the record grew: its layout ends at `end`.
+  w.putPrefix(s, OR_ACTIVITY_KIND_SYNCHRONIZATION, offsetof(orActivitySynchronization, recordCorrelationId));
+
+  RecordSet out;
+  parseBuffer(&nextRecord, w.bytes, w.used, out);
+  EXPECT_EQ(out.truncatedRecords, 0u);
+  ASSERT_EQ(out.deviceOps.size(), 1u);
+  const EventWait* wait = out.eventWaitOf(out.deviceOps[0]);
+  ASSERT_NE(wait, nullptr);
+  EXPECT_EQ(wait->eventId, 6u);
+  EXPECT_EQ(wait->recordCorrelationId, 41u);
+  EXPECT_EQ(wait->recordStreamId, 2u);
+  ASSERT_EQ(out.hostSyncs.size(), 2u);
+  EXPECT_EQ(out.hostSyncs[0].threadId, 77u);
+  EXPECT_EQ(out.hostSyncs[0].start, 100u);
+  EXPECT_EQ(out.hostSyncs[0].end, 200u);
+  EXPECT_EQ(out.hostSyncs[0].recordCorrelationId, 41u);
+  EXPECT_EQ(out.hostSyncs[1].recordCorrelationId, 0u) << "absent from the older layout";
+  EXPECT_EQ(out.hostSyncs[1].recordStreamId, 0u);
+}

@@ -324,7 +324,7 @@ TEST(TraceBuilder, HostSyncsAnnotateTheirRuntimeRow) {
   call.end = kHost0 + 9000;
   call.name = "orStreamSynchronize";
   b.records.runtimeCalls.push_back(call);
-  b.records.hostSyncs.push_back({OR_ACTIVITY_SYNC_STREAM, 0, 3, 0, 77});
+  b.records.hostSyncs.push_back({.syncType = OR_ACTIVITY_SYNC_STREAM, .device = 0, .stream = 3, .correlationId = 77});
   auto prepared = prepareTrace(b.records);
   auto r = emitTrace(prepared, window(0, 1000), rangeName);
   auto rows = ofType(r, TraceEventType::Runtime);
@@ -332,6 +332,127 @@ TEST(TraceBuilder, HostSyncsAnnotateTheirRuntimeRow) {
   EXPECT_EQ(arg(*rows[0], "sync")->value, "stream");
   EXPECT_EQ(arg(*rows[0], "sync stream")->value, "3");
   EXPECT_EQ(rows[0]->flowId, 0u);
+}
+
+// A runtime call named `name` at [startUs, endUs) on host thread `thread`.
+uint64_t addCall(Builder& b, const char* name, uint64_t startUs, uint64_t endUs, uint32_t thread = 101) {
+  RuntimeCall call;
+  call.processId = 100;
+  call.threadId = thread;
+  call.correlationId = b.nextCorr++;
+  call.start = kHost0 + startUs * 1000;
+  call.end = kHost0 + endUs * 1000;
+  call.name = name;
+  b.records.runtimeCalls.push_back(call);
+  return call.correlationId;
+}
+
+std::string argValue(const TraceEvent& e, const std::string& key) {
+  const auto a = arg(e, key);
+  return a ? a->value : "<absent>";
+}
+
+TEST(TraceBuilder, HostSyncsGetSyncRowsInKinetosSchema) {
+  Builder b;
+  const uint64_t record = addCall(b, "orEventRecord", 10, 11);
+  const uint64_t eventSync = addCall(b, "orEventSynchronize", 20, 40);
+  const uint64_t streamSync = addCall(b, "orStreamSynchronize", 50, 60);
+  const uint64_t deviceSync = addCall(b, "orDeviceSynchronize", 70, 80, /*thread=*/202);
+  auto sync = [&](uint32_t type, uint64_t corr, uint64_t fromUs, uint64_t toUs, uint32_t thread) {
+    return HostSync{.syncType = type,
+                    .device = 1,
+                    .threadId = thread,
+                    .correlationId = corr,
+                    .start = kHost0 + fromUs * 1000,
+                    .end = kHost0 + toUs * 1000};
+  };
+  HostSync event = sync(OR_ACTIVITY_SYNC_EVENT, eventSync, 21, 39, 101);
+  event.eventId = 9;
+  event.recordCorrelationId = record;
+  event.recordStreamId = 3;
+  HostSync stream = sync(OR_ACTIVITY_SYNC_STREAM, streamSync, 51, 59, 101);
+  stream.stream = 4;
+  b.records.hostSyncs.push_back(event);
+  b.records.hostSyncs.push_back(stream);
+  b.records.hostSyncs.push_back(sync(OR_ACTIVITY_SYNC_DEVICE, deviceSync, 71, 79, 202));
+  const auto prepared = prepareTrace(b.records);
+  const auto r = emitTrace(prepared, window(0, 1000), rangeName);
+  const auto rows = ofType(r, TraceEventType::HostSync);
+  ASSERT_EQ(rows.size(), 3u);
+  const auto runtime = ofType(r, TraceEventType::Runtime);
+  ASSERT_EQ(runtime.size(), 4u);
+  // Event sync: the record it waited on by that record's row id, and the stream it was recorded on.
+  EXPECT_EQ(rows[0]->name, "Event Sync");
+  EXPECT_EQ(rows[0]->start, static_cast<int64_t>(kHost0 + 21'000));
+  EXPECT_EQ(rows[0]->end, static_cast<int64_t>(kHost0 + 39'000));
+  EXPECT_EQ(rows[0]->pid, 1);
+  EXPECT_EQ(rows[0]->tid, kHostWaitRowBase);
+  EXPECT_EQ(rows[0]->id, runtime[1]->id) << "its correlation is its call's";
+  EXPECT_EQ(argValue(*rows[0], "stream"), "-1");
+  EXPECT_EQ(argValue(*rows[0], "cuda_sync_kind"), "Event Sync");
+  EXPECT_EQ(argValue(*rows[0], "wait_on_stream"), "3");
+  EXPECT_EQ(argValue(*rows[0], "wait_on_cuda_event_record_corr_id"), std::to_string(runtime[0]->id));
+  EXPECT_EQ(argValue(*rows[0], "wait_on_cuda_event_id"), "9");
+  // Stream sync: at its stream (Kineto's writer moves it beside the stream), no wait_on args.
+  EXPECT_EQ(rows[1]->name, "Stream Sync");
+  EXPECT_EQ(rows[1]->tid, 4);
+  EXPECT_EQ(argValue(*rows[1], "stream"), "4");
+  EXPECT_EQ(argValue(*rows[1], "wait_on_stream"), "<absent>");
+  // Another thread's wait: a row of its own.
+  EXPECT_EQ(rows[2]->name, "Context Sync");
+  EXPECT_EQ(rows[2]->tid, kHostWaitRowBase + 1);
+  EXPECT_EQ(argValue(*rows[2], "cuda_sync_kind"), "Context Sync");
+  EXPECT_EQ(r.hostSyncRows.size(), 2u);
+  EXPECT_EQ(r.hostSyncRows.at({1, kHostWaitRowBase}), 101u);
+  EXPECT_EQ(r.hostSyncRows.at({1, kHostWaitRowBase + 1}), 202u);
+  for (const auto* row : rows) EXPECT_EQ(row->linkedOp, 0u) << "waiting is not an op's device time";
+}
+
+TEST(TraceBuilder, HostSyncsHonourTheWindowAndTheRequest) {
+  Builder b;
+  const uint64_t call = addCall(b, "orDeviceSynchronize", 500, 600);
+  b.records.hostSyncs.push_back({.syncType = OR_ACTIVITY_SYNC_DEVICE,
+                                 .device = 0,
+                                 .threadId = 101,
+                                 .correlationId = call,
+                                 .start = kHost0 + 501'000,
+                                 .end = kHost0 + 599'000});
+  const auto prepared = prepareTrace(b.records);
+  auto outside = emitTrace(prepared, window(0, 400), rangeName);
+  EXPECT_TRUE(ofType(outside, TraceEventType::HostSync).empty());
+  EXPECT_EQ(outside.stats.outOfWindow, 2u) << "the call and its sync";
+  EmitOptions noSyncs = window(0, 1000);
+  noSyncs.syncs = false;
+  auto unrequested = emitTrace(prepared, noSyncs, rangeName);
+  EXPECT_TRUE(ofType(unrequested, TraceEventType::HostSync).empty());
+  EXPECT_EQ(unrequested.stats.notRequested, 1u);
+  EXPECT_TRUE(unrequested.hostSyncRows.empty());
+}
+
+TEST(TraceBuilder, StreamWaitsNameTheRecordTheyWaitedOn) {
+  Builder b;
+  const uint64_t record = addCall(b, "orEventRecord", 5, 6);
+  const uint64_t corr = b.launch(DeviceOpKind::StreamWait, 0, 2, 10, 12, 30);
+  DeviceOp& wait = b.records.deviceOps.back();
+  wait.eventId = b.records.eventWaits.size();
+  b.records.eventWaits.push_back({.eventId = 4, .recordCorrelationId = record, .recordStreamId = 1});
+  (void)corr;
+  const auto prepared = prepareTrace(b.records);
+  const auto r = emitTrace(prepared, window(0, 1000), rangeName);
+  const auto waits = ofType(r, TraceEventType::StreamWait);
+  ASSERT_EQ(waits.size(), 1u);
+  const auto runtime = ofType(r, TraceEventType::Runtime);
+  ASSERT_EQ(runtime.size(), 2u);
+  EXPECT_EQ(argValue(*waits[0], "cuda_sync_kind"), "Stream Wait Event");
+  EXPECT_EQ(argValue(*waits[0], "wait_on_stream"), "1");
+  EXPECT_EQ(argValue(*waits[0], "wait_on_cuda_event_record_corr_id"), std::to_string(runtime[0]->id));
+  EXPECT_EQ(argValue(*waits[0], "wait_on_cuda_event_id"), "4");
+  // A record before the window is not in the trace: the wait names none (-1), not a missing row.
+  const auto late = emitTrace(prepared, window(8, 1000), rangeName);
+  const auto lateWaits = ofType(late, TraceEventType::StreamWait);
+  ASSERT_EQ(lateWaits.size(), 1u);
+  EXPECT_EQ(argValue(*lateWaits[0], "wait_on_cuda_event_record_corr_id"), "-1");
+  EXPECT_EQ(argValue(*lateWaits[0], "wait_on_stream"), "1");
 }
 
 TEST(TraceBuilder, CommunicationIsAKernelLinkedToItsOpWithItsPayload) {

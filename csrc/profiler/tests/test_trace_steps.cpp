@@ -165,15 +165,18 @@ TEST(TraceSteps, HostSyncsJoinTheirCalls) {
   calls.push_back(call(1, 100));
   calls.push_back(call(2, 200));
   ChunkedVector<HostSync> syncs;
-  syncs.push_back({OR_ACTIVITY_SYNC_STREAM, 0, 3, 0, 2});
-  syncs.push_back({OR_ACTIVITY_SYNC_STREAM, 0, 3, 0, 2});  // twice
+  const HostSync sync{.syncType = OR_ACTIVITY_SYNC_EVENT, .device = 0, .correlationId = 2, .recordCorrelationId = 1};
+  syncs.push_back(sync);
+  syncs.push_back(sync);  // twice
   PreparedTrace out;
-  orderRuntimeCalls(calls, ExternalJoin{}, out);
-  joinHostSyncs(syncs, out);
-  EXPECT_EQ(out.hostSyncs.size(), 1u);
+  const CorrelationIndex byCorr = orderRuntimeCalls(calls, ExternalJoin{}, out);
+  joinHostSyncs(syncs, byCorr, out);
+  ASSERT_EQ(out.hostSyncs.size(), 1u);
   EXPECT_EQ(out.stats.duplicateRecords, 1u);
   EXPECT_EQ(out.runtime[0].syncIndex, -1);
   EXPECT_EQ(out.runtime[1].syncIndex, 0);
+  EXPECT_EQ(out.hostSyncs[0].runtimeIndex, 1);
+  EXPECT_EQ(out.hostSyncs[0].recordIndex, 0) << "the record call it waited on";
 }
 
 TEST(TraceSteps, DeviceOpsMappedJoinedAndDeduplicated) {
@@ -428,10 +431,10 @@ TEST(TraceSteps, EventsCarryTheirJoins) {
   ChunkedVector<ExternalRecord> external;
   external.push_back({1, 42, OR_EXTERNAL_CORRELATION_KIND_OPERATOR});
   ChunkedVector<HostSync> syncs;
-  syncs.push_back({OR_ACTIVITY_SYNC_STREAM, 0, 3, 0, 1});
+  syncs.push_back({.syncType = OR_ACTIVITY_SYNC_STREAM, .device = 0, .stream = 3, .correlationId = 1});
   PreparedTrace trace;
-  orderRuntimeCalls(calls, joinExternalIds(external), trace);
-  joinHostSyncs(syncs, trace);
+  const CorrelationIndex byCorr = orderRuntimeCalls(calls, joinExternalIds(external), trace);
+  joinHostSyncs(syncs, byCorr, trace);
   trace.runtime[0].traceId = kFirstTraceId;
   const TraceEvent launch = runtimeEvent(trace, 0, true);
   EXPECT_EQ(launch.type, TraceEventType::Runtime);
@@ -444,7 +447,7 @@ TEST(TraceSteps, EventsCarryTheirJoins) {
   EXPECT_EQ(launch.linkedOp, 42u);
   EXPECT_EQ(launch.flowId, static_cast<uint32_t>(kFirstTraceId));
   EXPECT_TRUE(launch.flowStart);
-  EXPECT_EQ(launch.sync, &trace.hostSyncs[0]);
+  EXPECT_EQ(launch.sync, &trace.hostSyncs[0].sync);
   EXPECT_EQ(runtimeEvent(trace, 0, false).flowId, 0u);
 
   DeviceOp wait = kernel(1, 2, 5, 0, 0);

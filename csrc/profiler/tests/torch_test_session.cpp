@@ -186,17 +186,34 @@ TEST_F(SessionTest, LinksThroughTruncatedOpIdsAndFlows) {
   EXPECT_EQ(kernels[0]->getMetadataValue("grid"), "[4, 1, 1]");  // what the replay library writes
   EXPECT_EQ(copies[0]->getMetadataValue("kind"), "HtoD");
   EXPECT_EQ(kernels[0]->getMetadataValue("no such key"), "");
+  // Laid out as Kineto lays out its own args: "key": value, joined by ", ".
   const std::string json = kernels[0]->metadataJson();
-  EXPECT_EQ(json.rfind("\"device\":0,\"stream\":1,\"correlation\":", 0), 0u) << json;
-  EXPECT_NE(copies[0]->metadataJson().find("\"kind\":\"HtoD\""), std::string::npos);
+  EXPECT_EQ(json, "\"device\": 0, \"stream\": 1, \"correlation\": " + std::to_string(kernels[0]->correlationId()) +
+                      ", \"grid\": [4, 1, 1], \"block\": " + kernels[0]->getMetadataValue("block") +
+                      ", \"shared memory\": " + kernels[0]->getMetadataValue("shared memory") +
+                      ", \"stream priority\": 0")
+      << json;
+  EXPECT_NE(copies[0]->metadataJson().find("\"kind\": \"HtoD\", \"bytes\": "), std::string::npos);
   EXPECT_EQ(kernels[0]->traceSpan()->name, "openreg");
 
   auto info = session.getDeviceInfo();
   ASSERT_NE(info, nullptr);
   EXPECT_EQ(info->sortIndex, libkineto::kExceedMaxPid);
   auto rows = session.getResourceInfos();
-  ASSERT_EQ(rows.size(), 1u);
+  ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].name, "Stream 1 (default)");
+  // The device sync: a row of its own below the streams, as Kineto writes CUPTI's.
+  EXPECT_EQ(rows[1].id, kHostWaitRowBase);
+  EXPECT_GT(rows[1].sortIndex, rows[0].sortIndex);
+  EXPECT_EQ(rows[1].name.rfind("Host waits (thread ", 0), 0u) << rows[1].name;
+  const auto syncs = logger.ofType(ActivityType::CUDA_SYNC);
+  ASSERT_EQ(syncs.size(), 1u);
+  EXPECT_EQ(syncs[0]->name(), "Context Sync");
+  EXPECT_EQ(syncs[0]->resourceId(), kHostWaitRowBase);
+  EXPECT_EQ(syncs[0]->linkedActivity(), nullptr) << "waiting is not the op's device time";
+  EXPECT_EQ(syncs[0]->metadataJson(),
+            "\"device\": 0, \"stream\": -1, \"correlation\": " + std::to_string(syncs[0]->correlationId()) +
+                ", \"cuda_sync_kind\": \"Context Sync\"");
   EXPECT_EQ(session.getMetadata().at("openreg_dropped_records"), "0");
   // The buffer Kineto takes over owns what the logger points at: its one
   // entry is the store of the activities, which outlive the session and go
