@@ -234,6 +234,20 @@ TEST(SyncChecks, ContextSyncEndsWhileAnotherStreamRuns) {
             "\"Context Sync\" ends 1.000 us before \"sub\", launched before the sync call, ends on its device");
 }
 
+TEST(SyncChecks, WorkWithoutALaunchRowCountsFromItsStart) {
+  Plan p;
+  p.reluTs = 55'500;  // relu runs 55.5..57.5 us
+  TraceBuilder b = synced(p);
+  // Running from before the stream sync's call (59 us) until 64 us, with no
+  // runtime row to say when it was launched: it was enqueued before it ran.
+  b.kernel("unlaunched", 58'000, 6'000, 0, 7, 99, 5);
+  CheckReport r = check(b);
+  EXPECT_EQ(reacting(r), (std::set<std::string>{"sync_after_stream_work", "device_events_launched"}));
+  EXPECT_EQ(result(r, "sync_after_stream_work").violations, 1u);
+  EXPECT_EQ(firstMessage(r, "sync_after_stream_work"),
+            "\"Stream Sync\" ends 1.000 us before \"unlaunched\", launched before the sync call, ends on its stream");
+}
+
 TEST(SyncChecks, WorkLaunchedDuringTheSyncIsNotWaitedFor) {
   TraceBuilder b = synced();
   // Launched from a second thread while the stream sync (59..63 us) waits.
