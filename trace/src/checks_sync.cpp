@@ -47,8 +47,10 @@ std::optional<int64_t> deviceOf(const Trace& t, const Slice& s) {
 
 std::vector<uint32_t> syncRows(const Trace& t) {
   std::vector<uint32_t> rows;
+  uint32_t cat = t.strings.find(kSyncCategory);
+  if (cat == kNoString) return rows;
   for (uint32_t i = 0; i < t.slices.size(); ++i)
-    if (isSyncRow(t, t.slices[i])) rows.push_back(i);
+    if (t.slices[i].cat == cat) rows.push_back(i);
   return rows;
 }
 
@@ -220,12 +222,16 @@ const EnqueuedWork* workSyncedBy(const Trace& t, const StreamWork& w, uint32_t i
 // query returns without waiting for the work before the record.
 void checkSyncAfterStreamWork(const Context& c, Sink& sink) {
   const Trace& t = c.t;
+  std::vector<uint32_t> rows;
+  for (uint32_t i : syncRows(t))
+    if (kindOf(t, i) == kStreamSync || kindOf(t, i) == kContextSync) rows.push_back(i);
+  if (rows.empty()) {
+    sink.skip("no Stream Sync or Context Sync rows");
+    return;
+  }
   StreamWork w = indexStreamWork(t);
-  bool any = false;
-  for (uint32_t i : syncRows(t)) {
+  for (uint32_t i : rows) {
     std::string_view kind = kindOf(t, i);
-    if (kind != kStreamSync && kind != kContextSync) continue;
-    any = true;
     const EnqueuedWork* work = workSyncedBy(t, w, i);
     int32_t last = work ? work->lastEndingBy(callStart(t, i)) : kNoSlice;
     if (last == kNoSlice) continue;
@@ -239,7 +245,6 @@ void checkSyncAfterStreamWork(const Context& c, Sink& sink) {
         },
         {sliceRef(i), sliceRef(static_cast<uint32_t>(last))});
   }
-  if (!any) sink.skip("no Stream Sync or Context Sync rows");
 }
 
 void checkDeviceAfterLaunch(const Context& c, Sink& sink) {
