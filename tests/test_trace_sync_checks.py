@@ -9,7 +9,9 @@ import copy
 import gzip
 import json
 import os
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -220,3 +222,49 @@ def test_planted_defect_is_caught_by_its_rule(tmp_path, rule):
         "fail" if severity == "error" else "warn",
         *expected,
     )
+
+
+# ---------------------------------------------------------------- openreg's own sync rows
+
+SYNC_PROGRAM = textwrap.dedent(
+    """
+    import sys
+    import torch
+    import torch_openreg  # noqa: F401
+    from torch.profiler import profile, ProfilerActivity
+
+    x = torch.randn(256, 256, device="openreg")
+    side = torch.openreg.Stream()
+    first, second = torch.openreg.Event(), torch.openreg.Event()
+    torch.openreg.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        for _ in range(2):
+            y = x @ x
+            first.record()
+            with torch.openreg.stream(side):
+                side.wait_event(first)
+                z = y.relu() @ y
+            second.record(side)
+            second.synchronize()
+            w = z @ z
+            side.synchronize()
+            torch.openreg.synchronize()
+    prof.export_chrome_trace(sys.argv[1])
+    """
+)
+
+
+def test_rules_hold_on_openreg_sync_rows(tmp_path):
+    """Every kind of sync row openreg writes is judged by the rules (none skips) and holds, strictly."""
+    path = tmp_path / "openreg_sync.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run(
+        [sys.executable, "-c", SYNC_PROGRAM, str(path)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    kinds = sorted({e["name"] for e in json.loads(path.read_text())["traceEvents"] if e.get("cat") == "cuda_sync"})
+    assert kinds == ["Context Sync", "Event Sync", "Stream Sync", "Stream Wait Event"]
+    checks = checks_of(path, strict=True, examples=3)
+    assert {rule: checks[rule]["status"] for rule in SYNC_RULES} == ALL_PASS
+    assert checks["sync_wait_record_known"].get("note", "") == ""  # every wait names its record
+    assert checks["device_rows_nest"]["status"] == "pass"
