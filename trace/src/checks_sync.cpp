@@ -81,7 +81,12 @@ std::string syncRowProblems(const Trace& t, uint32_t i) {
     appendProblem(out, "no integer \"correlation\"");
   else if (!t.runtimeCategories.empty() && runtimeRowOf(t, s) == kNoSlice)
     appendProblem(out, "\"correlation\" " + std::to_string(s.correlation.value) + " names no runtime call");
-  if ((kind == kStreamSync || kind == kStreamWaitEvent) && !s.stream.ok()) appendProblem(out, "no integer \"stream\"");
+  // HTA takes rows with stream -1 for event and device syncs only.
+  bool onStream = kind == kStreamSync || kind == kStreamWaitEvent;
+  if (onStream && !s.stream.ok())
+    appendProblem(out, "no integer \"stream\"");
+  else if (onStream && s.stream.value < 0)
+    appendProblem(out, "\"stream\" is " + std::to_string(s.stream.value) + ", not a stream");
   if (waitsOnEvent(kind) && !(a && a->waitOnRecordCorrelation.ok()))
     appendProblem(out, "no integer \"wait_on_cuda_event_record_corr_id\"");
   if (waitsOnEvent(kind) && !(a && a->waitOnStream.ok())) appendProblem(out, "no integer \"wait_on_stream\"");
@@ -270,7 +275,7 @@ std::vector<CheckEntry> syncEntries() {
   return {
       {{"sync_rows_described", Severity::Error,
         "sync rows (cuda_sync) carry a known cuda_sync_kind equal to their name and a correlation naming their "
-        "runtime call; stream syncs and waits an integer stream, event waits wait_on_stream and "
+        "runtime call; stream syncs and waits a stream >= 0, event waits wait_on_stream and "
         "wait_on_cuda_event_record_corr_id",
         "HTA's critical path (finds syncs by name, their call by correlation); Kineto's trace validator "
         "(cuda_sync_kind)",

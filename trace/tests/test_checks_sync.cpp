@@ -129,6 +129,14 @@ TEST(SyncChecks, RowWithoutCorrelationOrStream) {
             "sync row \"Stream Sync\": no integer \"correlation\"; no integer \"stream\"");
 }
 
+TEST(SyncChecks, StreamSyncOnNoStream) {
+  Plan p;
+  p.streamSyncArgs = R"("cuda_sync_kind":"Stream Sync","device":0,"stream":-1,"correlation":17)";
+  CheckReport r = check(synced(p));
+  expectOnlyFailing(r, "sync_rows_described", 1);
+  EXPECT_EQ(firstMessage(r, "sync_rows_described"), "sync row \"Stream Sync\": \"stream\" is -1, not a stream");
+}
+
 TEST(SyncChecks, RowWhoseCorrelationNamesNoCall) {
   Plan p;
   p.streamSyncArgs = R"("cuda_sync_kind":"Stream Sync","device":0,"stream":7,"correlation":99)";
