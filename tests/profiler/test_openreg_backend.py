@@ -541,7 +541,9 @@ def test_trace_args_of_copies_memsets_waits_and_syncs(run_backend, tmp_path):
     event_syncs = [a for n, a in syncs if n == "orEventSynchronize"]
     assert len(event_syncs) == 1 and event_syncs[0]["sync"] == "event", syncs
     waits = [w for w in trace.complete(["cuda_sync"]) if w.tid == r["other"]]
-    assert [(w.name, w.args["event"]) for w in waits] == [("Stream Wait Event", event_syncs[0]["sync event"])]
+    assert [(w.name, w.args["wait_on_cuda_event_id"]) for w in waits] == [
+        ("Stream Wait Event", event_syncs[0]["sync event"])
+    ]
     stream_syncs = sorted(a["sync stream"] for n, a in syncs if n == "orStreamSynchronize")
     assert stream_syncs == [1, r["other"]], syncs  # after x.cpu(), and other.synchronize()
     assert all(a["sync"] == "stream" for n, a in syncs if n == "orStreamSynchronize")

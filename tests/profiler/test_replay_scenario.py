@@ -169,13 +169,23 @@ memset device=0 stream=1 start_us=2000 dur_us=10 bytes=128 pad=8
     assert meta["unknown_records"] == 1 and meta["truncated_records"] == 0
 
 
-def test_host_syncs_stay_on_the_host_row(run_case, tmp_path):
+def test_host_syncs_annotate_their_call_and_get_a_sync_row(run_case, tmp_path):
     scenario = "hostsync device=0 stream=1 start_us=1000 dur_us=500\n"
     _, trace = run_scenario(run_case, tmp_path, scenario, sleep_s=0.05)
     syncs = [e for e in trace.runtime_events() if e.name == "orStreamSynchronize"]
     assert len(syncs) == 1
     assert syncs[0].args["sync"] == "stream" and syncs[0].args["sync stream"] == 1
-    assert not trace.complete(["cuda_sync"])
+    # A Stream Sync row as Kineto writes CUPTI's, on Kineto's "stream 1 (sync)" row, never on the kernels' row.
+    rows = [e for e in trace.complete(["cuda_sync"]) if e.name == "Stream Sync"]
+    assert len(rows) == 1
+    assert {k: v for k, v in rows[0].args.items() if k != "External id"} == {
+        "device": 0,
+        "stream": 1,
+        "correlation": syncs[0].args["correlation"],
+        "cuda_sync_kind": "Stream Sync",
+    }
+    assert rows[0].tid != 1
+    assert trace.metadata("thread_name")[(0, rows[0].tid)]["name"] == "stream 1 (sync)"
 
 
 def test_every_copy_kind_has_its_name(run_case, tmp_path):
