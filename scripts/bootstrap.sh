@@ -29,9 +29,19 @@ fi
 # bdist_wheel and cannot build the editable install (pyproject needs >= 70.1).
 "$PYTHON" -m pip install -q setuptools==84.2.1
 "$PYTHON" -m pip install -q -r requirements-test.txt
-# HolisticTraceAnalysis declares jupyterlab as a dependency although analysis
-# does not need it; its real dependencies are in requirements-test.txt.
-"$PYTHON" -m pip install -q --no-deps HolisticTraceAnalysis==0.5.0
+# HolisticTraceAnalysis: traceinsight 0.6.1, the maintained line (import name
+# hta, the code of HTA v0.6.1). It declares jupyterlab as a dependency although
+# analysis does not need it; its real dependencies are in requirements-test.txt.
+# The older HolisticTraceAnalysis package installs the same hta module: remove
+# it first (removing it afterwards would delete files both own), and reinstall
+# traceinsight when it was there. tests/test_hta_openreg.py runs 0.5.0 in a
+# virtual environment of its own.
+if "$PYTHON" -m pip show HolisticTraceAnalysis > /dev/null 2>&1; then
+  "$PYTHON" -m pip uninstall -q -y HolisticTraceAnalysis
+  "$PYTHON" -m pip install -q --no-deps --force-reinstall traceinsight==0.6.1
+else
+  "$PYTHON" -m pip install -q --no-deps traceinsight==0.6.1
+fi
 
 # Build the C++ layers and install the package against the installed torch.
 export TORCH_DEVICE_BACKEND_AUTOLOAD=0

@@ -196,31 +196,40 @@ def overlap_percent(trace) -> float:
     return 100.0 * both / sum(b - a for a, b in comm)
 
 
-def test_hta_overlap_with_the_widened_pattern(run, monkeypatch, capsys):
-    """HTA 0.5 finds communication by name (^nccl.*Kernel); the README's widening, run as written."""
+def test_hta_reads_the_ranks_once_taught(run, capsys):
+    """HTA finds communication by name (^nccl); the README's block, run as written, teaches it ours
+    (torch_openreg.trace.hta), after which HTA's overlap is the one the trace says."""
     folder, traces, _ = run
-    import hta.utils.utils as hta_utils
+    import pandas as pd
     from hta.trace_analysis import TraceAnalysis
 
-    # Unwidened: none of our kernels is communication, so there is nothing to overlap.
-    unwidened = TraceAnalysis(trace_dir=str(folder)).get_comm_comp_overlap(visualize=False)
-    assert unwidened["comp_comm_overlap_pctg"].isna().all(), unwidened
-    # The README's block assigns HTA's module globals; monkeypatch puts them back afterwards.
-    for name in ("NCCL_KERNEL_RE", "NCCL_COMPUTE_KERNEL_RE"):
-        monkeypatch.setattr(hta_utils, name, getattr(hta_utils, name))
-    block = readme_blocks("Distributed training")[1]
-    assert '"openreg_demo_traces"' in block
-    namespace = {}
-    exec(block.replace('"openreg_demo_traces"', repr(str(folder))), namespace)  # noqa: S102
-    assert "comp_comm_overlap_pctg" in capsys.readouterr().out
-    # Every recorded step (HTA leaves out the last by default), so that it sees what overlap_percent sees.
-    overlap = TraceAnalysis(trace_dir=str(folder), include_last_profiler_step=True).get_comm_comp_overlap(
-        visualize=False
-    )
+    from torch_openreg.trace import hta as openreg_hta
+
+    assert not openreg_hta.is_taught()
+    # Untaught: none of our kernels is communication, so there is nothing to overlap.
+    untaught = TraceAnalysis(trace_dir=str(folder)).get_comm_comp_overlap(visualize=False)
+    assert untaught["comp_comm_overlap_pctg"].isna().all(), untaught
+    block = readme_blocks("HolisticTraceAnalysis")[0]
+    assert '"openreg_demo_traces"' in block and "openreg_hta.teach()" in block
+    # HTA 0.5.0's critical path raises under pandas 3 on any trace (README, "Versions"): the block up to it.
+    pandas3 = int(pd.__version__.split(".")[0]) >= 3
+    old_hta = openreg_hta.hta_version() == "0.5.0" and pandas3
+    if old_hta:
+        block = block[: block.index("# The step by name")]
+    try:
+        exec(block.replace('"openreg_demo_traces"', repr(str(folder))), {})  # noqa: S102
+        out = capsys.readouterr().out
+        assert "comp_comm_overlap_pctg" in out and (old_hta or "bound_by" in out)
+        # Every recorded step (HTA leaves out the last by default), so that it sees what overlap_percent sees.
+        overlap = TraceAnalysis(trace_dir=str(folder), include_last_profiler_step=True).get_comm_comp_overlap(
+            visualize=False
+        )
+    finally:
+        openreg_hta.forget()  # the other tests of this session see HTA as installed
     assert sorted(overlap["rank"]) == [0, 1]
     for rank, value in zip(overlap["rank"], overlap["comp_comm_overlap_pctg"]):
         expected = overlap_percent(traces[rank])
-        # The scenario computes while an all_reduce is in flight, so there is overlap to find;
-        # HTA rounds to ns and to 2 decimals.
+        # The scenario computes while an all_reduce is in flight, so there is overlap to find; HTA rounds to
+        # 2 decimals (and, taught, keeps nanoseconds).
         assert expected > 0
-        assert abs(value - expected) < 0.5, (rank, value, expected)
+        assert abs(value - expected) < 0.01, (rank, value, expected)

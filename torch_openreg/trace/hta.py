@@ -86,6 +86,7 @@ STREAM_WAIT_EVENT = "orStreamWaitEvent"
 BLOCKING_CALLS = ("orDeviceSynchronize", "orStreamSynchronize", "orEventSynchronize", "orMemcpy", "orMemcpyAsync")
 COMM_KERNEL_PREFIX = "openregComm_"
 COMM_KERNEL_RE = r"^openregComm_"
+LAUNCH_KERNEL_RE = r"^orLaunch(Kernel|KernelEx|Collective)$"
 # HTA's launch statistics look up these CUDA/MTIA names one by one; each slot takes one openreg call.
 LAUNCH_STATS_SLOTS = {
     "cudaLaunchKernel": "orLaunchKernel",
@@ -105,9 +106,10 @@ _undo: list[Any] = []  # how to put back each change teach() made, in the order 
 
 def hta_version() -> str:
     """The installed HTA's version (traceinsight or HolisticTraceAnalysis: both install ``hta``)."""
-    from hta.version import __version__
+    import hta.version
 
-    return str(__version__)
+    # 0.6.1 has __version__; 0.5.0 only __version_tuple__.
+    return ".".join(map(str, hta.version.__version_tuple__))
 
 
 def is_taught() -> bool:
@@ -278,7 +280,7 @@ def _teach_061() -> None:
 
     _widen(types.CommunicateKernelGroupingPattern, COMM_KERNEL_RE)
     _widen(types.ComputeKernelGroupingPattern, COMM_KERNEL_RE)  # an inverse match: collectives are not compute
-    _widen(types.KERNEL_LAUNCH_CATEGORY_PATTERN, "^orLaunch(Kernel|KernelEx|Collective)$")
+    _widen(types.KERNEL_LAUNCH_CATEGORY_PATTERN, LAUNCH_KERNEL_RE)
     _widen(types.DEVICE_RUNTIME_CATEGORY_PATTERN, RUNTIME_CATEGORY)
     _widen(types.CPU_AND_GPU_EVENTS_CATEGORY_PATTERN, RUNTIME_CATEGORY)
 
@@ -349,46 +351,43 @@ def _teach_050() -> None:
         "NCCL_COMPUTE_KERNEL_RE",
         re.compile(f"{utils.NCCL_COMPUTE_KERNEL_RE.pattern}|({COMM_KERNEL_RE})|(^Stream Wait Event)"),
     )
-    for pattern_name in ("KERNEL_LAUNCH_CATEGORY_PATTERN", "DEVICE_RUNTIME_CATEGORY_PATTERN"):
-        pattern = getattr(types, pattern_name, None)
-        if pattern is not None:
-            _widen(
-                pattern,
-                "^orLaunch(Kernel|KernelEx|Collective)$" if pattern_name.startswith("KERNEL") else RUNTIME_CATEGORY,
-            )
+    _widen(types.CommunicateKernelGroupingPattern, COMM_KERNEL_RE)
+    _widen(types.ComputeKernelGroupingPattern, COMM_KERNEL_RE)
+    _widen(types.KERNEL_LAUNCH_CATEGORY_PATTERN, LAUNCH_KERNEL_RE)
+    _widen(types.DEVICE_RUNTIME_CATEGORY_PATTERN, RUNTIME_CATEGORY)
+    _widen(types.CPU_AND_GPU_EVENTS_CATEGORY_PATTERN, RUNTIME_CATEGORY)
 
+    # 0.5.0's symbol table answers with DataFrame.query strings where 0.6.1 answers with masks.
     table = tst.TraceSymbolTable
 
-    def runtime_mask(original: Any) -> Any:
+    def runtime_query(original: Any) -> Any:
         @functools.wraps(original)
-        def wrapper(self: Any, df: Any) -> Any:
-            mask = original(self, df)
+        def wrapper(self: Any) -> str:
+            query = original(self)
             cat = self.sym_index.get(RUNTIME_CATEGORY)
-            return mask if cat is None else mask | (df["cat"] == cat)
+            return query if cat is None else f"({query} or cat == {cat})"
 
         return wrapper
 
     def launch_query(original: Any) -> Any:
-        # 0.5.0 returns a DataFrame.query string.
         @functools.wraps(original)
-        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            query = original(self, *args, **kwargs)
+        def wrapper(self: Any) -> str:
+            query = original(self)
             ids = _launch_ids(self)
-            if not ids or not isinstance(query, str):
+            if not ids:
                 return query
             ours = " or ".join(f"(name == {i})" for i in ids)
-            return f"({query}) or (({ours}) and (index_correlation > 0))"
+            return f"(({query}) or (({ours}) and (index_correlation > 0)))"
 
         return wrapper
 
-    _wrap(table, "get_operator_or_cuda_runtime_mask", runtime_mask)
-    _wrap(table, "get_runtime_launch_events_mask", launch_query)
+    _wrap(table, "get_operator_or_cuda_runtime_query", runtime_query)
+    _wrap(table, "get_runtime_launch_events_query", launch_query)
 
     graph = cpa.CPGraph
     _extend(graph.BLOCKING_SYNC_CALLS, BLOCKING_CALLS)
     for method in ("_get_cuda_event_record_df", "_get_cuda_stream_wait_event_df"):
-        if method in graph.__dict__:
-            _wrap(graph, method, _with_lookups(SYNC_LOOKUPS, lambda self, *a, **k: self.symbol_table))
+        _wrap(graph, method, _with_lookups(SYNC_LOOKUPS, lambda self, *a, **k: self.symbol_table))
     _wrap(
         cka.CudaKernelAnalysis,
         "cuda_kernel_launch_stats",
