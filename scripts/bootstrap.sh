@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 
 apt_packages=(cmake ninja-build ccache g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev
-              libbenchmark-dev zlib1g-dev clang-format-14 clang-tidy-14)
+              libbenchmark-dev zlib1g-dev clang-format-14 clang-tidy-14
+              chromium fonts-dejavu-core libjs-chart.js)  # the report: its browser tests, its charts' library
 missing=()
 for package in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -1,4 +1,4 @@
-"""Command line: python -m torch_openreg {demo,summary,check,diff,timeline,memory}.
+"""Command line: python -m torch_openreg {demo,summary,check,diff,timeline,memory,report}.
 
 summary, check, diff and timeline read any torch.profiler chrome trace and need
 only libopenreg_trace.so: they import neither torch nor the openreg backend.
@@ -260,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     from torch_openreg.trace import memory_report  # `memory SNAPSHOT`: its parser and logic live there
 
     memory_report.add_command(sub)
+    from torch_openreg.report import command as report_command  # `report TRACE|DIR`: one offline HTML page
+
+    report_command.add_command(sub)
     return parser
 
 

@@ -1,0 +1,36 @@
+/*
+ * libopenreg_trace: the data of the HTML report (torch_openreg/report).
+ * Same contract as trace_analysis.h (ownership, errors, threading, options).
+ */
+#ifndef OPENREG_TRACE_REPORT_H_
+#define OPENREG_TRACE_REPORT_H_
+
+#include "openreg/trace_analysis.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Reads the trace at `path` (loadOptionsJson as ortrace_open_file takes it)
+ * and returns {"summary": <as ortrace_summary>, "report": {"steps",
+ * "op_table", "kernel_table", "memory", "timeline"}} (trace/README.md,
+ * "The report's data"). The file is read twice: the second pass collects the
+ * args of every event, which the indexed trace does not keep.
+ *
+ * reportOptionsJson keys: "top" (summary rows, default all), "gaps" (default
+ * 10), "memory_points" (points per memory curve, default 4000),
+ * "live_at_peak" (default 20), "max_table_rows" (default 20000), "events"
+ * (bool, the packed timeline events, default true).
+ *
+ * ORTRACE_ERROR_PARSE when the file is not a valid trace (not JSON, no
+ * traceEvents, truncated); ORTRACE_ERROR_IO when it cannot be read.
+ */
+ORTRACE_API ortrace_status ortrace_report_data(const char* path, const char* loadOptionsJson,
+                                               const char* reportOptionsJson, char** outJson);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* OPENREG_TRACE_REPORT_H_ */
