@@ -6,7 +6,9 @@
     openreg_hta.teach()  # once per process, before TraceAnalysis(...); calling it again does nothing
     analysis = TraceAnalysis(trace_dir="traces")
     analysis.get_comm_comp_overlap(visualize=False)
-    graph, ok = analysis.critical_path_analysis(rank=0, annotation="ProfilerStep", instance_id=1)
+    # The step by name: HTA also counts the device rows' ProfilerStep annotations as instances.
+    graph, ok = analysis.critical_path_analysis(rank=0, annotation="ProfilerStep#2", instance_id=0)
+    openreg_hta.forget()  # puts HTA back as it was (tests do)
 
 HTA recognises a backend by the names CUDA, HIP and MTIA write. openreg writes its own (a trace must not claim a
 device it was not recorded on), so HTA reads an openreg trace as one without launches, without communication and
@@ -17,7 +19,9 @@ patterns and options, and wrapping a few of its functions at run time; no file o
 what openreg writes                       what HTA is taught (0.6.1)
 ========================================  ===================================================================
 host runtime rows, category               ``TraceSymbolTable.get_operator_or_cuda_runtime_mask`` also takes
-``privateuse1_runtime``                   them: they become nodes of the critical-path graph.
+``privateuse1_runtime``                   them: they become nodes of the critical-path graph;
+                                          ``DEVICE_RUNTIME_CATEGORY_PATTERN`` and
+                                          ``CPU_AND_GPU_EVENTS_CATEGORY_PATTERN`` name the category.
 launches ``orLaunchKernel``,              ``get_runtime_launch_events_mask`` (queue length, critical path),
 ``orLaunchKernelEx``,                     ``KERNEL_LAUNCH_CATEGORY_PATTERN`` (aten-op kernels and launch
 ``orLaunchCollective``,                   delay) and the launch statistics, which look the CUDA names up one
@@ -47,7 +51,8 @@ Any other version raises ``RuntimeError``: HTA's internals change between releas
 missed one of them would give wrong numbers.
 
 Teaching is process-wide and also applies to CUDA, ROCm and MTIA traces read in the same process: their names are
-left as they were, but their timestamps keep nanoseconds (no rounding). What cannot be taught without editing HTA's
+left as they were, but their timestamps keep nanoseconds (no rounding; under 0.5.0 through the environment
+variable, which child processes inherit). What cannot be taught without editing HTA's
 source is listed in README.md, section "HolisticTraceAnalysis".
 
 This module imports neither torch nor HTA until ``teach()`` runs.
