@@ -257,6 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_classification(timeline)
     timeline.set_defaults(func=_cmd_timeline)
 
+    from torch_openreg.trace import critical_path  # `critical-path TRACE|DIR`: its parser and logic live there
+
+    critical_path.add_command(sub, _add_classification).set_defaults(
+        func=lambda args: critical_path.run(args, classification=_classification(args))
+    )
+
     from torch_openreg.trace import memory_report  # `memory SNAPSHOT`: its parser and logic live there
 
     memory_report.add_command(sub)

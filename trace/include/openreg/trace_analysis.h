@@ -133,6 +133,26 @@ ORTRACE_API ortrace_status ortrace_list_checks(char** outJson);
  */
 ORTRACE_API ortrace_status ortrace_timeline(const ortrace_trace* trace, const char* optionsJson, char** outJson);
 
+/*
+ * The critical path of one step: the longest chain of host ops, launches,
+ * device work, stream waits, synchronisations and (over several rank traces,
+ * one handle per rank) collectives matched across ranks, as HTA's critical
+ * path analysis defines it. Its length against the step's time, its time by
+ * kind, the ops and kernels on it, per rank and collective who was waited
+ * for, what-if estimates, and the events on the path.
+ *
+ * optionsJson keys: "step" (int, ProfilerStep#<step>; default the first
+ * ProfilerStep), "range" (str, a host range's exact name instead),
+ * "instance" (int, which instance of the range, default 0), "top" (int,
+ * rows of the op and kernel tables, default 10), "path_events" (bool, list
+ * the path's edges, default true), "kernel_kernel_max_gap_ns" (int, default
+ * 1500000), "what_if" ([{"target": name or "kind:<kind>", "factor": k}]).
+ * A step missing from a trace, a trace without device rows, or traces of
+ * different runs give ORTRACE_ERROR_INVALID_ARGUMENT with a message.
+ */
+ORTRACE_API ortrace_status ortrace_critical_path(const ortrace_trace* const* traces, size_t count,
+                                                 const char* optionsJson, char** outJson);
+
 /* Releases a string returned by this library. NULL is allowed. */
 ORTRACE_API void ortrace_free_string(char* str);
 

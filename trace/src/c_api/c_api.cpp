@@ -9,8 +9,10 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "analysis.h"
+#include "critical_path.h"
 #include "openreg/common/json_writer.h"
 #include "options.h"
 #include "trace_model.h"
@@ -167,6 +169,26 @@ ortrace_status ortrace_list_checks(char** outJson) {
 ortrace_status ortrace_timeline(const ortrace_trace* trace, const char* optionsJson, char** outJson) {
   return analyse(trace, outJson, true, [&](const openreg::trace::Trace& t) {
     return openreg::trace::timelineJson(t, openreg::trace::parseTimelineOptions(text(optionsJson)));
+  });
+}
+
+ortrace_status ortrace_critical_path(const ortrace_trace* const* traces, size_t count, const char* optionsJson,
+                                     char** outJson) {
+  if (!outJson) return ORTRACE_ERROR_INVALID_ARGUMENT;
+  *outJson = nullptr;
+  if (!traces || count == 0) return fail(outJson, ORTRACE_ERROR_INVALID_ARGUMENT, "no trace handle given");
+  std::vector<const openreg::trace::Trace*> ts;
+  for (size_t i = 0; i < count; ++i) {
+    if (!traces[i] || !traces[i]->trace) return fail(outJson, ORTRACE_ERROR_INVALID_ARGUMENT, "trace handle is NULL");
+    const auto& t = *traces[i]->trace;
+    if (t.parseError)
+      return fail(outJson, ORTRACE_ERROR_PARSE,
+                  "invalid trace at byte " + std::to_string(t.parseError->offset) + ": " + t.parseError->message);
+    ts.push_back(&t);
+  }
+  return guarded(outJson, [&] {
+    setOut(outJson, openreg::trace::criticalPathJson(ts, openreg::trace::parseCpOptions(text(optionsJson))));
+    return *outJson ? ORTRACE_OK : ORTRACE_ERROR_OUT_OF_MEMORY;
   });
 }
 

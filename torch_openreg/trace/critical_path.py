@@ -1,0 +1,254 @@
+"""The critical path of a step, on one trace or across rank traces (libopenreg_trace's
+ortrace_critical_path), its text report, the overlay trace, and the command
+
+    python -m torch_openreg critical-path TRACE|DIR [--step N | --range NAME] [--json]
+        [--what-if NAME=K ...] [--overlay OUT.json]
+
+No torch import: like the other trace commands it only needs the library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gzip
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import _native, open_trace
+
+KINDS = ("host_op", "launch_overhead", "kernel", "copy", "sync_wait", "communication", "idle")
+
+
+def _bind() -> ctypes.CDLL:
+    lib = _native._load()
+    fn = lib.ortrace_critical_path
+    if fn.argtypes is None:
+        fn.restype = ctypes.c_int
+        fn.argtypes = [
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_size_t,
+            ctypes.c_char_p,
+            ctypes.POINTER(ctypes.c_void_p),
+        ]
+    return lib
+
+
+def parse_what_if(specs: Sequence[str]) -> list[dict[str, Any]]:
+    """["aten::mm=2", "kind:kernel=1.5"] -> [{"target", "factor"}]."""
+    out = []
+    for spec in specs:
+        target, sep, factor = spec.rpartition("=")
+        try:
+            k = float(factor)
+        except ValueError:
+            k = 0.0
+        if not sep or not target or not k > 0:
+            raise ValueError(f"--what-if {spec!r}: expected NAME=K with K > 0 (e.g. aten::mm=2 or kind:kernel=1.5)")
+        out.append({"target": target, "factor": k})
+    return out
+
+
+def critical_path(
+    paths: Sequence[str | Path],
+    step: int | None = None,
+    range_name: str | None = None,
+    instance: int = 0,
+    top: int = 10,
+    what_if: Sequence[dict[str, Any]] = (),
+    path_events: bool = True,
+    whole_trace: bool = False,
+    classification: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The critical path of a step over the given traces (a folder gives its rank traces).
+    Raises TraceError (a RuntimeError) with the library's message on a missing step,
+    a trace without device rows, or traces of different runs."""
+    from .commands import trace_files
+
+    options: dict[str, Any] = {"top": top, "path_events": path_events}
+    if step is not None:
+        options["step"] = step
+    if range_name is not None:
+        options["range"] = range_name
+        options["instance"] = instance
+    if whole_trace:
+        options["whole_trace"] = True
+    if what_if:
+        options["what_if"] = list(what_if)
+    files = trace_files(paths)
+    traces = [open_trace(f, **(classification or {})) for f in files]
+    try:
+        lib = _bind()
+        handles = (ctypes.c_void_p * len(traces))(*[t._handle.value for t in traces])
+        out = ctypes.c_void_p()
+        status = lib.ortrace_critical_path(handles, len(traces), json.dumps(options).encode(), ctypes.byref(out))
+        text = _native._take_string(lib, out)
+        if status != 0:
+            _native._raise(lib, status, text)
+        result = json.loads(text)
+    finally:
+        for t in traces:
+            t.close()
+    result["files"] = [str(f) for f in files]
+    return result
+
+
+# ---------------------------------------------------------------- overlay
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    with open(path, "rb") as f:
+        head = f.read(2)
+    opener = gzip.open if head == b"\x1f\x8b" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_overlay(result: dict[str, Any], output: str | Path) -> list[Path]:
+    """Copies of the traces with the path's events flagged (args "critical": 1) and its
+    edges drawn as flow arrows (cat "critical_path", as HTA's overlaid_critical_path_*
+    trace). One trace: `output`; several ranks: `output` with ".rank<i>" before ".json"."""
+    if "path" not in result:
+        raise ValueError("the result has no path edges (path_events was off)")
+    files = [Path(f) for f in result["files"]]
+    output = Path(output)
+    written = []
+    for i, src in enumerate(files):
+        doc = _load_json(src)
+        events = doc["traceEvents"]
+        for idx in result["events"][i]:
+            ev = events[idx]
+            ev.setdefault("args", {})["critical"] = 1
+        flow_id = 0
+        for edge in result["path"]:
+            a, b = edge["from"], edge["to"]
+            if a["rank"] != i or b["rank"] != i or (a["event_index"] == b["event_index"]):
+                continue
+            for point, ph in ((a, "s"), (b, "f")):
+                ev = events[point["event_index"]]
+                ts = float(ev["ts"]) + (float(ev.get("dur", 0)) if point["at"] == "end" else 0.0)
+                if point["at"] == "end" and ev.get("dur"):
+                    ts -= min(0.001, float(ev["dur"]))  # inside the slice, so the arrow binds to it
+                flow = {"ph": ph, "id": flow_id, "pid": ev["pid"], "tid": ev["tid"], "ts": round(ts, 3)}
+                flow.update({"cat": "critical_path", "name": "critical_path"})
+                flow["args"] = {"weight_ns": edge["weight_ns"], "type": edge["type"], "critical": 1}
+                if ph == "f":
+                    flow["bp"] = "e"
+                events.append(flow)
+            flow_id += 1
+        dest = output if len(files) == 1 else output.with_name(output.name.replace(".json", f".rank{i}.json", 1))
+        if dest.name == output.name and len(files) > 1:
+            dest = output.with_name(f"{output.name}.rank{i}")
+        opener = gzip.open if dest.name.endswith(".gz") else open
+        with opener(dest, "wt", encoding="utf-8") as f:
+            json.dump(doc, f)
+        written.append(dest)
+    return written
+
+
+# ---------------------------------------------------------------- text
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+def report_text(r: dict[str, Any], top: int = 10) -> str:
+    lines = [
+        f"Critical path of {r['step']}: {_ms(r['path_ns'])} of a {_ms(r['step_ns'])} step "
+        f"({100 * r['path_share']:.1f}%)"
+    ]
+    lines.append("  where the step's time went, along the path:")
+    for k in KINDS:
+        v = r["kinds"][k]
+        if v["ns"]:
+            lines.append(f"    {k:<16} {_ms(v['ns']):>14}  {100 * v['share']:5.1f}%")
+    for key, title in (("top_ops", "host ops"), ("top_kernels", "device work")):
+        rows = r[key][:top]
+        if rows:
+            lines.append(f"  {title} on the path (time on the path, events):")
+            for row in rows:
+                src = f"  [{row['source']}]" if row["source"] else ""
+                lines.append(f"    {_ms(row['path_ns']):>12}  {row['events']:>5}  {row['name']}{src}")
+    if len(r["ranks"]) > 1:
+        lines.append(
+            f"  rank bounding the step: {r['ranks'][r['bounding_rank']]['rank']} "
+            f"(the path ends on rank {r['ranks'][r['end_rank']]['rank']})"
+        )
+        worst = sorted(r["collectives"], key=lambda c: -c["max_wait_ns"])[:top]
+        if worst:
+            lines.append("  collectives (last to arrive; longest wait of the others):")
+            for c in worst:
+                mark = "  on the path" if c["on_path"] else ""
+                lines.append(
+                    f"    {c['collective']} seq {c['seq']}: rank {r['ranks'][c['last_rank']]['rank']} last, "
+                    f"others waited up to {_ms(c['max_wait_ns'])}{mark}"
+                )
+    for w in r["what_if"]:
+        lines.append(
+            f"  what if {w['target']} ran {w['factor']:g}x faster: path {_ms(w['path_ns'])} "
+            f"(-{_ms(w['saved_ns'])}), step about {_ms(w['step_ns'])}"
+        )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- command
+
+
+def run(args: argparse.Namespace, classification: dict[str, Any] | None = None, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    try:
+        what_if = parse_what_if(args.what_if or [])
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    result = critical_path(
+        args.trace,
+        step=args.step,
+        range_name=args.range,
+        instance=args.instance,
+        top=args.top,
+        what_if=what_if,
+        path_events=bool(args.overlay) or args.json,
+        whole_trace=args.whole_trace,
+        classification=classification,
+    )
+    if args.overlay:
+        for p in write_overlay(result, args.overlay):
+            print(f"wrote {p}", file=sys.stderr if args.json else out)
+    if args.json:
+        json.dump(result, out, indent=1)
+        print(file=out)
+    else:
+        print(report_text(result, top=args.top), file=out)
+    return 0
+
+
+def add_command(sub: Any, add_classification: Any = None) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "critical-path",
+        help="the critical path of a step (across ranks for a folder of rank traces), what-if, overlay trace",
+        description="The longest chain of host ops, launches, device work, stream waits, syncs and "
+        "collectives (matched across rank traces) that a step's end depends on (HTA's model).",
+    )
+    p.add_argument("trace", nargs="+", help="trace file (.json or .json.gz) or a folder of rank traces")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--step", type=int, default=None, help="ProfilerStep#N (default: the first ProfilerStep)")
+    g.add_argument("--range", default=None, metavar="NAME", help="a record_function range's exact name instead")
+    g.add_argument("--whole-trace", action="store_true", help="the whole trace instead of one step")
+    p.add_argument("--instance", type=int, default=0, help="which instance of --range (default 0, the first)")
+    p.add_argument("--top", type=int, default=10, help="rows per table (default 10)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument(
+        "--what-if",
+        action="append",
+        metavar="NAME=K",
+        help="the step if NAME (an op or kernel name, or kind:<kind>) ran K times faster (repeatable)",
+    )
+    p.add_argument("--overlay", metavar="OUT.json", help="write the trace with the path flagged and drawn as arrows")
+    if add_classification is not None:
+        add_classification(p)
+    return p

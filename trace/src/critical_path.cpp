@@ -1,0 +1,525 @@
+// The critical-path graph of one rank's step, in HolisticTraceAnalysis's model
+// (its CPGraph, critical_path_analysis.py), read from any backend's trace:
+// runtime calls are found by category and linked by correlation, syncs by
+// their cuda_sync rows, never by CUDA call names (except HTA's own CUDA-only
+// rules: its blocking calls and its runtime lock, kept for CUDA traces).
+#include "critical_path.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace openreg::trace {
+
+namespace {
+
+// HTA's CPGraph.BLOCKING_SYNC_CALLS and CUDA_RUNTIME_EVENTS (the calls that take
+// CUDA's runtime lock).
+constexpr std::string_view kBlockingCalls[] = {
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize", "cudaMemcpy",
+    "cudaMemcpyAsync"};
+constexpr std::string_view kLockCalls[] = {"cudaHostAlloc", "cudaLaunchKernel", "cudaMemcpyAsync"};
+
+template <size_t N>
+bool oneOf(std::string_view s, const std::string_view (&list)[N]) {
+  return std::find(std::begin(list), std::end(list), s) != std::end(list);
+}
+
+// (device pid, stream): one stream of one device.
+using StreamKey = std::pair<int64_t, int64_t>;
+
+struct Launch {
+  int64_t runtimeTs = 0;
+  uint32_t device = 0;  // the device slice
+};
+
+class RankBuilder {
+ public:
+  RankBuilder(CpGraph& g, uint32_t rank, const CpOptions& o)
+      : g_(g), rank_(rank), t_(*g.traces[rank]), step_(g.steps[rank]), options_(o) {}
+
+  void build() {
+    selectEvents();
+    lockEdges();
+    const auto [fwd, bwd] = forwardBackwardLanes();
+    for (uint32_t lane = 0; lane < t_.laneSlices.size(); ++lane)
+      if (t_.laneKind[lane] == LaneKind::Host && static_cast<int64_t>(lane) != bwd)
+        stackEdges(lane, static_cast<int64_t>(lane) == fwd ? bwd : -1);
+    indexLaunches();
+    deviceEdges();
+  }
+
+ private:
+  bool inWindow(const Slice& s) const { return s.ts >= step_.start && s.ts <= step_.end && s.dur > 0; }
+  int32_t eventOf(uint32_t slice) const {
+    auto it = eventOfSlice_.find(slice);
+    return it == eventOfSlice_.end() ? -1 : static_cast<int32_t>(it->second);
+  }
+  const CpNode& node(uint32_t i) const { return g_.nodes[i]; }
+  const CpEvent& event(uint32_t i) const { return g_.events[i]; }
+  int32_t runtimeOf(const Slice& s) const {
+    if (!s.correlation.ok()) return kNoSlice;
+    auto it = t_.runtimeByCorrelation.find(s.correlation.value);
+    return it == t_.runtimeByCorrelation.end() ? kNoSlice : static_cast<int32_t>(it->second);
+  }
+
+  void selectEvents();
+  void lockEdges();
+  void stackEdges(uint32_t lane, int64_t mergedLane);
+  std::pair<int64_t, int64_t> forwardBackwardLanes() const;
+  void indexLaunches();
+  void deviceEdges();
+  void syncRow(uint32_t slice);
+  void deviceWork(uint32_t ev);
+  int32_t previousLaunch(int64_t device, int64_t stream, int64_t beforeTs) const;
+  int32_t nextLaunch(uint32_t hostLane, int64_t stream, int64_t afterTs) const;
+
+  CpGraph& g_;
+  uint32_t rank_;
+  const Trace& t_;
+  const CpStep& step_;
+  const CpOptions& options_;
+  std::unordered_map<uint32_t, uint32_t> eventOfSlice_;
+  std::vector<uint32_t> hostEvents_;              // events of host ops and runtime calls
+  std::vector<uint32_t> deviceOrder_;             // device events and sync rows, in HTA's processing order
+  std::unordered_set<int64_t> syncCorrelations_;  // runtime calls a Stream/Event/Context Sync row waits in
+  std::vector<bool> lockEvent_;                   // by event index - first event of this rank
+  uint32_t firstEvent_ = 0;
+  std::map<StreamKey, std::vector<Launch>> launchesByStream_;
+  std::map<std::pair<uint32_t, int64_t>, std::vector<Launch>> launchesByThread_;  // (host lane, stream)
+  std::unordered_map<uint32_t, int32_t> queueAtLaunch_, queueAtStart_;            // by device slice
+  std::map<StreamKey, uint32_t> lastOnStream_;                                    // end node
+  std::unordered_map<uint32_t, uint32_t> kernelSync_;  // dest device slice -> src device slice
+};
+
+void RankBuilder::selectEvents() {
+  firstEvent_ = static_cast<uint32_t>(g_.events.size());
+  const uint32_t annotation = t_.strings.find("user_annotation");
+  for (uint32_t i = 0; i < t_.slices.size(); ++i) {
+    const Slice& s = t_.slices[i];
+    if (t_.laneKind[s.lane] != LaneKind::Host || !inWindow(s)) continue;
+    const CategoryRole r = t_.role(s.cat);
+    if (r != CategoryRole::Runtime && !(r == CategoryRole::Op && s.cat != annotation)) continue;
+    eventOfSlice_[i] = g_.addEvent(rank_, i, false);
+    hostEvents_.push_back(eventOfSlice_[i]);
+  }
+  for (const SyncArgs& a : t_.syncArgs) {
+    const std::string_view kind = t_.str(a.kind != kNoString ? a.kind : t_.slices[a.slice].name);
+    if (kind == "Stream Sync" || kind == "Event Sync" || kind == "Context Sync")
+      if (t_.slices[a.slice].correlation.ok()) syncCorrelations_.insert(t_.slices[a.slice].correlation.value);
+  }
+  for (uint32_t i : t_.deviceSlices) {
+    const int32_t rt = runtimeOf(t_.slices[i]);
+    if (rt == kNoSlice || !eventOfSlice_.count(static_cast<uint32_t>(rt))) continue;
+    g_.events[eventOfSlice_[static_cast<uint32_t>(rt)]].launches = true;
+    eventOfSlice_[i] = g_.addEvent(rank_, i, true), deviceOrder_.push_back(i);
+  }
+  for (const SyncArgs& a : t_.syncArgs) {
+    if (t_.laneKind[t_.slices[a.slice].lane] == LaneKind::Host) continue;
+    const int32_t rt = runtimeOf(t_.slices[a.slice]);
+    const bool wait = t_.str(a.kind != kNoString ? a.kind : t_.slices[a.slice].name) == "Stream Wait Event";
+    if (rt != kNoSlice && (wait || eventOfSlice_.count(static_cast<uint32_t>(rt)))) deviceOrder_.push_back(a.slice);
+  }
+  // Device work by start, sync rows by end (HTA: a Stream Sync overlaps the copy it waits for).
+  auto key = [&](uint32_t i) {
+    const Slice& s = t_.slices[i];
+    return t_.isDevice(s) ? s.ts : s.end();
+  };
+  std::stable_sort(deviceOrder_.begin(), deviceOrder_.end(), [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
+  lockEvent_.assign(g_.events.size() - firstEvent_, false);
+  for (uint32_t e = firstEvent_; e < g_.events.size(); ++e) {
+    CpEvent& ev = g_.events[e];
+    if (ev.device) continue;
+    const Slice& s = t_.slices[ev.slice];
+    const std::string_view name = t_.str(s.name);
+    lockEvent_[e - firstEvent_] = t_.role(s.cat) == CategoryRole::Runtime && oneOf(name, kLockCalls);
+    ev.blocking = oneOf(name, kBlockingCalls) || (s.correlation.ok() && syncCorrelations_.count(s.correlation.value));
+  }
+}
+
+// HTA's _construct_graph_from_cuda_runtime_events: calls that take CUDA's runtime
+// lock run one at a time, in the order they end, across threads.
+void RankBuilder::lockEdges() {
+  std::vector<uint32_t> points;
+  for (uint32_t e : hostEvents_)
+    if (lockEvent_[e - firstEvent_]) points.push_back(event(e).startNode), points.push_back(event(e).endNode);
+  std::stable_sort(points.begin(), points.end(), [&](uint32_t a, uint32_t b) {
+    if (node(a).ts != node(b).ts) return node(a).ts < node(b).ts;
+    return event(node(a).event).slice < event(node(b).event).slice;
+  });
+  std::vector<uint32_t> starts;
+  int64_t last = -1;
+  for (uint32_t p : points) {
+    if (node(p).isStart) {
+      starts.push_back(p);
+    } else {
+      while (!starts.empty()) {
+        const uint32_t s = starts.back();
+        starts.pop_back();
+        if (node(s).event == node(p).event)
+          g_.addEdge(s, p, CpEdgeType::Operator, static_cast<int32_t>(node(p).event));
+        else
+          g_.addEdge(s, p, CpEdgeType::Dependency);
+      }
+      if (last >= 0 && !node(static_cast<uint32_t>(last)).isStart)
+        g_.addEdge(static_cast<uint32_t>(last), p, CpEdgeType::Dependency);
+    }
+    last = p;
+  }
+}
+
+// HTA's _construct_graph_from_call_stack: a depth-first walk of the thread's
+// nested ops; each step from one point to the next is an edge, weighted inside
+// an op (attributed to it), zero between top-level ops and at the end of a
+// blocking call.
+void RankBuilder::stackEdges(uint32_t lane, int64_t mergedLane) {
+  std::vector<uint32_t> slices;
+  for (uint32_t i : t_.laneSlices[lane])
+    if (eventOfSlice_.count(i)) slices.push_back(i);
+  if (mergedLane >= 0) {
+    for (uint32_t i : t_.laneSlices[static_cast<uint32_t>(mergedLane)])
+      if (eventOfSlice_.count(i)) slices.push_back(i);
+    std::stable_sort(slices.begin(), slices.end(), [&](uint32_t a, uint32_t b) {
+      const Slice& x = t_.slices[a];
+      const Slice& y = t_.slices[b];
+      return x.ts != y.ts ? x.ts < y.ts : x.dur > y.dur;
+    });
+  }
+  std::vector<uint32_t> stack;  // events
+  int64_t last = -1;
+  auto lock = [&](uint32_t n) { return lockEvent_[node(n).event - firstEvent_]; };
+  auto shares = [&](uint32_t a, uint32_t b) { return lock(a) && lock(b) && (node(a).isStart || !node(b).isStart); };
+  auto exitTop = [&] {
+    const uint32_t e = stack.back();
+    stack.pop_back();
+    const uint32_t end = event(e).endNode;
+    if (last >= 0 && !shares(static_cast<uint32_t>(last), end))
+      g_.addEdge(static_cast<uint32_t>(last), end, CpEdgeType::Operator, static_cast<int32_t>(e), event(e).blocking);
+    last = end;
+  };
+  for (uint32_t i : slices) {
+    const int32_t ev = eventOf(i);
+    const Slice& s = t_.slices[i];
+    while (!stack.empty()) {
+      const Slice& top = g_.slice(event(stack.back()));
+      if (top.ts <= s.ts && s.end() <= top.end()) break;
+      exitTop();
+    }
+    const uint32_t start = event(static_cast<uint32_t>(ev)).startNode;
+    if (last >= 0 && !shares(static_cast<uint32_t>(last), start)) {
+      if (stack.empty())
+        g_.addEdge(static_cast<uint32_t>(last), start, CpEdgeType::Dependency);
+      else
+        g_.addEdge(static_cast<uint32_t>(last), start, CpEdgeType::Operator, static_cast<int32_t>(stack.back()));
+    }
+    last = start;
+    stack.push_back(static_cast<uint32_t>(ev));
+  }
+  while (!stack.empty()) exitTop();
+}
+
+// HTA's _get_fwd_tid/_get_bwd_tid: when exactly one host thread has ops whose
+// name mentions "forward" and exactly one other has ops mentioning "autograd",
+// the backward thread's ops are walked as if on the forward thread (they run
+// while the forward thread waits in backward()). {-1, -1} when not.
+std::pair<int64_t, int64_t> RankBuilder::forwardBackwardLanes() const {
+  std::vector<uint8_t> named(t_.strings.size(), 0);  // bit 1: mentions forward, 2: autograd
+  for (uint32_t id = 0; id < t_.strings.size(); ++id) {
+    const std::string_view n = t_.str(id);
+    named[id] =
+        (n.find("forward") != std::string_view::npos ? 1 : 0) | (n.find("autograd") != std::string_view::npos ? 2 : 0);
+  }
+  const uint32_t cpuOp = t_.strings.find("cpu_op"), annotation = t_.strings.find("user_annotation");
+  std::set<int64_t> tids[2];
+  std::map<int64_t, uint32_t> laneOfTid;
+  for (const Slice& s : t_.slices) {
+    if ((s.cat != cpuOp && s.cat != annotation) || s.cat == kNoString || s.name == kNoString || !named[s.name])
+      continue;
+    const Lane& l = t_.lanes[s.lane];
+    for (int k = 0; k < 2; ++k)
+      if (named[s.name] & (1 << k)) tids[k].insert(l.tid.value), laneOfTid[l.tid.value] = s.lane;
+  }
+  if (tids[0].size() != 1 || tids[1].size() != 1 || *tids[0].begin() == *tids[1].begin()) return {-1, -1};
+  return {laneOfTid[*tids[0].begin()], laneOfTid[*tids[1].begin()]};
+}
+
+// Launches per stream (for the work an event record follows) and per host
+// thread and stream (for the work a stream wait precedes), and HTA's queue
+// length: +1 when a call launches work on the stream, -1 when work starts.
+void RankBuilder::indexLaunches() {
+  std::map<StreamKey, std::vector<std::pair<int64_t, int32_t>>> changes;  // (ts, +slice+1 launch / -slice-1 start)
+  for (uint32_t i : t_.deviceSlices) {
+    const Slice& s = t_.slices[i];
+    const int32_t rt = runtimeOf(s);
+    if (rt == kNoSlice) continue;
+    const Slice& r = t_.slices[static_cast<uint32_t>(rt)];
+    const StreamKey k{t_.lanes[s.lane].pid.value, s.stream.ok() ? s.stream.value : t_.lanes[s.lane].tid.value};
+    launchesByStream_[k].push_back({r.ts, i});
+    launchesByThread_[{r.lane, k.second}].push_back({r.ts, i});
+    changes[k].push_back({r.ts, static_cast<int32_t>(i) + 1});
+    changes[k].push_back({s.ts, -static_cast<int32_t>(i) - 1});
+  }
+  auto byTs = [](const Launch& a, const Launch& b) { return a.runtimeTs < b.runtimeTs; };
+  for (auto& [k, v] : launchesByStream_) std::stable_sort(v.begin(), v.end(), byTs);
+  for (auto& [k, v] : launchesByThread_) std::stable_sort(v.begin(), v.end(), byTs);
+  for (auto& [k, v] : changes) {
+    std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    int32_t q = 0;
+    for (const auto& [ts, what] : v) {
+      if (what > 0)
+        queueAtLaunch_[static_cast<uint32_t>(what - 1)] = ++q;
+      else
+        queueAtStart_[static_cast<uint32_t>(-what - 1)] = --q;
+    }
+  }
+}
+
+int32_t RankBuilder::previousLaunch(int64_t device, int64_t stream, int64_t beforeTs) const {
+  auto it = launchesByStream_.find({device, stream});
+  if (it == launchesByStream_.end()) return kNoSlice;
+  const auto& v = it->second;
+  auto at =
+      std::upper_bound(v.begin(), v.end(), beforeTs, [](int64_t ts, const Launch& l) { return ts < l.runtimeTs; });
+  return at == v.begin() ? kNoSlice : static_cast<int32_t>((at - 1)->device);
+}
+
+int32_t RankBuilder::nextLaunch(uint32_t hostLane, int64_t stream, int64_t afterTs) const {
+  auto it = launchesByThread_.find({hostLane, stream});
+  if (it == launchesByThread_.end()) return kNoSlice;
+  const auto& v = it->second;
+  auto at = std::lower_bound(v.begin(), v.end(), afterTs, [](const Launch& l, int64_t ts) { return l.runtimeTs < ts; });
+  return at == v.end() ? kNoSlice : static_cast<int32_t>(at->device);
+}
+
+void RankBuilder::deviceEdges() {
+  for (uint32_t i : deviceOrder_) {
+    if (t_.isDevice(t_.slices[i]))
+      deviceWork(eventOfSlice_.at(i));
+    else
+      syncRow(i);
+  }
+}
+
+// HTA's handle_cuda_sync.
+void RankBuilder::syncRow(uint32_t slice) {
+  const Slice& s = t_.slices[slice];
+  const SyncArgs* a = t_.syncArgsOf(slice);
+  const std::string_view kind = t_.str(a->kind != kNoString ? a->kind : s.name);
+  const auto rt = static_cast<uint32_t>(runtimeOf(s));
+  const int32_t rtEvent = eventOf(rt);
+  const int64_t device = t_.lanes[s.lane].pid.value;
+  if (kind == "Stream Wait Event" || kind == "Event Sync") {
+    if (!a->waitOnRecordCorrelation.ok() || !a->waitOnStream.ok()) return;
+    auto rec = t_.runtimeByCorrelation.find(a->waitOnRecordCorrelation.value);
+    if (rec == t_.runtimeByCorrelation.end()) return;
+    const int32_t src = previousLaunch(device, a->waitOnStream.value, t_.slices[rec->second].ts);
+    if (src == kNoSlice) return;
+    if (kind == "Stream Wait Event") {
+      if (!s.stream.ok()) return;
+      const int32_t dest = nextLaunch(t_.slices[rt].lane, s.stream.value, t_.slices[rt].ts);
+      if (dest != kNoSlice) kernelSync_[static_cast<uint32_t>(dest)] = static_cast<uint32_t>(src);
+      return;
+    }
+    const int32_t srcEvent = eventOf(static_cast<uint32_t>(src));
+    if (srcEvent >= 0 && rtEvent >= 0)
+      g_.addEdge(event(static_cast<uint32_t>(srcEvent)).endNode, event(static_cast<uint32_t>(rtEvent)).endNode,
+                 CpEdgeType::Sync);
+    return;
+  }
+  if (rtEvent < 0) return;
+  const uint32_t hostEnd = event(static_cast<uint32_t>(rtEvent)).endNode;
+  if (kind == "Context Sync") {
+    for (const auto& [k, end] : lastOnStream_)
+      if (k.first == device) g_.addEdge(end, hostEnd, CpEdgeType::Sync);
+  } else if (kind == "Stream Sync" && s.stream.ok()) {
+    auto it = lastOnStream_.find({device, s.stream.value});
+    if (it != lastOnStream_.end()) g_.addEdge(it->second, hostEnd, CpEdgeType::Sync);
+  }
+}
+
+// HTA's loop over GPU kernels: the work's span, a wait scheduled by a stream
+// wait, then a launch delay when the stream was empty at launch, else the gap
+// after the previous work on the stream.
+void RankBuilder::deviceWork(uint32_t ev) {
+  const CpEvent e = event(ev);
+  const Slice& s = t_.slices[e.slice];
+  g_.addEdge(e.startNode, e.endNode, CpEdgeType::Operator, static_cast<int32_t>(ev));
+  const StreamKey k{t_.lanes[s.lane].pid.value, s.stream.ok() ? s.stream.value : t_.lanes[s.lane].tid.value};
+  const auto lastIt = lastOnStream_.find(k);
+  const int64_t lastEnd = lastIt == lastOnStream_.end() ? INT64_MIN : node(lastIt->second).ts;
+  int64_t syncEnd = INT64_MIN;
+  bool syncPending = false;
+  if (auto ks = kernelSync_.find(e.slice); ks != kernelSync_.end()) {
+    const int32_t src = eventOf(ks->second);
+    if (src >= 0) {
+      const uint32_t srcEnd = event(static_cast<uint32_t>(src)).endNode;
+      g_.addEdge(srcEnd, e.startNode, CpEdgeType::Sync);
+      syncEnd = node(srcEnd).ts;
+      syncPending = true;
+    }
+    kernelSync_.erase(ks);
+  }
+  const auto rt = static_cast<uint32_t>(runtimeOf(s));
+  const CpEvent& launch = event(eventOfSlice_.at(rt));
+  const int64_t launchTs = t_.slices[rt].ts;
+  const auto ql = queueAtLaunch_.find(e.slice), qs = queueAtStart_.find(e.slice);
+  const bool emptyQueue = ql != queueAtLaunch_.end() && ql->second == 1 && qs != queueAtStart_.end() && qs->second == 0;
+  if (emptyQueue && lastEnd < launchTs && (!syncPending || syncEnd < launchTs)) {
+    g_.addEdge(launch.startNode, e.startNode, CpEdgeType::LaunchDelay);
+  } else if (lastIt != lastOnStream_.end() && s.ts - lastEnd < options_.kernelKernelMaxGapNs &&
+             (!syncPending || syncEnd < lastEnd)) {
+    g_.addEdge(lastIt->second, e.startNode, CpEdgeType::KernelKernel, static_cast<int32_t>(node(lastIt->second).event));
+  }
+  lastOnStream_[k] = e.endNode;
+}
+
+// The k-th host range named `name` (by start), over host lanes.
+int32_t findRange(const Trace& t, std::string_view name, int64_t instance) {
+  const uint32_t id = t.strings.find(name);
+  if (id == kNoString) return kNoSlice;
+  std::vector<uint32_t> found;
+  for (uint32_t i = 0; i < t.slices.size(); ++i)
+    if (t.slices[i].name == id && t.laneKind[t.slices[i].lane] == LaneKind::Host) found.push_back(i);
+  std::stable_sort(found.begin(), found.end(), [&](uint32_t a, uint32_t b) { return t.slices[a].ts < t.slices[b].ts; });
+  return instance >= 0 && static_cast<size_t>(instance) < found.size() ? static_cast<int32_t>(found[instance])
+                                                                       : kNoSlice;
+}
+
+// The first ProfilerStep#N on host lanes: its name.
+std::string firstStepName(const Trace& t) {
+  int32_t best = kNoSlice;
+  for (uint32_t i = 0; i < t.slices.size(); ++i) {
+    const Slice& s = t.slices[i];
+    if (t.laneKind[s.lane] != LaneKind::Host || !startsWith(t.str(s.name), "ProfilerStep#")) continue;
+    if (best == kNoSlice || s.ts < t.slices[static_cast<uint32_t>(best)].ts) best = static_cast<int32_t>(i);
+  }
+  return best == kNoSlice ? std::string() : std::string(t.str(t.slices[static_cast<uint32_t>(best)].name));
+}
+
+std::string rankLabel(const std::vector<const Trace*>& traces, size_t i) {
+  if (traces.size() == 1) return "the trace";
+  const auto& r = traces[i]->rank;
+  return "rank " + (r ? std::to_string(*r) : "#" + std::to_string(i));
+}
+
+void findSteps(CpGraph& g, const CpOptions& o) {
+  const auto& traces = g.traces;
+  if (o.wholeTrace) {
+    g.stepName = "whole trace";
+    for (const Trace* t : traces) {
+      CpStep s;
+      s.start = INT64_MAX, s.end = INT64_MIN;
+      for (const Slice& sl : t->slices) s.start = std::min(s.start, sl.ts), s.end = std::max(s.end, sl.end());
+      g.steps.push_back(s);
+    }
+    return;
+  }
+  if (!o.range.empty())
+    g.stepName = o.range;
+  else if (o.step >= 0)
+    g.stepName = "ProfilerStep#" + std::to_string(o.step);
+  else
+    g.stepName = firstStepName(*traces[0]);
+  if (g.stepName.empty())
+    throw std::invalid_argument("no ProfilerStep#N range in " + rankLabel(traces, 0) +
+                                ": name a step with --step N or a record_function range with --range NAME");
+  for (size_t i = 0; i < traces.size(); ++i) {
+    const int64_t instance = o.range.empty() ? 0 : o.instance;
+    const int32_t s = findRange(*traces[i], g.stepName, instance);
+    if (s == kNoSlice)
+      throw std::invalid_argument("\"" + g.stepName + "\"" +
+                                  (instance ? " (instance " + std::to_string(instance) + ")" : std::string()) +
+                                  " is not in " + rankLabel(traces, i) + ": no host range of that name");
+    const Slice& sl = traces[i]->slices[static_cast<uint32_t>(s)];
+    g.steps.push_back({static_cast<uint32_t>(s), sl.ts, sl.end()});
+  }
+}
+
+// Rank traces must be one run: distinct ranks of one world, whose steps overlap in time.
+void checkSameRun(const CpGraph& g) {
+  const auto& traces = g.traces;
+  if (traces.size() < 2) return;
+  std::unordered_set<int64_t> ranks;
+  for (size_t i = 0; i < traces.size(); ++i) {
+    const Trace& t = *traces[i];
+    if (t.worldSize != traces[0]->worldSize)
+      throw std::invalid_argument("rank traces from different runs: " + rankLabel(traces, 0) + " has world size " +
+                                  (traces[0]->worldSize ? std::to_string(*traces[0]->worldSize) : "unknown") + ", " +
+                                  rankLabel(traces, i) + " " +
+                                  (t.worldSize ? std::to_string(*t.worldSize) : "unknown"));
+    if (t.rank && !ranks.insert(*t.rank).second)
+      throw std::invalid_argument("rank traces from different runs: two traces of rank " + std::to_string(*t.rank));
+    const CpStep& a = g.steps[0];
+    const CpStep& b = g.steps[i];
+    if (std::max(a.start, b.start) > std::min(a.end, b.end))
+      throw std::invalid_argument("rank traces from different runs: " + g.stepName + " of " + rankLabel(traces, 0) +
+                                  " and of " + rankLabel(traces, i) + " do not overlap in time (" + formatUs(a.start) +
+                                  " us and " + formatUs(b.start) + " us)");
+  }
+}
+
+}  // namespace
+
+const char* cpEdgeTypeName(CpEdgeType t) {
+  switch (t) {
+    case CpEdgeType::Operator:
+      return "operator";
+    case CpEdgeType::Dependency:
+      return "dependency";
+    case CpEdgeType::LaunchDelay:
+      return "launch_delay";
+    case CpEdgeType::KernelKernel:
+      return "kernel_kernel_delay";
+    case CpEdgeType::Sync:
+      return "sync_dependency";
+    case CpEdgeType::Collective:
+      return "collective";
+  }
+  return "?";
+}
+
+uint32_t CpGraph::addEvent(uint32_t rank, uint32_t slice, bool device) {
+  const Slice& s = traces[rank]->slices[slice];
+  CpEvent e;
+  e.rank = rank;
+  e.slice = slice;
+  e.device = device;
+  const auto id = static_cast<uint32_t>(events.size());
+  e.startNode = static_cast<uint32_t>(nodes.size());
+  nodes.push_back({s.ts, id, true});
+  e.endNode = static_cast<uint32_t>(nodes.size());
+  nodes.push_back({s.end(), id, false});
+  events.push_back(e);
+  return id;
+}
+
+void CpGraph::addEdge(uint32_t from, uint32_t to, CpEdgeType type, int32_t event, bool zeroWeight) {
+  const bool weighted = !zeroWeight && type != CpEdgeType::Dependency && type != CpEdgeType::Sync;
+  // HTA drops sub-microsecond negative weights (ns rounding); a later point never shortens the path.
+  const int64_t w = weighted ? std::max<int64_t>(0, nodes[to].ts - nodes[from].ts) : 0;
+  edges.push_back({from, to, w, event, type});
+}
+
+static void buildRankGraph(CpGraph& g, uint32_t rank, const CpOptions& options) {
+  RankBuilder(g, rank, options).build();
+}
+
+CpGraph buildRankGraphs(const std::vector<const Trace*>& traces, const CpOptions& options) {
+  if (traces.empty()) throw std::invalid_argument("no trace given");
+  CpGraph g;
+  g.traces = traces;
+  for (size_t i = 0; i < traces.size(); ++i)
+    if (traces[i]->deviceSlices.empty())
+      throw std::invalid_argument(rankLabel(traces, i) +
+                                  " has no device rows (no kernel, copy or memset events): the critical path "
+                                  "follows host work into the device, so it needs a trace with device activity");
+  findSteps(g, options);
+  checkSameRun(g);
+  for (uint32_t r = 0; r < traces.size(); ++r) buildRankGraph(g, r, options);
+  return g;
+}
+
+}  // namespace openreg::trace

@@ -1,0 +1,229 @@
+// The critical-path report as JSON: the path against the step, its time by
+// kind, the ops and kernels on it (with their model source line), the ranks
+// and collectives, and what-if estimates. Keys: trace/README.md.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "critical_path.h"
+
+namespace openreg::trace {
+
+namespace {
+
+std::string frameSource(const Trace& t, int32_t slice) {
+  for (int32_t p = slice; p != kNoSlice; p = t.parent[static_cast<uint32_t>(p)]) {
+    const Slice& frame = t.slices[static_cast<uint32_t>(p)];
+    if (t.role(frame.cat) != CategoryRole::Python) continue;
+    if (auto line = userSourceLine(t.str(frame.name))) return line->first;
+  }
+  return {};
+}
+
+// The model source line of an event: a compiled kernel's first fused line, else
+// the innermost user frame around the event (a device event: around its op).
+std::string sourceOf(const Trace& t, const CpEvent& e) {
+  if (!e.device) return frameSource(t, static_cast<int32_t>(e.slice));
+  if (const SourceLines* s = t.sourceLinesOf(e.slice); s && !s->lines.empty()) return std::string(t.str(s->lines[0]));
+  return frameSource(t, t.opOfDeviceSlice(t.slices[e.slice]));
+}
+
+struct TopRow {
+  std::string name, source;
+  CpKind kind = CpKind::HostOp;
+  int64_t ns = 0;
+  std::set<uint32_t> events;
+};
+
+struct Report {
+  std::array<int64_t, kCpKinds> kinds{};
+  int64_t stepStart = 0, stepEnd = 0;
+  std::map<std::pair<std::string, bool>, TopRow> rows;  // (name, device)
+  std::vector<int64_t> rankPathNs;
+};
+
+Report analyse(const CpGraph& g, const CpPath& p) {
+  Report r;
+  r.stepStart = g.steps[0].start, r.stepEnd = g.steps[0].end;
+  for (const CpStep& s : g.steps) r.stepStart = std::min(r.stepStart, s.start), r.stepEnd = std::max(r.stepEnd, s.end);
+  r.rankPathNs.assign(g.traces.size(), 0);
+  int64_t covered = 0;
+  for (uint32_t i : p.edges) {
+    const CpEdge& e = g.edges[i];
+    const int64_t elapsed = std::max<int64_t>(0, g.nodes[e.to].ts - g.nodes[e.from].ts);
+    r.kinds[static_cast<size_t>(weightKind(g, e))] += e.weight;
+    if (elapsed > e.weight) r.kinds[static_cast<size_t>(elapsedKind(g, e))] += elapsed - e.weight;
+    covered += std::max(elapsed, e.weight);
+    r.rankPathNs[g.events[g.nodes[e.to].event].rank] += e.weight;
+    if (e.event < 0 || e.weight == 0 || (e.type != CpEdgeType::Operator && e.type != CpEdgeType::Collective)) continue;
+    const CpEvent& ev = g.events[e.event];
+    const Trace& t = *g.traces[ev.rank];
+    TopRow& row = r.rows[{std::string(t.str(t.slices[ev.slice].name)), ev.device}];
+    if (row.events.empty()) row.name = t.str(t.slices[ev.slice].name), row.kind = weightKind(g, e);
+    if (row.source.empty()) row.source = sourceOf(t, ev);
+    row.ns += e.weight;
+    row.events.insert(static_cast<uint32_t>(e.event));
+  }
+  r.kinds[static_cast<size_t>(CpKind::Idle)] += std::max<int64_t>(0, (r.stepEnd - r.stepStart) - covered);
+  return r;
+}
+
+void writeTop(JsonWriter& w, const Report& r, bool device, int top) {
+  std::vector<const TopRow*> rows;
+  for (const auto& [k, row] : r.rows)
+    if (k.second == device) rows.push_back(&row);
+  std::stable_sort(rows.begin(), rows.end(), [](const TopRow* a, const TopRow* b) { return a->ns > b->ns; });
+  if (rows.size() > static_cast<size_t>(top)) rows.resize(static_cast<size_t>(top));
+  w.beginArray();
+  for (const TopRow* row : rows) {
+    w.beginObject().field("name", row->name).field("kind", cpKindName(row->kind)).field("path_ns", row->ns);
+    w.field("events", static_cast<uint64_t>(row->events.size())).key("source");
+    if (row->source.empty())
+      w.null();
+    else
+      w.value(row->source);
+    w.endObject();
+  }
+  w.endArray();
+}
+
+void writePoint(JsonWriter& w, const CpGraph& g, uint32_t node) {
+  const CpNode& n = g.nodes[node];
+  const CpEvent& e = g.events[n.event];
+  const Trace& t = *g.traces[e.rank];
+  const Slice& s = t.slices[e.slice];
+  w.beginObject().field("rank", e.rank).field("event_index", s.origin.index).key("name");
+  writeName(w, t, s.name);
+  w.key("category");
+  writeName(w, t, s.cat);
+  w.field("at", n.isStart ? "start" : "end").field("ts_ns", n.ts - g.steps[e.rank].start).endObject();
+}
+
+void writePath(JsonWriter& w, const CpGraph& g, const CpPath& p) {
+  w.key("path").beginArray();
+  for (uint32_t i : p.edges) {
+    const CpEdge& e = g.edges[i];
+    w.beginObject().field("type", cpEdgeTypeName(e.type)).field("kind", cpKindName(weightKind(g, e)));
+    w.field("weight_ns", e.weight).field("elapsed_ns", g.nodes[e.to].ts - g.nodes[e.from].ts);
+    w.key("from");
+    writePoint(w, g, e.from);
+    w.key("to");
+    writePoint(w, g, e.to);
+    w.endObject();
+  }
+  w.endArray();
+}
+
+// Per rank, the trace events on the path (their index in traceEvents).
+void writeEvents(JsonWriter& w, const CpGraph& g, const CpPath& p) {
+  std::vector<std::set<uint32_t>> byRank(g.traces.size());
+  for (uint32_t i : p.edges)
+    for (uint32_t n : {g.edges[i].from, g.edges[i].to}) {
+      const CpEvent& e = g.events[g.nodes[n].event];
+      byRank[e.rank].insert(g.slice(e).origin.index);
+    }
+  w.key("events").beginArray();
+  for (const auto& s : byRank) {
+    w.beginArray();
+    for (uint32_t i : s) w.value(i);
+    w.endArray();
+  }
+  w.endArray();
+}
+
+void writeRanks(JsonWriter& w, const CpGraph& g, const CpPath& p, const Report& r) {
+  w.key("ranks").beginArray();
+  for (uint32_t i = 0; i < g.traces.size(); ++i) {
+    const Trace& t = *g.traces[i];
+    const CpStep& s = g.steps[i];
+    w.beginObject().field("index", i).key("rank");
+    if (t.rank)
+      w.value(*t.rank);
+    else
+      w.null();
+    w.field("step_start_ns", s.start - t.originNs).field("step_ns", s.end - s.start);
+    w.key("step_event_index");
+    if (s.slice == CpStep::kWholeTrace)
+      w.null();
+    else
+      w.value(t.slices[s.slice].origin.index);
+    w.field("path_ns", r.rankPathNs[i]).endObject();
+  }
+  w.endArray();
+  uint32_t bounding = 0;
+  for (uint32_t i = 0; i < r.rankPathNs.size(); ++i)
+    if (r.rankPathNs[i] > r.rankPathNs[bounding]) bounding = i;
+  w.field("bounding_rank", bounding);
+  w.key("end_rank");
+  if (p.edges.empty())
+    w.null();
+  else
+    w.value(g.events[g.nodes[g.edges[p.edges.back()].to].event].rank);
+  std::set<uint32_t> onPath;
+  for (uint32_t i : p.edges)
+    if (g.edges[i].type == CpEdgeType::Collective) onPath.insert(static_cast<uint32_t>(g.edges[i].event));
+  w.key("collectives").beginArray();
+  for (const CpCollective& c : g.collectives) {
+    const Trace& t0 = *g.traces[0];
+    w.beginObject().field("collective", c.collective).key("group");
+    writeName(w, t0, c.group);
+    w.field("seq", c.seq).field("last_rank", c.lastRank).key("waits_ns").beginArray();
+    int64_t maxWait = 0;
+    bool crossed = false;
+    for (uint32_t e : c.events) {
+      const int64_t wait = c.lastArrival - g.nodes[g.events[e].startNode].ts;
+      maxWait = std::max(maxWait, wait);
+      crossed = crossed || onPath.count(e);
+      w.beginObject().field("rank", g.events[e].rank).field("wait_ns", wait).endObject();
+    }
+    w.endArray().field("max_wait_ns", maxWait).field("on_path", crossed).endObject();
+  }
+  w.endArray();
+}
+
+void writeWhatIf(JsonWriter& w, const CpGraph& g, const CpOptions& o, const CpPath& p, int64_t stepNs) {
+  w.key("what_if").beginArray();
+  for (const CpOptions::WhatIf& wi : o.whatIf) {
+    const std::vector<int64_t> weights = whatIfWeights(g, wi);
+    uint64_t matched = 0;
+    for (size_t i = 0; i < weights.size(); ++i) matched += weights[i] != g.edges[i].weight;
+    const CpPath q = longestPath(g, weights);
+    w.beginObject().field("target", wi.target).field("factor", wi.factor).field("changed_edges", matched);
+    w.field("path_ns", q.length).field("saved_ns", p.length - q.length);
+    w.field("step_ns", stepNs - (p.length - q.length)).endObject();
+  }
+  w.endArray();
+}
+
+}  // namespace
+
+std::string criticalPathJson(const std::vector<const Trace*>& traces, const CpOptions& options) {
+  const CpGraph g = buildCriticalPathGraph(traces, options);
+  const CpPath p = longestPath(g);
+  const Report r = analyse(g, p);
+  const int64_t stepNs = r.stepEnd - r.stepStart;
+  JsonWriter w;
+  w.beginObject().field("step", g.stepName).field("step_ns", stepNs).field("path_ns", p.length);
+  w.field("path_share", ratio(p.length, stepNs));
+  w.key("kinds").beginObject();
+  for (size_t k = 0; k < kCpKinds; ++k) {
+    w.key(cpKindName(static_cast<CpKind>(k))).beginObject();
+    w.field("ns", r.kinds[k]).field("share", ratio(r.kinds[k], stepNs)).endObject();
+  }
+  w.endObject();
+  w.key("top_ops");
+  writeTop(w, r, false, options.top);
+  w.key("top_kernels");
+  writeTop(w, r, true, options.top);
+  writeRanks(w, g, p, r);
+  writeWhatIf(w, g, options, p, stepNs);
+  w.key("graph").beginObject().field("events", static_cast<uint64_t>(g.events.size()));
+  w.field("nodes", static_cast<uint64_t>(g.nodes.size())).field("edges", static_cast<uint64_t>(g.edges.size()));
+  w.field("path_edges", static_cast<uint64_t>(p.edges.size())).endObject();
+  writeEvents(w, g, p);
+  if (options.pathEvents) writePath(w, g, p);
+  w.endObject();
+  return w.str();
+}
+
+}  // namespace openreg::trace
