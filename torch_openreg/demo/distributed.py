@@ -176,6 +176,9 @@ def _report(options: DemoOptions, traces: list[Path], out: TextIO) -> int:
             status = EXIT_CHECK_FAILED
     print(f"\nSummary of all ranks' traces (python -m torch_openreg summary {options.output}):\n", file=out)
     commands.summary(traces, top=options.top, gaps=options.gaps, out=out)
+    from torch_openreg.report.demo import write_demo_report
+
+    write_demo_report(traces, options.output, out)
     return status
 
 

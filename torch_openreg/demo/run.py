@@ -308,4 +308,7 @@ def _report_traces(traces: list[Path], options: DemoOptions, out: TextIO, err: T
         f"python -m torch_openreg timeline {last} -o timeline.png",
         file=out,
     )
+    from torch_openreg.report.demo import write_demo_report
+
+    write_demo_report([last], options.output, out)
     return status

@@ -398,7 +398,11 @@
     }
     function select(k, reveal) {
       self.selected = k; details(k);
-      if (k >= 0 && reveal) {
+      if (reveal) revealEvent(k);
+      request();
+    }
+    function revealEvent(k) {  // brings event k into view
+      if (k >= 0) {
         const s = ev.ts[k], d = Math.max(ev.dur[k], 1000), span = view.t1 - view.t0;
         if (d * 20 < span || s + d < view.t0 || s > view.t1) { view.t0 = s - d * 4; view.t1 = s + d * 5; }
         const r = rowOf(k); if (r.y < view.scrollY || r.y > view.scrollY + H - AXIS_H - 40) view.scrollY = r.y - 60;
@@ -464,7 +468,11 @@
       const wasClick = !drag.moved; drag = null;
       if (wasClick) { const r = canvas.getBoundingClientRect(); select(hit(e.clientX - r.left, e.clientY - r.top), false); }
     });
-    canvas.addEventListener('keydown', (e) => {
+    // Keys act whenever the timeline is shown, unless a text box has them.
+    window.addEventListener('keydown', (e) => {
+      if (state.view !== 'timeline' || e.ctrlKey || e.metaKey || e.altKey) return;
+      const tag = e.target && e.target.tagName;
+      if (tag === 'INPUT' || tag === 'TEXTAREA') { if (e.key === 'Escape') e.target.blur(); return; }
       const k = e.key.toLowerCase(), step = (W - LABEL_W) * 0.15;
       if (k === 'w' || k === '=' || k === '+') zoom(0.7);
       else if (k === 's' || k === '-') zoom(1 / 0.7);
@@ -484,7 +492,7 @@
     box.addEventListener('keydown', (e) => { if (e.key === 'Enter') { if (!self.matches) search(box.value); nextMatch(); e.preventDefault(); } });
     box.addEventListener('input', () => search(box.value));
     window.addEventListener('resize', () => { if (state.view === 'timeline') resize(); });
-    Object.assign(self, { resize, request, select, zoom, pan, reset, search, nextMatch, rowOf, xOf, tOf, lanes, LABEL_W, AXIS_H, ROW_H,
+    Object.assign(self, { resize, request, select, reveal: revealEvent, zoom, pan, reset, search, nextMatch, rowOf, xOf, tOf, lanes, LABEL_W, AXIS_H, ROW_H,
       zoomTo: (a, b) => { view.t0 = a; view.t1 = Math.max(a + 1000, b); clampView(); request(); },
       eventY: (k) => AXIS_H - view.scrollY + rowOf(k).y + ROW_H / 2 });
     return self;
@@ -493,6 +501,7 @@
   function buildTimeline() {
     const T = R.timeline;
     if (!T || !T.events) { $('tl-canvas').parentElement.replaceWith(el('div', { class: 'panel note', text: 'No events to draw.' })); return; }
+    state.names = T.names;
     timeline = window.__timeline = Timeline($('tl-canvas'), T);
     timeline.resize();
   }
@@ -500,11 +509,12 @@
   // ------------------------------------------------------------ memory
   function buildMemory() {
     const box = $('memory-devices');
-    const curves = R.memory || [];
+    // Device memory first; the host's (device type 0, CPU) after it, for reference.
+    const curves = (R.memory || []).slice().sort((a, b) => (a.device_type === 0) - (b.device_type === 0));
     if (!curves.length) box.append(el('div', { class: 'panel note', text: 'No [memory] events in this trace (record it with profile_memory=True).' }));
     curves.forEach((m, i) => {
       const canvas = el('canvas', { id: 'memory-chart-' + i });
-      const panel = el('div', { class: 'panel' }, el('h2', { text: `${m.device_type_name} ${m.device_id}: peak `, }, el('span', { id: 'memory-peak-' + i, 'data-bytes': String(m.peak_bytes), text: fmtBytes(m.peak_bytes) })),
+      const panel = el('div', { class: 'panel' }, el('h2', { text: `${m.device_type === 0 ? 'Host memory (CPU)' : m.device_type_name + ' ' + m.device_id}: peak `, }, el('span', { id: 'memory-peak-' + i, 'data-bytes': String(m.peak_bytes), text: fmtBytes(m.peak_bytes) })),
         el('div', { class: 'note', text: `at ${fmtNs(m.peak_ns)}` + (m.peak_op ? `, in ${m.peak_op}` : '') + ` · ${fmtInt(m.events)} memory events` }),
         el('div', { class: 'chart' }, canvas));
       box.append(panel);
