@@ -96,6 +96,7 @@ struct CpGraph {
   std::vector<CpEdge> edges;
   std::vector<CpCollective> collectives;
   std::string stepName;
+  uint64_t droppedEdges = 0;  // edges back in time dropped to break a cycle (rows that do not nest)
 
   uint32_t addEvent(uint32_t rank, uint32_t slice, bool device);
   void addEdge(uint32_t from, uint32_t to, CpEdgeType type, int32_t event = -1, bool zeroWeight = false);

@@ -219,7 +219,7 @@ std::string criticalPathJson(const std::vector<const Trace*>& traces, const CpOp
   writeWhatIf(w, g, options, p, stepNs);
   w.key("graph").beginObject().field("events", static_cast<uint64_t>(g.events.size()));
   w.field("nodes", static_cast<uint64_t>(g.nodes.size())).field("edges", static_cast<uint64_t>(g.edges.size()));
-  w.field("path_edges", static_cast<uint64_t>(p.edges.size())).endObject();
+  w.field("path_edges", static_cast<uint64_t>(p.edges.size())).field("dropped_edges", g.droppedEdges).endObject();
   writeEvents(w, g, p);
   if (options.pathEvents) writePath(w, g, p);
   w.endObject();

@@ -90,45 +90,71 @@ void joinCollectives(CpGraph& g) {
 
 }  // namespace
 
-CpGraph buildCriticalPathGraph(const std::vector<const Trace*>& traces, const CpOptions& options) {
-  CpGraph g = buildRankGraphs(traces, options);
-  if (traces.size() > 1) joinCollectives(g);
-  return g;
+namespace {
+
+struct Adjacency {
+  std::vector<uint32_t> inStart, inEdges, order;
+};
+
+// Incoming edges per node (in the order they were added) and a topological
+// order (Kahn's); false when the graph has a cycle.
+bool topologicalOrder(const CpGraph& g, Adjacency& a) {
+  const size_t n = g.nodes.size();
+  a.inStart.assign(n + 1, 0);
+  std::vector<uint32_t> outStart(n + 1, 0);
+  for (const CpEdge& e : g.edges) ++a.inStart[e.to + 1], ++outStart[e.from + 1];
+  for (size_t i = 0; i < n; ++i) a.inStart[i + 1] += a.inStart[i], outStart[i + 1] += outStart[i];
+  a.inEdges.assign(g.edges.size(), 0);
+  std::vector<uint32_t> outEdges(g.edges.size());
+  {
+    std::vector<uint32_t> inPos(a.inStart.begin(), a.inStart.end() - 1), outPos(outStart.begin(), outStart.end() - 1);
+    for (uint32_t i = 0; i < g.edges.size(); ++i)
+      a.inEdges[inPos[g.edges[i].to]++] = i, outEdges[outPos[g.edges[i].from]++] = i;
+  }
+  std::vector<uint32_t> indegree(n);
+  a.order.clear();
+  a.order.reserve(n);
+  for (size_t v = 0; v < n; ++v) {
+    indegree[v] = a.inStart[v + 1] - a.inStart[v];
+    if (!indegree[v]) a.order.push_back(static_cast<uint32_t>(v));
+  }
+  for (size_t k = 0; k < a.order.size(); ++k)
+    for (uint32_t j = outStart[a.order[k]]; j < outStart[a.order[k] + 1]; ++j)
+      if (--indegree[g.edges[outEdges[j]].to] == 0) a.order.push_back(g.edges[outEdges[j]].to);
+  return a.order.size() == n;
 }
 
-// A topological order (Kahn), then for each node the heaviest incoming edge,
-// the first of equals in the order edges were added (networkx's
-// dag_longest_path, which HTA runs, does the same).
+// Traces whose rows do not nest (MTIA's runtime calls cross their op's end)
+// or whose device work overlaps on a stream can give dependencies that point
+// back in time and close a cycle: then those edges go (they are counted).
+void breakCycles(CpGraph& g) {
+  Adjacency a;
+  if (topologicalOrder(g, a)) return;
+  const size_t before = g.edges.size();
+  std::erase_if(g.edges, [&](const CpEdge& e) { return g.nodes[e.to].ts < g.nodes[e.from].ts; });
+  g.droppedEdges = before - g.edges.size();
+  if (!topologicalOrder(g, a))
+    throw std::runtime_error("the trace's dependencies form a cycle (" +
+                             std::to_string(g.nodes.size() - a.order.size()) +
+                             " event points) even without the edges that point back in time");
+}
+
+}  // namespace
+
+// For each node in topological order the heaviest incoming edge, the first of
+// equals in the order edges were added (networkx's dag_longest_path, which HTA
+// runs, does the same).
 CpPath longestPath(const CpGraph& g, const std::vector<int64_t>& weights) {
+  Adjacency a;
+  if (!topologicalOrder(g, a)) throw std::runtime_error("the critical-path graph has a cycle");
   const size_t n = g.nodes.size();
-  std::vector<uint32_t> inStart(n + 1, 0), outStart(n + 1, 0);
-  for (const CpEdge& e : g.edges) ++inStart[e.to + 1], ++outStart[e.from + 1];
-  for (size_t i = 0; i < n; ++i) inStart[i + 1] += inStart[i], outStart[i + 1] += outStart[i];
-  std::vector<uint32_t> inEdges(g.edges.size()), outEdges(g.edges.size());
-  {
-    std::vector<uint32_t> inPos(inStart.begin(), inStart.end() - 1), outPos(outStart.begin(), outStart.end() - 1);
-    for (uint32_t i = 0; i < g.edges.size(); ++i)
-      inEdges[inPos[g.edges[i].to]++] = i, outEdges[outPos[g.edges[i].from]++] = i;
-  }
-  std::vector<uint32_t> order, indegree(n);
-  order.reserve(n);
-  for (size_t v = 0; v < n; ++v) {
-    indegree[v] = inStart[v + 1] - inStart[v];
-    if (!indegree[v]) order.push_back(static_cast<uint32_t>(v));
-  }
-  for (size_t k = 0; k < order.size(); ++k)
-    for (uint32_t j = outStart[order[k]]; j < outStart[order[k] + 1]; ++j)
-      if (--indegree[g.edges[outEdges[j]].to] == 0) order.push_back(g.edges[outEdges[j]].to);
-  if (order.size() != n)
-    throw std::runtime_error("the trace's dependencies form a cycle (" + std::to_string(n - order.size()) +
-                             " event points): an event starts before what it depends on ends");
   std::vector<int64_t> dist(n, 0);
   std::vector<int64_t> via(n, -1);
   CpPath best;
   int64_t bestNode = -1;
-  for (uint32_t v : order) {
-    for (uint32_t j = inStart[v]; j < inStart[v + 1]; ++j) {
-      const uint32_t e = inEdges[j];
+  for (uint32_t v : a.order) {
+    for (uint32_t j = a.inStart[v]; j < a.inStart[v + 1]; ++j) {
+      const uint32_t e = a.inEdges[j];
       const int64_t d = dist[g.edges[e].from] + (weights.empty() ? g.edges[e].weight : weights[e]);
       if (via[v] < 0 || d > dist[v]) dist[v] = d, via[v] = e;
     }
@@ -138,6 +164,13 @@ CpPath longestPath(const CpGraph& g, const std::vector<int64_t>& weights) {
     best.edges.push_back(static_cast<uint32_t>(via[v]));
   std::reverse(best.edges.begin(), best.edges.end());
   return best;
+}
+
+CpGraph buildCriticalPathGraph(const std::vector<const Trace*>& traces, const CpOptions& options) {
+  CpGraph g = buildRankGraphs(traces, options);
+  if (traces.size() > 1) joinCollectives(g);
+  breakCycles(g);
+  return g;
 }
 
 const char* cpKindName(CpKind k) {
