@@ -90,6 +90,16 @@ def _script_safe(text: str) -> str:
     return text.replace("<", "\\u003c")
 
 
+def _split_timeline(text: str) -> tuple[str, str]:
+    """The library writes the timeline last in "report": {"summary":...,"report":{...,"timeline":{...}}}.
+    Moved into a tag of its own after the page's script, the overview draws before the bulk is read."""
+    key = ',"timeline":{'
+    at = text.rfind(key)
+    if at < 0 or not text.endswith("}}"):
+        raise ReportError("the trace library's report data has no timeline (rebuild libopenreg_trace)")
+    return text[:at] + "}}", text[at + len(key) - 1 : -2]
+
+
 def build_page(
     paths: Sequence[str | os.PathLike],
     memory: str | os.PathLike | None = None,
@@ -101,6 +111,7 @@ def build_page(
     files = report_traces(paths)
     chartjs = chartjs_path().read_text(encoding="utf-8")
     texts = [_trace_text(f, classification, events=(i == 0)) for i, f in enumerate(files)]
+    texts[0], timeline = _split_timeline(texts[0])
     ranks = None
     if len(files) > 1:
         from torch_openreg.trace.ranks import compare_ranks
@@ -124,6 +135,7 @@ def build_page(
         "__CHARTJS__": chartjs.replace("</script", "<\\/script"),
         "__JS__": (HERE / "page.js").read_text(encoding="utf-8"),
         "__DATA__": _script_safe(data),
+        "__TIMELINE__": _script_safe(timeline),
     }
     # One pass, so that no part's text is searched for another's placeholder.
     out, pos = [], 0

@@ -3,7 +3,9 @@
 // come ready-made; the timeline only decodes the packed events and draws them.
 (function () {
   'use strict';
+  const T_START = performance.now();
   const DATA = JSON.parse(document.getElementById('report-data').textContent);
+  const T_PARSED = performance.now();
   const TRACE = DATA.traces[DATA.main];
   const S = TRACE.summary, R = TRACE.report;
   const state = (window.__report = { ready: false, views: {}, errors: [] });
@@ -125,12 +127,23 @@
 
     // Steps, stacked: what the device did during each, and what filled its idle time.
     if (steps.length && window.Chart) {
+      // More steps than a chart can show apart: each bar is the mean of consecutive steps (the table of
+      // every step is the library's; only the drawing is binned).
+      const per = Math.ceil(steps.length / 240), bars = [];
+      for (let i = 0; i < steps.length; i += per) {
+        const group = steps.slice(i, i + per), mean = (f) => group.reduce((a, s) => a + s[f], 0) / group.length;
+        const votes = {};
+        group.forEach((s) => (votes[s.bound_by] = (votes[s.bound_by] || 0) + 1));
+        bars.push({ name: group.length > 1 ? `${group[0].name.replace('ProfilerStep#', '')}–${group[group.length - 1].name.replace('ProfilerStep#', '')}` : group[0].name,
+          device_ns: mean('device_ns'), communication_ns: mean('communication_ns'), host_ns: mean('host_ns'), idle_ns: mean('idle_ns'),
+          bound_by: Object.entries(votes).sort((a, b) => b[1] - a[1])[0][0] + (group.length > 1 ? ` (mean of ${group.length} steps)` : '') });
+      }
       const ds = [['device', 'device_ns', 'device compute'], ['communication', 'communication_ns', 'exposed communication'], ['host', 'host_ns', 'host (device idle, host busy)'], ['idle', 'idle_ns', 'idle']];
       new Chart($('steps-chart'), {
         type: 'bar',
-        data: { labels: steps.map((s) => s.name.replace('ProfilerStep', 'step ')), datasets: ds.map(([k, f, label]) => ({ label, data: steps.map((s) => s[f] / 1e6), backgroundColor: COLORS[k] })) },
-        options: { scales: { x: { stacked: true }, y: { stacked: true, title: { display: true, text: 'ms' } } },
-          plugins: { tooltip: { callbacks: { footer: (items) => 'bound by ' + steps[items[0].dataIndex].bound_by } } } },
+        data: { labels: bars.map((s) => s.name.replace('ProfilerStep', 'step ')), datasets: ds.map(([k, f, label]) => ({ label, data: bars.map((s) => s[f] / 1e6), backgroundColor: COLORS[k] })) },
+        options: { scales: { x: { stacked: true }, y: { stacked: true, title: { display: true, text: per > 1 ? `ms (mean of ${per} steps per bar)` : 'ms' } } },
+          plugins: { tooltip: { callbacks: { footer: (items) => 'bound by ' + bars[items[0].dataIndex].bound_by } } } },
       });
       const counts = {};
       steps.forEach((s) => (counts[s.bound_by] = (counts[s.bound_by] || 0) + 1));
@@ -499,6 +512,10 @@
   }
 
   function buildTimeline() {
+    if (!R.timeline) {  // the packed events follow this script in their own tag, parsed once the document is
+      const tag = document.getElementById('timeline-data');
+      R.timeline = tag && tag.textContent ? JSON.parse(tag.textContent) : null;
+    }
     const T = R.timeline;
     if (!T || !T.events) { $('tl-canvas').parentElement.replaceWith(el('div', { class: 'panel note', text: 'No events to draw.' })); return; }
     state.names = T.names;
@@ -577,11 +594,21 @@
 
   const BUILD = { overview: buildOverview, tables: buildTables, timeline: buildTimeline, memory: buildMemory, ranks: buildRanks };
   document.querySelectorAll('nav button').forEach((b) => b.addEventListener('click', () => show(b.dataset.view)));
+  // The overview is drawn at once; the timeline's events (the bulk of the file) come after this script, so
+  // a view that needs them waits for the end of the document.
+  const first = location.hash ? location.hash.slice(1) : 'overview';
   try {
-    show(location.hash ? location.hash.slice(1) : 'overview');
+    show(first === 'timeline' ? 'overview' : first);
     if (state.view !== 'overview' && !built.overview) { built.overview = true; buildOverview(); }
   } finally {
-    state.ready = true;
-    state.readyAt = performance.now();
+    state.overviewAt = performance.now();
   }
+  function loaded() {
+    try { if (first === 'timeline') show('timeline'); } finally {
+      state.ready = true;
+      state.readyAt = performance.now();
+      state.timing = { scriptStart: T_START, dataParsed: T_PARSED, overview: state.overviewAt, ready: state.readyAt };
+    }
+  }
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', loaded); else loaded();
 })();
