@@ -41,6 +41,10 @@ from .run import (
 BACKEND = "cpu:gloo,openreg:orccl"
 _OPTIONS_ENV = "OPENREG_DEMO_OPTIONS"
 _RESULT_ENV = "OPENREG_DEMO_RESULT"
+# "R:MS[:after],...": rank R computes MS ms on the host (CPU matmuls in a "demo::delay" range) before each
+# step, so that it arrives late at every collective, or with ":after" at the end of each step (work after the
+# last collective): the critical path across ranks then runs through the late rank into the other (its tests).
+_DELAY_ENV = "OPENREG_DEMO_DELAY"
 # DDP's default buckets (25 MiB) hold the whole demo model: its one all_reduce
 # would start after the backward, with nothing left to hide behind. Buckets of
 # a quarter of the model start as their gradients are ready and overlap the
@@ -49,6 +53,27 @@ BUCKETS_PER_MODEL = 4
 # Generous: importing torch and writing traces dominate; steps are short.
 _STARTUP_S = 120.0
 _PER_STEP_S = 30.0
+
+
+def _delay_s(rank: int) -> tuple[float, float]:
+    """(before, after) each step, in seconds, from OPENREG_DEMO_DELAY."""
+    delays = [0.0, 0.0]
+    for spec in filter(None, os.environ.get(_DELAY_ENV, "").split(",")):
+        who, ms, *where = spec.split(":")
+        if int(who) == rank:
+            delays[where == ["after"]] += float(ms) / 1000
+    return delays[0], delays[1]
+
+
+def _host_delay(seconds: float) -> None:
+    """Host ops (CPU matmuls, each a cpu_op in the trace) for about `seconds`."""
+    import torch
+
+    a = torch.ones(64, 64)
+    end = time.monotonic() + seconds
+    with torch.profiler.record_function("demo::delay"):
+        while time.monotonic() < end:
+            a = torch.mm(a, a).clamp_(0, 1)
 
 
 def _encode(options: DemoOptions) -> str:
@@ -213,6 +238,7 @@ def rank_main() -> int:
     batches = PrefetchingBatches(
         vocabulary.encode(TEXT), config.batch_size, config.context, device, options.seed + 1000 * rank
     )
+    delay_s = _delay_s(rank)
     before = _trace_files(options.output)
     handler = tensorboard_trace_handler(str(options.output), worker_name=f"rank{rank}", use_gzip=options.gzip)
     losses = []
@@ -226,7 +252,11 @@ def rank_main() -> int:
         acc_events=True,
     ) as prof:
         for _ in range(options.total_steps):
+            if delay_s[0]:
+                _host_delay(delay_s[0])
             losses.append(train_step(model, optimizer, batches))
+            if delay_s[1]:
+                _host_delay(delay_s[1])
             prof.step()
     collectives = {
         e.key: {"calls": e.count, "device_us": e.device_time_total}

@@ -176,7 +176,24 @@ def summary_text(s: dict[str, Any], path: str = "", top: int = 10) -> str:
     for m in s.get("host_memory", []):
         op = m["op"]
         out.append(f"  (host memory peak: {size(m['peak_bytes'])}{', in ' + op['name'] if op else ''})")
+    out.extend(_critical_path_text(s.get("critical_path")))
     return "\n".join(out)
+
+
+def _critical_path_text(cp: dict[str, Any] | None) -> list[str]:
+    """The summary's short critical-path section (`critical-path` has the whole report)."""
+    if not cp:
+        return []
+    kinds = sorted(((v, k) for k, v in cp["kinds"].items() if v), reverse=True)
+    out = [
+        "",
+        f"Critical path of {cp['step']}: {duration(cp['path_ns'])} of {duration(cp['step_ns'])} "
+        f"({percent(cp['path_share'])}); " + ", ".join(f"{k} {percent(v / cp['step_ns'])}" for v, k in kinds[:4]),
+    ]
+    longest = sorted(cp["top_ops"] + cp["top_kernels"], key=lambda r: -r["path_ns"])[:3]
+    if longest:
+        out.append("  longest on it: " + ", ".join(f"{r['name'][:60]} {duration(r['path_ns'])}" for r in longest))
+    return out
 
 
 def _source_lines_text(s: dict[str, Any], top: int) -> list[str]:

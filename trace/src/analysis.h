@@ -258,6 +258,8 @@ void writeSourceLines(JsonWriter& w, const Trace& t, const Summary& s, const Sum
 // summary_memory.cpp: the peak of device and host memory
 void computeMemory(const Trace& t, const SummaryOptions& options, Summary& s);
 void writeMemory(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+// critical_path_json.cpp: the critical path of the first ProfilerStep, in short
+void writeCriticalPath(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
 }  // namespace sections
 
 // A python_function name "path(line): function" of user code (not

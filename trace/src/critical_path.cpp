@@ -93,6 +93,7 @@ class RankBuilder {
   std::unordered_map<uint32_t, int32_t> queueAtLaunch_, queueAtStart_;            // by device slice
   std::map<StreamKey, uint32_t> lastOnStream_;                                    // end node
   std::unordered_map<uint32_t, uint32_t> kernelSync_;  // dest device slice -> src device slice
+  std::unordered_set<uint32_t> waitedCopies_;          // copies their runtime call waited for
 };
 
 void RankBuilder::selectEvents() {
@@ -114,7 +115,13 @@ void RankBuilder::selectEvents() {
   for (uint32_t i : t_.deviceSlices) {
     const int32_t rt = runtimeOf(t_.slices[i]);
     if (rt == kNoSlice || !eventOfSlice_.count(static_cast<uint32_t>(rt))) continue;
-    g_.events[eventOfSlice_[static_cast<uint32_t>(rt)]].launches = true;
+    CpEvent& call = g_.events[eventOfSlice_[static_cast<uint32_t>(rt)]];
+    call.launches = true;
+    // A copy that ended before its call returned: the call waited for it (a synchronous copy, a DtoH copy to
+    // pageable memory), whatever the call is named.
+    if (classifyKernel(t_, i) == KernelClass::Memory &&
+        t_.slices[i].end() <= t_.slices[static_cast<uint32_t>(rt)].end())
+      waitedCopies_.insert(i), call.blocking = true;
     eventOfSlice_[i] = g_.addEvent(rank_, i, true), deviceOrder_.push_back(i);
   }
   for (const SyncArgs& a : t_.syncArgs) {
@@ -136,7 +143,8 @@ void RankBuilder::selectEvents() {
     const Slice& s = t_.slices[ev.slice];
     const std::string_view name = t_.str(s.name);
     lockEvent_[e - firstEvent_] = t_.role(s.cat) == CategoryRole::Runtime && oneOf(name, kLockCalls);
-    ev.blocking = oneOf(name, kBlockingCalls) || (s.correlation.ok() && syncCorrelations_.count(s.correlation.value));
+    ev.blocking = ev.blocking || oneOf(name, kBlockingCalls) ||
+                  (s.correlation.ok() && syncCorrelations_.count(s.correlation.value));
   }
 }
 
@@ -373,6 +381,7 @@ void RankBuilder::deviceWork(uint32_t ev) {
              (!syncPending || syncEnd < lastEnd)) {
     g_.addEdge(lastIt->second, e.startNode, CpEdgeType::KernelKernel, static_cast<int32_t>(node(lastIt->second).event));
   }
+  if (waitedCopies_.count(e.slice)) g_.addEdge(e.endNode, launch.endNode, CpEdgeType::Sync);
   lastOnStream_[k] = e.endNode;
 }
 
@@ -386,17 +395,6 @@ int32_t findRange(const Trace& t, std::string_view name, int64_t instance) {
   std::stable_sort(found.begin(), found.end(), [&](uint32_t a, uint32_t b) { return t.slices[a].ts < t.slices[b].ts; });
   return instance >= 0 && static_cast<size_t>(instance) < found.size() ? static_cast<int32_t>(found[instance])
                                                                        : kNoSlice;
-}
-
-// The first ProfilerStep#N on host lanes: its name.
-std::string firstStepName(const Trace& t) {
-  int32_t best = kNoSlice;
-  for (uint32_t i = 0; i < t.slices.size(); ++i) {
-    const Slice& s = t.slices[i];
-    if (t.laneKind[s.lane] != LaneKind::Host || !startsWith(t.str(s.name), "ProfilerStep#")) continue;
-    if (best == kNoSlice || s.ts < t.slices[static_cast<uint32_t>(best)].ts) best = static_cast<int32_t>(i);
-  }
-  return best == kNoSlice ? std::string() : std::string(t.str(t.slices[static_cast<uint32_t>(best)].name));
 }
 
 std::string rankLabel(const std::vector<const Trace*>& traces, size_t i) {
@@ -462,6 +460,16 @@ void checkSameRun(const CpGraph& g) {
 }
 
 }  // namespace
+
+std::string firstStepName(const Trace& t) {
+  int32_t best = kNoSlice;
+  for (uint32_t i = 0; i < t.slices.size(); ++i) {
+    const Slice& s = t.slices[i];
+    if (t.laneKind[s.lane] != LaneKind::Host || !startsWith(t.str(s.name), "ProfilerStep#")) continue;
+    if (best == kNoSlice || s.ts < t.slices[static_cast<uint32_t>(best)].ts) best = static_cast<int32_t>(i);
+  }
+  return best == kNoSlice ? std::string() : std::string(t.str(t.slices[static_cast<uint32_t>(best)].name));
+}
 
 const char* cpEdgeTypeName(CpEdgeType t) {
   switch (t) {

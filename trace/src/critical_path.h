@@ -125,6 +125,8 @@ CpKind elapsedKind(const CpGraph& g, const CpEdge& e);
 std::vector<int64_t> whatIfWeights(const CpGraph& g, const CpOptions::WhatIf& w);
 
 CpOptions parseCpOptions(std::string_view json);
+// The first ProfilerStep#N on host lanes, "" when none.
+std::string firstStepName(const Trace& t);
 std::string criticalPathJson(const std::vector<const Trace*>& traces, const CpOptions& options);
 
 }  // namespace openreg::trace

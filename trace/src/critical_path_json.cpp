@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include "critical_path.h"
 
@@ -225,5 +226,45 @@ std::string criticalPathJson(const std::vector<const Trace*>& traces, const CpOp
   w.endObject();
   return w.str();
 }
+
+namespace sections {
+
+// The first ProfilerStep's critical path: its length, its time by kind and
+// the three ops or kernels longest on it; null when the trace has no
+// ProfilerStep or no device work (the critical-path command says why).
+void writeCriticalPath(JsonWriter& w, const Trace& t, const Summary& /*s*/, const SummaryOptions& /*options*/) {
+  w.key("critical_path");
+  CpOptions o;
+  o.top = 3;
+  if (t.deviceSlices.empty() || firstStepName(t).empty()) {
+    w.null();
+    return;
+  }
+  CpGraph g;
+  CpPath p;
+  Report r;
+  try {
+    g = buildCriticalPathGraph({&t}, o);
+    p = longestPath(g);
+    r = analyse(g, p);
+  } catch (const std::invalid_argument&) {
+    w.null();
+    return;
+  } catch (const std::runtime_error&) {
+    w.null();
+    return;
+  }
+  const int64_t stepNs = r.stepEnd - r.stepStart;
+  w.beginObject().field("step", g.stepName).field("step_ns", stepNs).field("path_ns", p.length);
+  w.field("path_share", ratio(p.length, stepNs)).key("kinds").beginObject();
+  for (size_t k = 0; k < kCpKinds; ++k) w.field(cpKindName(static_cast<CpKind>(k)), r.kinds[k]);
+  w.endObject().key("top_ops");
+  writeTop(w, r, false, o.top);
+  w.key("top_kernels");
+  writeTop(w, r, true, o.top);
+  w.endObject();
+}
+
+}  // namespace sections
 
 }  // namespace openreg::trace

@@ -225,6 +225,7 @@ const std::vector<SummarySection>& summarySections() {
       {"communication", computeCommunication, writeCommunication},
       {"source_lines", computeSourceLines, writeSourceLines},
       {"memory", computeMemory, writeMemory},
+      {"critical_path", nullptr, writeCriticalPath},
   };
   return kSections;
 }
