@@ -50,8 +50,21 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subpro
 
 def _demo(folder: Path, *extra: str) -> Path:
     done = run_cli(
-        "demo", "-o", str(folder), "--size", "tiny", "--wait", "0", "--warmup", "1", "--active", "2",
-        "--repeat", "1", *extra, cwd=folder.parent,
+        "demo",
+        "-o",
+        str(folder),
+        "--size",
+        "tiny",
+        "--wait",
+        "0",
+        "--warmup",
+        "1",
+        "--active",
+        "2",
+        "--repeat",
+        "1",
+        *extra,
+        cwd=folder.parent,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = folder / "report.html"

@@ -7,8 +7,8 @@ is kept (the folder is printed). Expectations are read from the trace files them
 from __future__ import annotations
 
 import gzip
-from decimal import Decimal
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -114,7 +114,9 @@ def check_kernel_table(browser, expected: Expected) -> None:
     show_view(browser, "tables")
     rows = browser.evaluate("document.querySelectorAll('#kernels tbody tr').length")
     assert rows == len(expected.kernel_names)
-    names = browser.evaluate("[...document.querySelectorAll('#kernels tbody tr td:first-child')].map(td => td.textContent)")
+    names = browser.evaluate(
+        "[...document.querySelectorAll('#kernels tbody tr td:first-child')].map(td => td.textContent)"
+    )
     assert set(names) == expected.kernel_names
     calls = browser.evaluate(
         "[...document.querySelectorAll('#kernels tbody tr td:nth-child(3)')].map(td => Number(td.title))"
@@ -129,7 +131,9 @@ def check_kernel_table(browser, expected: Expected) -> None:
     click_selector(browser, "#kernel-table input.filter")
     browser.send("Input.insertText", text=word)
     browser.frame()
-    kept = browser.evaluate("[...document.querySelectorAll('#kernels tbody tr td:first-child')].map(td => td.textContent)")
+    kept = browser.evaluate(
+        "[...document.querySelectorAll('#kernels tbody tr td:first-child')].map(td => td.textContent)"
+    )
     want = {n for n in expected.kernel_names if word.lower() in n.lower()}
     assert want and set(kept) <= {n for n in expected.kernel_names} and set(kept) >= want
 
@@ -137,7 +141,9 @@ def check_kernel_table(browser, expected: Expected) -> None:
 def check_timeline(browser, expected: Expected) -> None:
     show_view(browser, "timeline")
     tl = "window.__timeline"
-    rect = browser.evaluate("(() => { const r = document.getElementById('tl-canvas').getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })()")
+    rect = browser.evaluate(
+        "(() => { const r = document.getElementById('tl-canvas').getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })()"
+    )
     left, top, width, height = rect
     plot_x, plot_y = left + (width + browser.evaluate(f"{tl}.LABEL_W")) / 2, top + height / 2
     span = lambda: browser.evaluate(f"{tl}.view.t1 - {tl}.view.t0")  # noqa: E731
@@ -255,7 +261,7 @@ def test_two_ranks(browser, artifacts, two_rank_run, tmp_path):
         "[...document.querySelectorAll('#longest-waits tbody tr')].map(tr => [...tr.children].map(td => td.textContent))"
     )
     assert rows
-    for collective, group, seq, last_rank, _wait in rows:
+    for _collective, group, seq, last_rank, _wait in rows:
         arrivals = both[(group, int(seq))]
         assert int(last_rank) == max(arrivals, key=lambda r: (arrivals[r], r))
     assert browser.evaluate("document.querySelector('nav button[data-view=\"ranks\"]').disabled") is False

@@ -35,7 +35,9 @@ def _cases(tmp: Path) -> dict[str, tuple[Path, str]]:
     }
 
 
-@pytest.mark.parametrize("case", ["not a trace", "empty folder", "truncated json", "truncated gzip", "no traceEvents", "missing"])
+@pytest.mark.parametrize(
+    "case", ["not a trace", "empty folder", "truncated json", "truncated gzip", "no traceEvents", "missing"]
+)
 def test_bad_input_writes_nothing(tmp_path, case):
     path, message = _cases(tmp_path)[case]
     out_dir = tmp_path / "out"
@@ -68,6 +70,8 @@ def test_a_bad_trace_in_a_folder_fails_the_whole_report(tmp_path):
 def test_a_bad_snapshot_writes_nothing(tmp_path):
     snap = tmp_path / "snap.pickle"
     snap.write_text("hello")
-    done = run_cli("report", str(SHARED / "cuda_alexnet.json.gz"), "--memory", str(snap), "-o", str(tmp_path / "r.html"))
+    done = run_cli(
+        "report", str(SHARED / "cuda_alexnet.json.gz"), "--memory", str(snap), "-o", str(tmp_path / "r.html")
+    )
     assert done.returncode == 2 and "snap.pickle: not a memory snapshot" in done.stderr, done.stderr
     assert not (tmp_path / "r.html").exists()

@@ -38,5 +38,7 @@ def report_data_text(path: str | os.PathLike, classification: dict[str, Any] | N
     return text
 
 
-def report_data(path: str | os.PathLike, classification: dict[str, Any] | None = None, **options: Any) -> dict[str, Any]:
+def report_data(
+    path: str | os.PathLike, classification: dict[str, Any] | None = None, **options: Any
+) -> dict[str, Any]:
     return json.loads(report_data_text(path, classification, **options))

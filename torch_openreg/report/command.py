@@ -30,7 +30,9 @@ def run(args: argparse.Namespace) -> int:
     from .build import ReportError, write_report
 
     try:
-        out = write_report(args.trace, args.output, memory=args.memory, classification=_classification(args), title=args.title)
+        out = write_report(
+            args.trace, args.output, memory=args.memory, classification=_classification(args), title=args.title
+        )
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -13,8 +13,8 @@ namespace {
 
 // Per-event unique values: keeping them would make every args text distinct.
 constexpr std::array<std::string_view, 10> kUniqueKeys{
-    "External id",  "correlation", "Sequence number", "Ev Idx",          "Record function id",
-    "Python id",    "Python parent id", "Fwd thread id", "Python thread", "Addr"};
+    "External id", "correlation",      "Sequence number", "Ev Idx",        "Record function id",
+    "Python id",   "Python parent id", "Fwd thread id",   "Python thread", "Addr"};
 
 bool isUnique(std::string_view key) {
   return std::find(kUniqueKeys.begin(), kUniqueKeys.end(), key) != kUniqueKeys.end();
@@ -181,8 +181,7 @@ EventArgs readEventArgs(const std::string& path, uint64_t eventCount) {
     }
   } catch (const JsonError&) {
     // The model kept the events before the error; so do we.
-  } catch (const IoError&) {
-  }
+  } catch (const IoError&) {}
   return out;
 }
 

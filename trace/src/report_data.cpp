@@ -24,8 +24,12 @@ ReportOptions parseReportOptions(std::string_view json) {
         o.events = r.readBool();
         continue;
       }
-      int* target = k == "top" ? &o.top : k == "gaps" ? &o.gaps : k == "memory_points" ? &o.memoryPoints
-                  : k == "live_at_peak" ? &o.liveAtPeak : k == "max_table_rows" ? &o.maxTableRows : nullptr;
+      int* target = k == "top"              ? &o.top
+                    : k == "gaps"           ? &o.gaps
+                    : k == "memory_points"  ? &o.memoryPoints
+                    : k == "live_at_peak"   ? &o.liveAtPeak
+                    : k == "max_table_rows" ? &o.maxTableRows
+                                            : nullptr;
       if (!target) throw std::invalid_argument("unknown option \"" + k + "\"");
       int64_t v = 0;
       if (r.peekKind() != JsonKind::Number || !parseInt64(r.readNumber(), v) || v < 0 || v > 1000000000)

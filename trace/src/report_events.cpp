@@ -71,7 +71,9 @@ std::vector<uint32_t> laneOrder(const Trace& t) {
   std::vector<uint32_t> lanes;
   for (uint32_t l = 0; l < t.lanes.size(); ++l)
     if (!t.laneSlices[l].empty()) lanes.push_back(l);
-  auto kindRank = [&](uint32_t l) { return t.laneKind[l] == LaneKind::Host ? 0 : t.laneKind[l] == LaneKind::Device ? 1 : 2; };
+  auto kindRank = [&](uint32_t l) {
+    return t.laneKind[l] == LaneKind::Host ? 0 : t.laneKind[l] == LaneKind::Device ? 1 : 2;
+  };
   std::stable_sort(lanes.begin(), lanes.end(), [&](uint32_t a, uint32_t b) {
     if (kindRank(a) != kindRank(b)) return kindRank(a) < kindRank(b);
     const Lane &x = t.lanes[a], &y = t.lanes[b];
@@ -184,9 +186,13 @@ void writeTimelineEvents(JsonWriter& w, const Trace& t, const EventArgs& args, c
   w.key("cat_roles").beginArray();
   for (uint32_t id : cats.order()) {
     const CategoryRole r = t.role(id);
-    w.value(r == CategoryRole::Device ? "device" : r == CategoryRole::Runtime ? "runtime"
-            : r == CategoryRole::Annotation ? "annotation" : r == CategoryRole::Op ? "op"
-            : r == CategoryRole::Python ? "python" : r == CategoryRole::Span ? "span" : "other");
+    w.value(r == CategoryRole::Device       ? "device"
+            : r == CategoryRole::Runtime    ? "runtime"
+            : r == CategoryRole::Annotation ? "annotation"
+            : r == CategoryRole::Op         ? "op"
+            : r == CategoryRole::Python     ? "python"
+            : r == CategoryRole::Span       ? "span"
+                                            : "other");
   }
   w.endArray();
   w.key("args").beginArray();

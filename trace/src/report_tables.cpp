@@ -21,8 +21,7 @@ int64_t minusNs(const std::vector<Interval>& a, const std::vector<Interval>& b) 
 
 std::vector<Interval> clip(const std::vector<Interval>& merged, int64_t s, int64_t e) {
   std::vector<Interval> out;
-  auto it = std::lower_bound(merged.begin(), merged.end(), s,
-                             [](const Interval& i, int64_t v) { return i.end <= v; });
+  auto it = std::lower_bound(merged.begin(), merged.end(), s, [](const Interval& i, int64_t v) { return i.end <= v; });
   for (; it != merged.end() && it->start < e; ++it) out.push_back({std::max(it->start, s), std::min(it->end, e)});
   return out;
 }
@@ -53,8 +52,10 @@ void writeSteps(JsonWriter& w, const Trace& t) {
     if (t.laneKind[s.lane] != LaneKind::Host) continue;
     const CategoryRole r = t.role(s.cat);
     const bool step = startsWith(t.str(s.name), "ProfilerStep#");
-    if (step && r == CategoryRole::Op) steps.push_back(i);
-    else if (!step && (r == CategoryRole::Op || r == CategoryRole::Runtime)) host.push_back({s.ts, s.end()});
+    if (step && r == CategoryRole::Op)
+      steps.push_back(i);
+    else if (!step && (r == CategoryRole::Op || r == CategoryRole::Runtime))
+      host.push_back({s.ts, s.end()});
   }
   mergeUnion(compute);
   mergeUnion(comm);
@@ -203,8 +204,10 @@ void writeKernelTable(JsonWriter& w, const Trace& t, const ReportOptions& o) {
       return a.second != b.second ? a.second < b.second : a.first > b.first;
     });
     w.key("source");
-    if (src == r.sources.end()) w.null();
-    else w.value(src->first);
+    if (src == r.sources.end())
+      w.null();
+    else
+      w.value(src->first);
     w.endObject();
   }
   w.endArray();
@@ -229,7 +232,10 @@ void writeCurvePoints(JsonWriter& w, const Trace& t, const EventArgs& args, cons
       const size_t lo = b * n / limit, hi = (b + 1) * n / limit;
       size_t best = lo;
       for (size_t k = lo; k < hi; ++k) {
-        if (k == peakAt) { best = k; break; }
+        if (k == peakAt) {
+          best = k;
+          break;
+        }
         if (t.memory[pts[k]].totalAllocated.value > t.memory[pts[best]].totalAllocated.value) best = k;
       }
       keep.push_back(best);
@@ -254,8 +260,10 @@ void writeCurvePoints(JsonWriter& w, const Trace& t, const EventArgs& args, cons
   };
   arr("t_ns", ts);
   arr("allocated", alloc);
-  if (anyReserved) arr("reserved", reserved);
-  else w.key("reserved").null();
+  if (anyReserved)
+    arr("reserved", reserved);
+  else
+    w.key("reserved").null();
 }
 
 void writeLiveAtPeak(JsonWriter& w, const Trace& t, const EventArgs& args, const std::vector<uint32_t>& pts,
@@ -271,8 +279,10 @@ void writeLiveAtPeak(JsonWriter& w, const Trace& t, const EventArgs& args, const
     auto it = args.memory.find(m.origin.index);
     if (it == args.memory.end() || !it->second.hasAddr || !m.bytes.ok()) continue;
     addrs = true;
-    if (m.bytes.value > 0) live[it->second.addr] = {m.bytes.value, pts[k]};
-    else live.erase(it->second.addr);
+    if (m.bytes.value > 0)
+      live[it->second.addr] = {m.bytes.value, pts[k]};
+    else
+      live.erase(it->second.addr);
   }
   std::vector<Live> v;
   for (auto& [addr, l] : live) v.push_back(l);

@@ -34,9 +34,9 @@ extern "C" ortrace_status ortrace_report_data(const char* path, const char* load
     const auto options = openreg::trace::parseReportOptions(reportOptionsJson ? reportOptionsJson : "");
     auto trace = openreg::trace::loadTraceFile(path, load);
     if (trace->parseError)
-      return reportFail(outJson, ORTRACE_ERROR_PARSE,
-                        "invalid trace at byte " + std::to_string(trace->parseError->offset) + ": " +
-                            trace->parseError->message);
+      return reportFail(
+          outJson, ORTRACE_ERROR_PARSE,
+          "invalid trace at byte " + std::to_string(trace->parseError->offset) + ": " + trace->parseError->message);
     const std::string json = openreg::trace::reportJson(*trace, path, options);
     *outJson = static_cast<char*>(std::malloc(json.size() + 1));
     if (!*outJson) return ORTRACE_ERROR_OUT_OF_MEMORY;
