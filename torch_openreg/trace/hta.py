@@ -270,6 +270,29 @@ def _extend(calls: list[str], names: tuple[str, ...]) -> None:
     _undo.append(lambda: calls.__setitem__(slice(None), before))
 
 
+def _widen_patterns(types: Any) -> None:
+    """The communication, compute, launch and runtime patterns of ``hta.common.types`` (both versions)."""
+    _widen(types.CommunicateKernelGroupingPattern, COMM_KERNEL_RE)
+    _widen(types.ComputeKernelGroupingPattern, COMM_KERNEL_RE)  # an inverse match: collectives are not compute
+    _widen(types.KERNEL_LAUNCH_CATEGORY_PATTERN, LAUNCH_KERNEL_RE)
+    _widen(types.DEVICE_RUNTIME_CATEGORY_PATTERN, RUNTIME_CATEGORY)
+    _widen(types.CPU_AND_GPU_EVENTS_CATEGORY_PATTERN, RUNTIME_CATEGORY)
+
+
+def _teach_lookups(cpa: Any, cka: Any, straggler: Any) -> None:
+    """Blocking calls, the sync-edge and launch-statistics name lookups, and stragglers (both versions)."""
+    graph = cpa.CPGraph
+    _extend(graph.BLOCKING_SYNC_CALLS, BLOCKING_CALLS)
+    for method in ("_get_cuda_event_record_df", "_get_cuda_stream_wait_event_df"):
+        _wrap(graph, method, _with_lookups(SYNC_LOOKUPS, lambda self, *a, **k: self.symbol_table))
+    _wrap(
+        cka.CudaKernelAnalysis,
+        "cuda_kernel_launch_stats",
+        _with_lookups(LAUNCH_STATS_SLOTS, lambda cls, t, *a, **k: t.symbol_table),
+    )
+    _teach_stragglers(straggler)
+
+
 def _teach_061() -> None:
     import hta.analyzers.critical_path_analysis as cpa
     import hta.analyzers.cuda_kernel_analysis as cka
@@ -283,11 +306,7 @@ def _teach_061() -> None:
     options.set_disable_ns_rounding(True)
     _undo.append(lambda: options.set_disable_ns_rounding(was))
 
-    _widen(types.CommunicateKernelGroupingPattern, COMM_KERNEL_RE)
-    _widen(types.ComputeKernelGroupingPattern, COMM_KERNEL_RE)  # an inverse match: collectives are not compute
-    _widen(types.KERNEL_LAUNCH_CATEGORY_PATTERN, LAUNCH_KERNEL_RE)
-    _widen(types.DEVICE_RUNTIME_CATEGORY_PATTERN, RUNTIME_CATEGORY)
-    _widen(types.CPU_AND_GPU_EVENTS_CATEGORY_PATTERN, RUNTIME_CATEGORY)
+    _widen_patterns(types)
 
     table = tst.TraceSymbolTable
 
@@ -312,17 +331,7 @@ def _teach_061() -> None:
     _wrap(table, "get_operator_or_cuda_runtime_mask", runtime_mask)
     _wrap(table, "get_runtime_launch_events_mask", launch_mask)
 
-    graph = cpa.CPGraph
-    _extend(graph.BLOCKING_SYNC_CALLS, BLOCKING_CALLS)
-    for method in ("_get_cuda_event_record_df", "_get_cuda_stream_wait_event_df"):
-        _wrap(graph, method, _with_lookups(SYNC_LOOKUPS, lambda self, *a, **k: self.symbol_table))
-
-    _wrap(
-        cka.CudaKernelAnalysis,
-        "cuda_kernel_launch_stats",
-        _with_lookups(LAUNCH_STATS_SLOTS, lambda cls, t, *a, **k: t.symbol_table),
-    )
-    _teach_stragglers(straggler)
+    _teach_lookups(cpa, cka, straggler)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -356,11 +365,7 @@ def _teach_050() -> None:
         "NCCL_COMPUTE_KERNEL_RE",
         re.compile(f"{utils.NCCL_COMPUTE_KERNEL_RE.pattern}|({COMM_KERNEL_RE})|(^Stream Wait Event)"),
     )
-    _widen(types.CommunicateKernelGroupingPattern, COMM_KERNEL_RE)
-    _widen(types.ComputeKernelGroupingPattern, COMM_KERNEL_RE)
-    _widen(types.KERNEL_LAUNCH_CATEGORY_PATTERN, LAUNCH_KERNEL_RE)
-    _widen(types.DEVICE_RUNTIME_CATEGORY_PATTERN, RUNTIME_CATEGORY)
-    _widen(types.CPU_AND_GPU_EVENTS_CATEGORY_PATTERN, RUNTIME_CATEGORY)
+    _widen_patterns(types)
 
     # 0.5.0's symbol table answers with DataFrame.query strings where 0.6.1 answers with masks.
     table = tst.TraceSymbolTable
@@ -389,13 +394,4 @@ def _teach_050() -> None:
     _wrap(table, "get_operator_or_cuda_runtime_query", runtime_query)
     _wrap(table, "get_runtime_launch_events_query", launch_query)
 
-    graph = cpa.CPGraph
-    _extend(graph.BLOCKING_SYNC_CALLS, BLOCKING_CALLS)
-    for method in ("_get_cuda_event_record_df", "_get_cuda_stream_wait_event_df"):
-        _wrap(graph, method, _with_lookups(SYNC_LOOKUPS, lambda self, *a, **k: self.symbol_table))
-    _wrap(
-        cka.CudaKernelAnalysis,
-        "cuda_kernel_launch_stats",
-        _with_lookups(LAUNCH_STATS_SLOTS, lambda cls, t, *a, **k: t.symbol_table),
-    )
-    _teach_stragglers(straggler)
+    _teach_lookups(cpa, cka, straggler)
