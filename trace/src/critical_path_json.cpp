@@ -154,7 +154,11 @@ void writeRanks(JsonWriter& w, const CpGraph& g, const CpPath& p, const Report& 
   uint32_t bounding = 0;
   for (uint32_t i = 0; i < r.rankPathNs.size(); ++i)
     if (r.rankPathNs[i] > r.rankPathNs[bounding]) bounding = i;
-  w.field("bounding_rank", bounding);
+  w.field("bounding_rank", bounding).key("start_rank");
+  if (p.edges.empty())
+    w.null();
+  else
+    w.value(g.events[g.nodes[g.edges[p.edges.front()].from].event].rank);
   w.key("end_rank");
   if (p.edges.empty())
     w.null();

@@ -208,7 +208,7 @@ TEST(CriticalPath, ReportJsonNamesTheBoundingRankAndTheWaits) {
   o.whatIf.push_back({"compute", 2});
   const std::string j = criticalPathJson({r0.get(), r1.get()}, o);
   EXPECT_NE(j.find(R"("step":"ProfilerStep#1","step_ns":200000,"path_ns":124000)"), std::string::npos) << j;
-  EXPECT_NE(j.find(R"("bounding_rank":1,"end_rank":0)"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"("bounding_rank":1,"start_rank":1,"end_rank":0)"), std::string::npos) << j;
   EXPECT_NE(j.find(R"("last_rank":1,"waits_ns":[{"rank":0,"wait_ns":75000},{"rank":1,"wait_ns":0}],)"
                    R"("max_wait_ns":75000,"on_path":true)"),
             std::string::npos)
