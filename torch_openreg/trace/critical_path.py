@@ -220,8 +220,7 @@ def run(args: argparse.Namespace, classification: dict[str, Any] | None = None, 
         for p in write_overlay(result, args.overlay):
             print(f"wrote {p}", file=sys.stderr if args.json else out)
     if args.json:
-        json.dump(result, out, indent=1)
-        print(file=out)
+        out.write(json.dumps(result) + "\n")  # dumps, compact: C's encoder (dump and indent= are pure Python)
     else:
         print(report_text(result, top=args.top), file=out)
     return 0
