@@ -97,7 +97,7 @@ def demo(tmp_path_factory) -> DemoRun:
 
 
 def written_traces(run: DemoRun) -> list[Path]:
-    return sorted(p for p in run.output.iterdir() if p.name != STALE_TRACE)
+    return sorted(p for p in run.output.iterdir() if p.name not in (STALE_TRACE, "report.html"))
 
 
 def section(text: str, title: str) -> list[str]:
@@ -127,6 +127,15 @@ def microseconds(cell: str) -> float:
 
 def test_demo_exits_zero(demo):
     assert demo.returncode == 0, demo.describe()
+
+
+def test_demo_writes_its_report(demo):
+    # The run's one-page HTML report (torch_openreg/report), beside the traces; tests/report opens it in a browser.
+    report = demo.output / "report.html"
+    assert re.search(
+        r"^Report \(one offline HTML page, open it in any browser\): \S*report\.html$", demo.stdout, re.M
+    ), demo.describe()
+    assert report.is_file() and report.read_text(encoding="utf-8").startswith("<!doctype html>")
 
 
 def test_one_trace_per_active_cycle_in_tensorboard_layout(demo):

@@ -392,19 +392,22 @@ def test_missing_file_is_a_clean_error(tmp_path):
     assert "cannot open" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_trace_tools_do_not_need_the_backend(traces):
-    """summary/check work where the openreg extension is not built: only
+def test_trace_tools_do_not_need_the_backend(traces, tmp_path):
+    """summary/check/report work where the openreg extension is not built: only
     torch_openreg.trace and the command line itself may be imported."""
     code = f"""
 import sys
 class Block:
     def find_spec(self, name, path=None, target=None):
-        if name.startswith("torch_openreg.") and not name.startswith(("torch_openreg.trace", "torch_openreg.__main__")):
+        if name.startswith("torch_openreg.") and not name.startswith(
+            ("torch_openreg.trace", "torch_openreg.report", "torch_openreg.__main__")
+        ):
             raise ImportError("blocked for this test: " + name)
 sys.meta_path.insert(0, Block())
 from torch_openreg.__main__ import main
 assert main(["summary", {str(traces["device"])!r}]) == 0
 assert main(["check", "--strict", {str(traces["device"])!r}]) == 0
+assert main(["report", {str(traces["device"])!r}, "-o", {str(tmp_path / "report.html")!r}]) == 0
 """
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

@@ -88,11 +88,11 @@ def _synchronize_at_exit() -> None:
             warnings.warn(f"openreg: device {index} at exit: {error}", RuntimeWarning, stacklevel=1)
 
 
-# `python -m torch_openreg summary|check|diff|timeline|memory|critical-path` (or the `openreg`
+# `python -m torch_openreg summary|check|diff|timeline|memory|critical-path|report` (or the `openreg`
 # script) imports this package on its way to __main__; those commands read
 # trace or snapshot files only, so torch is not imported for them (it costs most of
 # their run time). While -m locates __main__, sys.argv[0] is "-m".
-_TRACE_COMMANDS = ("summary", "check", "diff", "timeline", "memory", "critical-path")
+_TRACE_COMMANDS = ("summary", "check", "diff", "timeline", "memory", "critical-path", "report")
 
 
 def _trace_command_only() -> bool:
