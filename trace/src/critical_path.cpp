@@ -507,7 +507,9 @@ uint32_t CpGraph::addEvent(uint32_t rank, uint32_t slice, bool device) {
 void CpGraph::addEdge(uint32_t from, uint32_t to, CpEdgeType type, int32_t event, bool zeroWeight) {
   const bool weighted = !zeroWeight && type != CpEdgeType::Dependency && type != CpEdgeType::Sync;
   // HTA drops sub-microsecond negative weights (ns rounding); a later point never shortens the path.
-  const int64_t w = weighted ? std::max<int64_t>(0, nodes[to].ts - nodes[from].ts) : 0;
+  int64_t gap = 0;
+  if (__builtin_sub_overflow(nodes[to].ts, nodes[from].ts, &gap)) gap = nodes[to].ts > nodes[from].ts ? INT64_MAX : 0;
+  const int64_t w = weighted ? std::max<int64_t>(0, gap) : 0;
   edges.push_back({from, to, w, event, type});
 }
 

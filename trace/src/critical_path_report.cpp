@@ -155,7 +155,7 @@ CpPath longestPath(const CpGraph& g, const std::vector<int64_t>& weights) {
   for (uint32_t v : a.order) {
     for (uint32_t j = a.inStart[v]; j < a.inStart[v + 1]; ++j) {
       const uint32_t e = a.inEdges[j];
-      const int64_t d = dist[g.edges[e].from] + (weights.empty() ? g.edges[e].weight : weights[e]);
+      const int64_t d = saturatingAdd(dist[g.edges[e].from], weights.empty() ? g.edges[e].weight : weights[e]);
       if (via[v] < 0 || d > dist[v]) dist[v] = d, via[v] = e;
     }
     if (bestNode < 0 || dist[v] > best.length) best.length = dist[v], bestNode = v;
