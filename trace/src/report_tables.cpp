@@ -194,15 +194,19 @@ void writeKernelTable(JsonWriter& w, const Trace& t, const ReportOptions& o) {
     w.field("count", r.count).field("total_ns", r.totalNs).field("avg_ns", r.totalNs / static_cast<int64_t>(r.count));
     w.field("min_ns", r.minNs).field("max_ns", r.maxNs);
     // The op with the most of the kernel's time, and how many distinct ops launched it.
-    const auto op = std::max_element(r.ops.begin(), r.ops.end(), [](auto& a, auto& b) {
-      return a.second != b.second ? a.second < b.second : a.first > b.first;
-    });
+    const auto op =
+        std::max_element(r.ops.begin(), r.ops.end(),
+                         [](const std::pair<const uint32_t, int64_t>& a, const std::pair<const uint32_t, int64_t>& b) {
+                           return a.second != b.second ? a.second < b.second : a.first > b.first;
+                         });
     w.key("op");
     writeName(w, t, op->first);
     w.field("ops", static_cast<uint64_t>(r.ops.size()));
-    const auto src = std::max_element(r.sources.begin(), r.sources.end(), [](auto& a, auto& b) {
-      return a.second != b.second ? a.second < b.second : a.first > b.first;
-    });
+    const auto src = std::max_element(
+        r.sources.begin(), r.sources.end(),
+        [](const std::pair<const std::string, int64_t>& a, const std::pair<const std::string, int64_t>& b) {
+          return a.second != b.second ? a.second < b.second : a.first > b.first;
+        });
     w.key("source");
     if (src == r.sources.end())
       w.null();
