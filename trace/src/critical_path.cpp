@@ -23,8 +23,8 @@ constexpr std::string_view kBlockingCalls[] = {
     "cudaMemcpyAsync"};
 constexpr std::string_view kLockCalls[] = {"cudaHostAlloc", "cudaLaunchKernel", "cudaMemcpyAsync"};
 
-template <size_t N>
-bool oneOf(std::string_view s, const std::string_view (&list)[N]) {
+template <size_t kCount>
+bool oneOf(std::string_view s, const std::string_view (&list)[kCount]) {
   return std::find(std::begin(list), std::end(list), s) != std::end(list);
 }
 
@@ -436,12 +436,10 @@ void findSteps(CpGraph& g, const CpOptions& o) {
   }
 }
 
-// Rank traces must be one run: distinct ranks of one world, whose steps overlap in time.
-void checkSameRun(const CpGraph& g) {
-  const auto& traces = g.traces;
-  if (traces.size() < 2) return;
+// Rank traces must be one run: one world size and distinct ranks (checked before looking for the step)...
+void checkRanks(const std::vector<const Trace*>& traces) {
   std::unordered_set<int64_t> ranks;
-  for (size_t i = 0; i < traces.size(); ++i) {
+  for (size_t i = 0; i < traces.size() && traces.size() > 1; ++i) {
     const Trace& t = *traces[i];
     if (t.worldSize != traces[0]->worldSize)
       throw std::invalid_argument("rank traces from different runs: " + rankLabel(traces, 0) + " has world size " +
@@ -449,13 +447,20 @@ void checkSameRun(const CpGraph& g) {
                                   rankLabel(traces, i) + " " +
                                   (t.worldSize ? std::to_string(*t.worldSize) : "unknown"));
     if (t.rank && !ranks.insert(*t.rank).second)
-      throw std::invalid_argument("rank traces from different runs: two traces of rank " + std::to_string(*t.rank));
+      throw std::invalid_argument("rank traces from different runs: two traces of rank " + std::to_string(*t.rank) +
+                                  " (several profiling cycles or runs in one folder? give one trace per rank)");
+  }
+}
+
+// ... whose steps overlap in time.
+void checkSameRun(const CpGraph& g) {
+  for (size_t i = 1; i < g.traces.size(); ++i) {
     const CpStep& a = g.steps[0];
     const CpStep& b = g.steps[i];
     if (std::max(a.start, b.start) > std::min(a.end, b.end))
-      throw std::invalid_argument("rank traces from different runs: " + g.stepName + " of " + rankLabel(traces, 0) +
-                                  " and of " + rankLabel(traces, i) + " do not overlap in time (" + formatUs(a.start) +
-                                  " us and " + formatUs(b.start) + " us)");
+      throw std::invalid_argument("rank traces from different runs: " + g.stepName + " of " + rankLabel(g.traces, 0) +
+                                  " and of " + rankLabel(g.traces, i) + " do not overlap in time (" +
+                                  formatUs(a.start) + " us and " + formatUs(b.start) + " us)");
   }
 }
 
@@ -526,6 +531,7 @@ CpGraph buildRankGraphs(const std::vector<const Trace*>& traces, const CpOptions
       throw std::invalid_argument(rankLabel(traces, i) +
                                   " has no device rows (no kernel, copy or memset events): the critical path "
                                   "follows host work into the device, so it needs a trace with device activity");
+  checkRanks(traces);
   findSteps(g, options);
   checkSameRun(g);
   for (uint32_t r = 0; r < traces.size(); ++r) buildRankGraph(g, r, options);
