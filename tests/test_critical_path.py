@@ -268,3 +268,29 @@ def test_two_ranks_slowed_rank_bounds_the_step_across_ranks(tmp_path):
     delay_ops = [e for e in r["path"] if e["to"]["rank"] == 1 and e["to"]["name"] == "aten::mm"]
     assert sum(e["weight_ns"] for e in delay_ops) > 0
     assert sum(v["ns"] for v in r["kinds"].values()) == r["step_ns"]
+
+
+def test_each_step_in_short():
+    done = _cli(str(TRACES / "cuda_sampled_rank0.json.gz"), "--each-step", "--json")
+    assert done.returncode == 0, done.stderr
+    steps = json.loads(done.stdout)["steps"]
+    assert [(s["step"], s["path_ns"]) for s in steps] == [
+        ("ProfilerStep#551", 301_476_000),
+        ("ProfilerStep#552", 322_771_000),
+    ]
+    assert all(sum(s["kinds"].values()) == s["step_ns"] for s in steps)
+    text = _cli(str(TRACES / "cuda_sampled_rank0.json.gz"), "--each-step").stdout
+    assert text.splitlines()[1].split()[:3] == ["ProfilerStep#551", "301.476", "ms"]
+    assert _cli(str(TRACES / "cuda_sampled_rank0.json.gz"), "--each-step", "--step", "1").returncode == 2
+
+
+def test_mtia_trace_where_hta_cannot_run():
+    """MTIA's runtime rows (mtia_runtime) and device records (mtia_ccp_events, inferred: stream + correlation):
+    HTA asserts on this trace. Its runtime calls cross their ops' ends (rows that do not nest): the edges back in
+    time that close cycles are dropped, and counted. Recorded: a 29.4 ms gif_merge call, started inside the
+    21.7 ms range on another thread, is the path (HTA's rule: events that start in the range)."""
+    r = critical_path([TRACES / "mtia_inference.json.gz"], range_name="Stage::PyTorchMRSGIFTask::run")
+    assert (r["step_ns"], r["path_ns"], r["graph"]["dropped_edges"]) == (21_697_390, 29_378_235, 6)
+    assert [(e["from"]["name"], e["to"]["name"], e["type"]) for e in r["path"]] == [
+        ("gif_merge", "gif_merge", "operator")
+    ]

@@ -52,6 +52,16 @@ def parse_what_if(specs: Sequence[str]) -> list[dict[str, Any]]:
     return out
 
 
+def _call(lib: ctypes.CDLL, traces: Sequence[Any], options: dict[str, Any]) -> dict[str, Any]:
+    handles = (ctypes.c_void_p * len(traces))(*[t._handle.value for t in traces])
+    out = ctypes.c_void_p()
+    status = lib.ortrace_critical_path(handles, len(traces), json.dumps(options).encode(), ctypes.byref(out))
+    text = _native._take_string(lib, out)
+    if status != 0:
+        _native._raise(lib, status, text)
+    return json.loads(text)
+
+
 def critical_path(
     paths: Sequence[str | Path],
     step: int | None = None,
@@ -81,19 +91,75 @@ def critical_path(
     files = trace_files(paths)
     traces = [open_trace(f, **(classification or {})) for f in files]
     try:
-        lib = _bind()
-        handles = (ctypes.c_void_p * len(traces))(*[t._handle.value for t in traces])
-        out = ctypes.c_void_p()
-        status = lib.ortrace_critical_path(handles, len(traces), json.dumps(options).encode(), ctypes.byref(out))
-        text = _native._take_string(lib, out)
-        if status != 0:
-            _native._raise(lib, status, text)
-        result = json.loads(text)
+        result = _call(_bind(), traces, options)
     finally:
         for t in traces:
             t.close()
     result["files"] = [str(f) for f in files]
     return result
+
+
+def each_step(
+    paths: Sequence[str | Path], top: int = 3, classification: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The critical path of every ProfilerStep#N of the first trace (over all the traces given), in short:
+    {"files", "steps": [{step, step_ns, path_ns, path_share, bounding_rank, start_rank, end_rank, kinds,
+    top_ops, top_kernels, last_ranks}]}; a step missing from a trace is left out, with the reason."""
+    from .commands import trace_files
+
+    files = trace_files(paths)
+    traces = [open_trace(f, **(classification or {})) for f in files]
+    steps, skipped = [], []
+    try:
+        lib = _bind()
+        names = [name for _, _, name in traces[0].timeline(width=1)["steps"]]
+        for name in names:
+            number = int(name.rsplit("#", 1)[1])
+            try:
+                r = _call(lib, traces, {"step": number, "top": top, "path_events": False})
+            except _native.TraceError as e:
+                skipped.append({"step": name, "reason": str(e)})
+                continue
+            rank_of = [x["rank"] if x["rank"] is not None else x["index"] for x in r["ranks"]]
+            steps.append(
+                {
+                    "step": r["step"],
+                    "step_ns": r["step_ns"],
+                    "path_ns": r["path_ns"],
+                    "path_share": r["path_share"],
+                    "bounding_rank": rank_of[r["bounding_rank"]],
+                    "start_rank": None if r["start_rank"] is None else rank_of[r["start_rank"]],
+                    "end_rank": None if r["end_rank"] is None else rank_of[r["end_rank"]],
+                    "kinds": {k: v["ns"] for k, v in r["kinds"].items()},
+                    "top_ops": r["top_ops"],
+                    "top_kernels": r["top_kernels"],
+                    "last_ranks": sorted({rank_of[c["last_rank"]] for c in r["collectives"]}),
+                }
+            )
+    finally:
+        for t in traces:
+            t.close()
+    return {"files": [str(f) for f in files], "steps": steps, "skipped": skipped}
+
+
+def each_step_text(r: dict[str, Any]) -> str:
+    ranks = len(r["files"]) > 1
+    lines = [f"Critical path of each step ({len(r['steps'])} steps{', across ranks' if ranks else ''}):"]
+    for s in r["steps"]:
+        kind = max(s["kinds"], key=s["kinds"].get)
+        longest = sorted(s["top_ops"] + s["top_kernels"], key=lambda x: -x["path_ns"])[:1]
+        line = (
+            f"  {s['step']:<18} {_ms(s['path_ns']):>12} of {_ms(s['step_ns']):>12} "
+            f"({100 * s['path_share']:5.1f}%)  mostly {kind}"
+        )
+        if longest:
+            line += f"; longest on it: {longest[0]['name'][:50]}"
+        if ranks:
+            line += f"; bound by rank {s['bounding_rank']} (path rank {s['start_rank']} -> {s['end_rank']})"
+        lines.append(line)
+    for s in r["skipped"]:
+        lines.append(f"  {s['step']}: skipped ({s['reason']})")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- overlay
@@ -200,6 +266,15 @@ def report_text(r: dict[str, Any], top: int = 10) -> str:
 
 def run(args: argparse.Namespace, classification: dict[str, Any] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
+    if args.each_step:
+        if args.step is not None or args.range or args.whole_trace or args.what_if or args.overlay:
+            print(
+                "error: --each-step takes none of --step, --range, --whole-trace, --what-if, --overlay", file=sys.stderr
+            )
+            return 2
+        steps = each_step(args.trace, top=min(args.top, 3), classification=classification)
+        out.write(json.dumps(steps) + "\n" if args.json else each_step_text(steps) + "\n")
+        return 0
     try:
         what_if = parse_what_if(args.what_if or [])
     except ValueError as e:
@@ -238,6 +313,11 @@ def add_command(sub: Any, add_classification: Any = None) -> argparse.ArgumentPa
     g.add_argument("--step", type=int, default=None, help="ProfilerStep#N (default: the first ProfilerStep)")
     g.add_argument("--range", default=None, metavar="NAME", help="a record_function range's exact name instead")
     g.add_argument("--whole-trace", action="store_true", help="the whole trace instead of one step")
+    g.add_argument(
+        "--each-step",
+        action="store_true",
+        help="every ProfilerStep in short: its path, what it went to, the rank bounding it",
+    )
     p.add_argument("--instance", type=int, default=0, help="which instance of --range (default 0, the first)")
     p.add_argument("--top", type=int, default=10, help="rows per table (default 10)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
