@@ -29,7 +29,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from torch_openreg.trace import TraceError  # noqa: E402
-from torch_openreg.trace.critical_path import critical_path, write_overlay  # noqa: E402
+from torch_openreg.trace.critical_path import RANK_PID_STRIDE, critical_path, write_overlay  # noqa: E402
 
 TRACES = Path(os.environ.get("OPENREG_SHARED_TRACES", REPO.parent / "shared" / "traces"))
 ALEXNET_FORWARD = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
@@ -268,6 +268,13 @@ def test_two_ranks_slowed_rank_bounds_the_step_across_ranks(tmp_path):
     delay_ops = [e for e in r["path"] if e["to"]["rank"] == 1 and e["to"]["name"] == "aten::mm"]
     assert sum(e["weight_ns"] for e in delay_ops) > 0
     assert sum(v["ns"] for v in r["kinds"].values()) == r["step_ns"]
+    # The overlay holds both ranks (rank 1's pids moved up) and draws the crossing.
+    (merged,) = write_overlay(r, tmp_path / "overlay.json")
+    arrows = [e for e in json.loads(merged.read_text())["traceEvents"] if e.get("cat") == "critical_path"]
+    ends = {}
+    for a in arrows:
+        ends.setdefault(a["id"], {})[a["ph"]] = a["pid"]
+    assert any(e["s"] >= RANK_PID_STRIDE > e["f"] for e in ends.values())
 
 
 def test_each_step_in_short():

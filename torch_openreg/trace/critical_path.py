@@ -173,46 +173,79 @@ def _load_json(path: Path) -> dict[str, Any]:
         return json.load(f)
 
 
+RANK_PID_STRIDE = 10_000_000  # merged overlay: rank i's numeric pids move up by i x this
+
+
+def _flow(point: dict[str, Any], ev: dict[str, Any], ph: str, flow_id: int, edge: dict[str, Any]) -> dict[str, Any]:
+    ts = float(ev["ts"])
+    if point["at"] == "end" and ev.get("dur"):
+        ts += float(ev["dur"]) - min(0.001, float(ev["dur"]))  # inside the slice, so the arrow binds to it
+    flow = {"ph": ph, "id": flow_id, "pid": ev["pid"], "tid": ev["tid"], "ts": round(ts, 3)}
+    flow.update({"cat": "critical_path", "name": "critical_path"})
+    flow["args"] = {"weight_ns": edge["weight_ns"], "type": edge["type"], "critical": 1}
+    if ph == "f":
+        flow["bp"] = "e"
+    return flow
+
+
+RANK_ID_STRIDE = 10**12  # merged overlay: rank i's flow ids and correlations move up by i x this
+_ID_ARGS = ("correlation", "External id", "wait_on_cuda_event_record_corr_id")
+
+
+def _move_rank(events: list[dict[str, Any]], i: int, rank: Any) -> None:
+    """Rank i's rows in a merged trace: numeric pids + i x RANK_PID_STRIDE, string pids and process names
+    prefixed with the rank, flow ids and correlation ids + i x RANK_ID_STRIDE (each rank numbers its own)."""
+    for ev in events:
+        args = ev.get("args")
+        if i and isinstance(ev.get("id"), int):
+            ev["id"] += i * RANK_ID_STRIDE
+        if i and isinstance(args, dict):
+            for key in _ID_ARGS:
+                if isinstance(args.get(key), int) and args[key] >= 0:
+                    args[key] += i * RANK_ID_STRIDE
+        pid = ev.get("pid")
+        if isinstance(pid, int) and i:
+            ev["pid"] = pid + i * RANK_PID_STRIDE
+        elif isinstance(pid, str):
+            ev["pid"] = f"rank {rank} {pid}"
+        if ev.get("ph") == "M" and ev.get("name") == "process_name" and isinstance(ev.get("args"), dict):
+            ev["args"]["name"] = f"rank {rank}: {ev['args'].get('name', pid)}"
+
+
 def write_overlay(result: dict[str, Any], output: str | Path) -> list[Path]:
-    """Copies of the traces with the path's events flagged (args "critical": 1) and its
-    edges drawn as flow arrows (cat "critical_path", as HTA's overlaid_critical_path_*
-    trace). One trace: `output`; several ranks: `output` with ".rank<i>" before ".json"."""
+    """A copy of the trace with the path's events flagged (args "critical": 1) and its edges drawn as flow
+    arrows (cat "critical_path", as HTA's overlaid_critical_path_* trace). Several ranks: one trace holding
+    every rank (rank i's pids moved up by i x RANK_PID_STRIDE, its processes named "rank r: ..."), with the
+    arrows that cross ranks at collectives."""
     if "path" not in result:
         raise ValueError("the result has no path edges (path_events was off)")
     files = [Path(f) for f in result["files"]]
-    output = Path(output)
-    written = []
-    for i, src in enumerate(files):
-        doc = _load_json(src)
-        events = doc["traceEvents"]
+    docs = [_load_json(f) for f in files]
+    for i, doc in enumerate(docs):
         for idx in result["events"][i]:
-            ev = events[idx]
-            ev.setdefault("args", {})["critical"] = 1
-        flow_id = 0
-        for edge in result["path"]:
-            a, b = edge["from"], edge["to"]
-            if a["rank"] != i or b["rank"] != i or (a["event_index"] == b["event_index"]):
-                continue
-            for point, ph in ((a, "s"), (b, "f")):
-                ev = events[point["event_index"]]
-                ts = float(ev["ts"]) + (float(ev.get("dur", 0)) if point["at"] == "end" else 0.0)
-                if point["at"] == "end" and ev.get("dur"):
-                    ts -= min(0.001, float(ev["dur"]))  # inside the slice, so the arrow binds to it
-                flow = {"ph": ph, "id": flow_id, "pid": ev["pid"], "tid": ev["tid"], "ts": round(ts, 3)}
-                flow.update({"cat": "critical_path", "name": "critical_path"})
-                flow["args"] = {"weight_ns": edge["weight_ns"], "type": edge["type"], "critical": 1}
-                if ph == "f":
-                    flow["bp"] = "e"
-                events.append(flow)
-            flow_id += 1
-        dest = output if len(files) == 1 else output.with_name(output.name.replace(".json", f".rank{i}.json", 1))
-        if dest.name == output.name and len(files) > 1:
-            dest = output.with_name(f"{output.name}.rank{i}")
-        opener = gzip.open if dest.name.endswith(".gz") else open
-        with opener(dest, "wt", encoding="utf-8") as f:
-            json.dump(doc, f)
-        written.append(dest)
-    return written
+            doc["traceEvents"][idx].setdefault("args", {})["critical"] = 1
+    if len(docs) > 1:
+        for i, doc in enumerate(docs):
+            _move_rank(
+                doc["traceEvents"], i, result["ranks"][i]["rank"] if result["ranks"][i]["rank"] is not None else i
+            )
+    flows = []
+    for edge in result["path"]:
+        a, b = edge["from"], edge["to"]
+        if (a["rank"], a["event_index"]) == (b["rank"], b["event_index"]):
+            continue  # an event's own span: flagged, no arrow
+        flow_id = len(flows) // 2
+        flows.append(_flow(a, docs[a["rank"]]["traceEvents"][a["event_index"]], "s", flow_id, edge))
+        flows.append(_flow(b, docs[b["rank"]]["traceEvents"][b["event_index"]], "f", flow_id, edge))
+    merged = docs[0]
+    for doc in docs[1:]:
+        merged["traceEvents"].extend(doc["traceEvents"])
+    merged["traceEvents"].extend(flows)
+    output = Path(output)
+    opener = gzip.open if output.name.endswith(".gz") else open
+    with opener(output, "wt", encoding="utf-8") as f:
+        f.write(json.dumps(merged))  # dumps: C's encoder (dump is pure Python)
+    return [output]
 
 
 # ---------------------------------------------------------------- text
