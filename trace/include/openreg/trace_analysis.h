@@ -143,7 +143,8 @@ ORTRACE_API ortrace_status ortrace_timeline(const ortrace_trace* trace, const ch
  *
  * optionsJson keys: "step" (int, ProfilerStep#<step>; default the first
  * ProfilerStep), "range" (str, a host range's exact name instead),
- * "instance" (int, which instance of the range, default 0), "top" (int,
+ * "instance" (int, which instance of the range, default 0), "whole_trace"
+ * (bool, the whole trace instead of a step, as HTA's annotation ""), "top" (int,
  * rows of the op and kernel tables, default 10), "path_events" (bool, list
  * the path's edges, default true), "kernel_kernel_max_gap_ns" (int, default
  * 1500000), "what_if" ([{"target": name or "kind:<kind>", "factor": k}]).
