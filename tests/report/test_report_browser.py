@@ -212,6 +212,23 @@ def check_memory(browser, expected: Expected) -> None:
     assert shown == expected.memory_peak
 
 
+def check_critical_path(browser, trace: Path) -> None:
+    """The overview's critical-path slot shows the summary's section (or says there is none)."""
+    done = run_cli("summary", "--json", str(trace))
+    assert done.returncode == 0, done.stderr
+    cp = json.loads(done.stdout).get("critical_path")
+    show_view(browser, "overview")
+    state = browser.evaluate("document.getElementById('critical-path').dataset.state")
+    if not cp:
+        assert state == "empty"
+        return
+    assert state == "filled"
+    items = browser.evaluate("[...document.querySelectorAll('#critical-path-items li .mono')].map(e => e.textContent)")
+    heaviest = sorted(cp["top_ops"] + cp["top_kernels"], key=lambda r: -r["path_ns"])
+    assert items == [r["name"] for r in heaviest][:6]
+    assert cp["step"] in browser.evaluate("document.getElementById('critical-path').textContent")
+
+
 def test_openreg_run(browser, artifacts, openreg_run, tmp_path):
     trace = next(openreg_run.glob("*.pt.trace.json"))
     expected = Expected(trace)
@@ -220,6 +237,7 @@ def test_openreg_run(browser, artifacts, openreg_run, tmp_path):
     check_kernel_table(browser, expected)
     check_memory(browser, expected)
     assert expected.memory_peak is not None  # openreg's demo profiles memory
+    check_critical_path(browser, trace)
     check_timeline(browser, expected)
     screenshots(browser, artifacts, "openreg")
     assert browser.console_errors() == [] and browser.requests() == []
@@ -232,6 +250,7 @@ def test_cuda_trace(browser, artifacts, tmp_path):
     open_clean(browser, page)
     check_kernel_table(browser, expected)
     check_memory(browser, expected)
+    check_critical_path(browser, trace)
     check_timeline(browser, expected)
     screenshots(browser, artifacts, "cuda_alexnet")
     assert browser.console_errors() == [] and browser.requests() == []

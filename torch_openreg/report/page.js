@@ -148,6 +148,14 @@
       const counts = {};
       steps.forEach((s) => (counts[s.bound_by] = (counts[s.bound_by] || 0) + 1));
       $('steps-note').replaceChildren('Bound by: ', ...Object.entries(counts).map(([k, n]) => el('span', {}, el('span', { class: 'bound ' + k, text: k }), ` ${n} step${n > 1 ? 's' : ''}  `)));
+      const box = el('div', { class: 'steps-table' });
+      $('steps-note').after(box);
+      table(box, [
+        { key: 'name', label: 'step', cls: 'mono' }, { key: 'duration_ns', label: 'duration', num: true, fmt: fmtNs },
+        { key: 'device_ns', label: 'device', num: true, fmt: fmtNs }, { key: 'communication_ns', label: 'exposed comm.', num: true, fmt: fmtNs },
+        { key: 'host_ns', label: 'host', num: true, fmt: fmtNs }, { key: 'idle_ns', label: 'idle', num: true, fmt: fmtNs },
+        { key: 'bound_by', label: 'bound by', fmt: (v) => v },
+      ], steps, { filter: false, id: 'steps' });
     }
 
     // Streams.
@@ -215,16 +223,27 @@
     $('look-here').replaceChildren(...items);
   }
 
-  // Filled when the trace library's summary has a critical_path section (being built beside this page).
+  // From the summary's critical_path section (libopenreg_trace: the first ProfilerStep's critical path, HTA's
+  // model): its length, what it went to, the heaviest ops and kernels on it. Without it, the slot says so.
   function criticalPath() {
     const slot = $('critical-path'), cp = S.critical_path;
-    if (!cp) { slot.textContent = 'Not computed: this trace library\'s summary has no critical_path yet. This slot fills when it does.'; slot.dataset.state = 'empty'; return; }
+    if (!cp) {
+      slot.textContent = 'Not computed for this trace: the summary has no critical_path (it needs a ProfilerStep and device rows).';
+      slot.dataset.state = 'empty';
+      return;
+    }
     slot.dataset.state = 'filled';
-    const rows = Array.isArray(cp) ? cp : cp.items || cp.top || cp.heaviest || cp.segments || cp.path || [];
-    const list = el('ol', { class: 'look' });
-    if (cp.length_ns != null || cp.duration_ns != null) slot.append(el('div', { text: 'Length ' + fmtNs(cp.length_ns != null ? cp.length_ns : cp.duration_ns) }));
-    for (const r of rows.slice(0, 8)) list.append(el('li', {}, el('span', { class: 'mono', text: r.name || r.kind || JSON.stringify(r).slice(0, 120) }), ' ', fmtNs(r.duration_ns != null ? r.duration_ns : r.total_ns != null ? r.total_ns : r.ns)));
-    slot.append(list);
+    slot.append(el('div', {}, el('b', { text: `${cp.step}: path ${fmtNs(cp.path_ns)}` }), ` of the step's ${fmtNs(cp.step_ns)} (${pct(cp.path_share)})`));
+    const kinds = Object.entries(cp.kinds || {}).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
+    const total = kinds.reduce((a, [, v]) => a + v, 0) || 1;
+    const KC = { host_op: COLORS.host, launch_overhead: '#a78bfa', kernel: COLORS.device, copy: '#22c55e', sync_wait: '#ef4444', communication: COLORS.communication, idle: COLORS.idle };
+    slot.append(el('div', { class: 'bar' }, ...kinds.map(([k, v]) => el('div', { title: `${k} ${fmtNs(v)}`, style: `width:${(100 * v) / total}%;background:${KC[k] || '#64748b'}` }))),
+      el('div', { class: 'legend' }, ...kinds.map(([k, v]) => el('span', {}, el('i', { style: 'background:' + (KC[k] || '#64748b') }), `${k.replace(/_/g, ' ')} ${fmtNs(v)}`))));
+    const heaviest = [...(cp.top_ops || []), ...(cp.top_kernels || [])].sort((a, b) => b.path_ns - a.path_ns);
+    const list = el('ol', { class: 'look', id: 'critical-path-items' });
+    for (const r of heaviest.slice(0, 6))
+      list.append(el('li', {}, el('span', { class: 'mono', text: r.name }), ` ${fmtNs(r.path_ns)} on the path (${r.kind.replace(/_/g, ' ')}` + (r.source ? `, ${r.source}` : '') + ')'));
+    slot.append(list, el('div', { class: 'note', text: 'Every step, and across ranks: python -m torch_openreg critical-path TRACE|DIR' }));
   }
 
   function buildTables() {
