@@ -143,6 +143,43 @@ TEST(CriticalPath, KernelWaitingOnAnotherStreamAndASyncBlockingTheHost) {
       EXPECT_EQ(e.weight, 0);
 }
 
+// An event synchronize [18, 65] waits for kA [5, 60], recorded on stream 7.
+TEST(CriticalPath, EventSyncBlocksTheHostUntilTheRecordedWork) {
+  TraceBuilder b;
+  b.lanes(0, {7}).span(0, 100 * kUs);
+  b.op("ProfilerStep#1", 0, 100 * kUs, 1, "user_annotation");
+  b.op("A", 1 * kUs, 10 * kUs, 2).runtime("orLaunchKernel", 2 * kUs, 2 * kUs, 1, 2);
+  b.kernel("kA", 5 * kUs, 55 * kUs, 0, 7, 1, 2);
+  b.op("R", 12 * kUs, 4 * kUs, 3).runtime("orEventRecord", 13 * kUs, 1 * kUs, 2, 3);
+  b.op("E", 17 * kUs, 53 * kUs, 4).runtime("orEventSynchronize", 18 * kUs, 47 * kUs, 3, 4);
+  b.sync("Event Sync", 18 * kUs, 47 * kUs, 0, -1, 3, TraceBuilder::waitArgs(7, 2, 5));
+  auto t = b.load();
+  const CpGraph g = buildCriticalPathGraph({t.get()}, step1());
+  const CpPath p = longestPath(g);
+  EXPECT_EQ(p.length, 64 * kUs);
+  EXPECT_EQ(points(g, p),
+            (std::vector<std::string>{"A@s", "orLaunchKernel@s", "kA@s", "kA@e", "orEventSynchronize@e", "E@e"}));
+}
+
+// A DtoH copy queued behind kA [5, 50] on the stream runs [50, 52]; its call [13, 58] returns after it: the host
+// waited for the copy (and so for kA), whatever the call is named.
+TEST(CriticalPath, ACopyItsCallWaitedForIsASync) {
+  TraceBuilder b;
+  b.lanes(0, {7}).span(0, 100 * kUs);
+  b.op("ProfilerStep#1", 0, 100 * kUs, 1, "user_annotation");
+  b.op("A", 1 * kUs, 10 * kUs, 2).runtime("orLaunchKernel", 2 * kUs, 2 * kUs, 1, 2);
+  b.kernel("kA", 5 * kUs, 45 * kUs, 0, 7, 1, 2);
+  b.op("aten::item", 12 * kUs, 48 * kUs, 3).runtime("orMemcpyAsync", 13 * kUs, 45 * kUs, 2, 3);
+  b.kernel("Memcpy DtoH (Device -> Host)", 50 * kUs, 2 * kUs, 0, 7, 2, 3, "gpu_memcpy");
+  auto t = b.load();
+  const CpGraph g = buildCriticalPathGraph({t.get()}, step1());
+  const CpPath p = longestPath(g);
+  EXPECT_EQ(p.length, 53 * kUs);
+  EXPECT_EQ(points(g, p),
+            (std::vector<std::string>{"A@s", "orLaunchKernel@s", "kA@s", "kA@e", "Memcpy DtoH (Device -> Host)@s",
+                                      "Memcpy DtoH (Device -> Host)@e", "orMemcpyAsync@e", "aten::item@e"}));
+}
+
 TEST(CriticalPath, WhatIfOffThePathChangesNothingOnItSavesAtMostItsTime) {
   auto t = crossStream().load();
   const CpGraph g = buildCriticalPathGraph({t.get()}, step1());
