@@ -106,6 +106,16 @@ TEST(Report, KernelTableNamesTheOpAndTheSourceLine) {
                         R"("avg_ns":1000,"min_ns":1000,"max_ns":1000,"op":null,"ops":1,"source":null})"));
 }
 
+TEST(Report, CompiledKernelsNameTheirFusedSourceLines) {
+  TraceBuilder b = oneStep();
+  b.op("cpp_fused_gelu_view_6", 100'000, 5'000, 9).runtime("orLaunchKernel", 100'500, 1'000, 109, 9);
+  b.kernel("cpp_fused_gelu_view_6", 110'000, 4'000, 0, 7, 109, 9, "kernel",
+           R"("External id":9,"device":0,"stream":7,"correlation":109,"source_lines":["model.py:73","model.py:55"])");
+  const std::string json = reportOf(b);
+  EXPECT_TRUE(has(json, R"("op":"cpp_fused_gelu_view_6","ops":1,"source":"model.py:73, model.py:55"})"))
+      << json.substr(json.find("\"kernel_table\""), 900);
+}
+
 TEST(Report, MemoryCurveKeepsThePeakAndWhatWasLiveAtIt) {
   const std::string json = reportOf(oneStep());
   EXPECT_TRUE(has(json, R"("peak_bytes":12288,"peak_ns":21000,"peak_op":"aten::add")"))
