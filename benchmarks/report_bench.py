@@ -64,6 +64,7 @@ def browser_figures(page: Path, loads: int, gestures: int) -> dict[str, float]:
         out["ready_ms"] = statistics.median(ready)
         start = b.evaluate("performance.now()")
         b.evaluate("document.querySelector('nav button[data-view=timeline]').click()")
+        b.wait_for("window.__timeline && window.__timeline.ready")
         b.frame()
         out["timeline_build_ms"] = b.evaluate("performance.now()") - start
         left, top, width, height = b.evaluate(

@@ -106,6 +106,9 @@ def show_view(browser, view: str) -> None:
 def screenshots(browser, artifacts: Path, prefix: str) -> None:
     for view in VIEWS:
         show_view(browser, view)
+        if view == "timeline":
+            browser.wait_for("window.__timeline && window.__timeline.ready")
+            browser.frame()
         shot = browser.screenshot(artifacts / f"{prefix}-{view}.png")
         assert shot.stat().st_size > 10_000, shot  # a drawn page, not a blank one
 
@@ -140,6 +143,7 @@ def check_kernel_table(browser, expected: Expected) -> None:
 
 def check_timeline(browser, expected: Expected) -> None:
     show_view(browser, "timeline")
+    browser.wait_for("window.__timeline && window.__timeline.ready")  # its events inflate asynchronously
     tl = "window.__timeline"
     rect = browser.evaluate(
         "(() => { const r = document.getElementById('tl-canvas').getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })()"

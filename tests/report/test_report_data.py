@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import struct
+import zlib
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,17 @@ from torch_openreg.report._native import report_data
 TRACES = ["cuda_alexnet", "cuda_sampled_rank0", "mtia_inference", "rocm_mi250_train", "cpu_only", "cuda_triton"]
 
 
-def unpack(text: str, fmt: str) -> list:
-    raw = base64.b64decode(text)
-    return list(struct.unpack(f"<{len(raw) // struct.calcsize(fmt)}{fmt}", raw))
+def unpack(timeline: dict, key: str, fmt: str) -> list:
+    raw = base64.b64decode(timeline[key])
+    if timeline["encoding"] == "deflate":
+        raw = zlib.decompress(raw)
+    values = list(struct.unpack(f"<{len(raw) // struct.calcsize(fmt)}{fmt}", raw))
+    if key == "ts" and timeline["ts_delta"]:  # differences within each row
+        for lane in timeline["lanes"]:
+            for row in lane["rows"]:
+                for k in range(row["first"] + 1, row["first"] + row["count"]):
+                    values[k] += values[k - 1]
+    return values
 
 
 @pytest.mark.parametrize("name", TRACES)
@@ -51,18 +60,18 @@ def test_tables_and_events_match_the_summary_and_the_trace(name):
     events = read_trace(path)["traceEvents"]
     complete = [e for e in events if e.get("ph") == "X"]
     assert tl["events"] == len(complete)
-    ts = unpack(tl["ts"], "d")
+    ts = unpack(tl, "ts", "d")
     starts = sorted(ns(e["ts"]) - tl["origin_ns"] for e in complete)
     assert sorted(int(t) for t in ts) == starts
-    partner = unpack(tl["partner"], "i")
+    partner = unpack(tl, "partner", "i")
     for k, p in enumerate(partner):
         if p >= 0 and partner[p] != k:  # a launch with several device events points at one of them
             assert partner[partner[p]] == p
-    roles = [tl["cat_roles"][c] for c in unpack(tl["cat"], "B")]
+    roles = [tl["cat_roles"][c] for c in unpack(tl, "cat", "B")]
     device_linked = sum(1 for k, p in enumerate(partner) if p >= 0 and roles[k] == "device")
     assert device_linked == s["launches"]["launches"]  # every device event paired with its launch, as HTA pairs
     names = tl["names"]
-    name_ids = unpack(tl["name"], "I")
+    name_ids = unpack(tl, "name", "I")
     assert sorted(names[i] for i in name_ids) == sorted(e["name"] for e in complete)
     # Lanes' rows cover the events exactly once.
     covered = sorted((row["first"], row["count"]) for lane in tl["lanes"] for row in lane["rows"])
@@ -100,3 +109,20 @@ def test_bad_trace_is_a_parse_error(tmp_path):
     with pytest.raises(TraceError) as e:
         report_data(Path(tmp_path / "missing.json"))
     assert e.value.status == "io"
+
+
+def test_deflated_and_raw_arrays_are_the_same():
+    path = SHARED / "cuda_sampled_rank0.json.gz"
+    deflated, raw = report_data(path)["report"]["timeline"], report_data(path, deflate=False)["report"]["timeline"]
+    assert (deflated["encoding"], raw["encoding"]) == ("deflate", "raw")
+    for key, fmt in (
+        ("ts", "d"),
+        ("dur", "f"),
+        ("name", "I"),
+        ("cat", "B"),
+        ("arg", "I"),
+        ("partner", "i"),
+        ("op", "i"),
+    ):
+        assert unpack(deflated, key, fmt) == unpack(raw, key, fmt), key
+    assert len(deflated["ts"]) < len(raw["ts"]) / 2

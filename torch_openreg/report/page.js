@@ -155,7 +155,7 @@
         { key: 'device_ns', label: 'device', num: true, fmt: fmtNs }, { key: 'communication_ns', label: 'exposed comm.', num: true, fmt: fmtNs },
         { key: 'host_ns', label: 'host', num: true, fmt: fmtNs }, { key: 'idle_ns', label: 'idle', num: true, fmt: fmtNs },
         { key: 'bound_by', label: 'bound by', fmt: (v) => v },
-      ], steps, { filter: false, id: 'steps' });
+      ], steps, { filter: false, id: 'steps', limit: 100 });
     }
 
     // Streams.
@@ -207,7 +207,7 @@
     for (const g of gaps) {
       items.push(el('li', {}, el('b', { text: `Device ${g.device} idle ${fmtNs(g.duration_ns)}` }), ` at ${fmtNs(g.start_ns)}; the host was in `,
         el('span', { class: 'mono', text: g.host && g.host.text ? g.host.text : '(no host activity)' }), ' ',
-        el('a', { class: 'jump', text: 'show', onclick: () => { show('timeline'); timeline.zoomTo(g.start_ns - g.duration_ns * 0.2, g.end_ns + g.duration_ns * 0.2); } })));
+        el('a', { class: 'jump', text: 'show', onclick: () => { show('timeline'); whenTimeline((t) => t.zoomTo(g.start_ns - g.duration_ns * 0.2, g.end_ns + g.duration_ns * 0.2)); } })));
     }
     for (const m of S.memory || []) {
       items.push(el('li', {}, el('b', { text: `Memory peak ${fmtBytes(m.peak_bytes)}` }), ` on ${m.device_type_name} ${m.device_id} at ${fmtNs(m.peak_ns)}`,
@@ -268,21 +268,38 @@
   }
 
   // ------------------------------------------------------------ timeline
-  function b64(s, Type) {
-    let bytes;
-    if (Uint8Array.fromBase64) bytes = Uint8Array.fromBase64(s);
-    else {
-      const bin = atob(s); bytes = new Uint8Array(bin.length);
-      for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  function b64(s) {
+    if (Uint8Array.fromBase64) return Uint8Array.fromBase64(s);
+    const bin = atob(s), bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return bytes;
+  }
+  // One packed array: base64, zlib-compressed by the library ("encoding": "deflate"), inflated by the
+  // browser's own DecompressionStream (no library, no request).
+  async function unpack(T, key, Type) {
+    let bytes = b64(T[key]);
+    if (T.encoding === 'deflate') {
+      const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate'));
+      bytes = new Uint8Array(await new Response(stream).arrayBuffer());
     }
     return new Type(bytes.buffer, bytes.byteOffset, bytes.byteLength / Type.BYTES_PER_ELEMENT);
+  }
+  async function unpackEvents(T) {
+    const kinds = { ts: Float64Array, dur: Float32Array, name: Uint32Array, cat: Uint8Array, arg: Uint32Array, partner: Int32Array, op: Int32Array };
+    const keys = Object.keys(kinds), arrays = await Promise.all(keys.map((k) => unpack(T, k, kinds[k])));
+    const ev = {};
+    keys.forEach((k, i) => (ev[k] = arrays[i]));
+    if (T.ts_delta) {  // starts were written as differences within each row
+      const ts = ev.ts;
+      for (const lane of T.lanes) for (const r of lane.rows) for (let k = r.first + 1, e = r.first + r.count; k < e; k++) ts[k] += ts[k - 1];
+    }
+    return ev;
   }
   const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#86bcb6', '#8cd17d', '#d4a6c8'];
   let timeline = null;
 
-  function Timeline(canvas, T) {
+  function Timeline(canvas, T, ev) {
     const n = T.events;
-    const ev = { ts: b64(T.ts, Float64Array), dur: b64(T.dur, Float32Array), name: b64(T.name, Uint32Array), cat: b64(T.cat, Uint8Array), arg: b64(T.arg, Uint32Array), partner: b64(T.partner, Int32Array), op: b64(T.op, Int32Array) };
     const LABEL_W = 230, AXIS_H = 22, ROW_H = 16, LANE_GAP = 6;
     const nameColor = T.names.map((s, i) => { let h = 0; const t = s || ''; for (let j = 0; j < t.length; j++) h = (h * 31 + t.charCodeAt(j)) | 0; return PALETTE[Math.abs(h) % PALETTE.length]; });
     // Layout: lanes one under another; each depth row ROW_H tall.
@@ -538,9 +555,16 @@
     const T = R.timeline;
     if (!T || !T.events) { $('tl-canvas').parentElement.replaceWith(el('div', { class: 'panel note', text: 'No events to draw.' })); return; }
     state.names = T.names;
-    timeline = window.__timeline = Timeline($('tl-canvas'), T);
-    timeline.resize();
+    unpackEvents(T).then((ev) => {
+      timeline = window.__timeline = Timeline($('tl-canvas'), T, ev);
+      timeline.resize();
+      timeline.ready = true;
+      for (const fn of whenTimeline.queue.splice(0)) fn(timeline);
+    }).catch((e) => { state.errors.push(String(e && e.stack || e)); $('tl-details').textContent = 'The timeline could not be read: ' + e; });
   }
+  // Runs fn once the timeline is built (its events are inflated asynchronously).
+  function whenTimeline(fn) { if (timeline) fn(timeline); else whenTimeline.queue.push(fn); }
+  whenTimeline.queue = [];
 
   // ------------------------------------------------------------ memory
   function buildMemory() {

@@ -17,11 +17,11 @@ ReportOptions parseReportOptions(std::string_view json) {
     std::string_view key;
     while (r.nextKey(key)) {
       const std::string k(key);
-      if (k == "events") {
+      if (k == "events" || k == "deflate") {
         const JsonKind kind = r.peekKind();
         if (kind != JsonKind::True && kind != JsonKind::False)
-          throw std::invalid_argument("option \"events\" must be true or false");
-        o.events = r.readBool();
+          throw std::invalid_argument("option \"" + k + "\" must be true or false");
+        (k == "events" ? o.events : o.deflate) = r.readBool();
         continue;
       }
       int* target = k == "top"              ? &o.top

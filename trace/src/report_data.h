@@ -21,7 +21,8 @@ struct ReportOptions {
   int memoryPoints = 4000;  // points of each memory curve (peaks kept)
   int liveAtPeak = 20;      // largest live allocations listed at the peak
   int maxTableRows = 20000;
-  bool events = true;  // the packed events of the timeline
+  bool events = true;   // the packed events of the timeline
+  bool deflate = true;  // zlib-compress each packed array
 };
 ReportOptions parseReportOptions(std::string_view json);
 

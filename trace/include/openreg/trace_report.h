@@ -21,7 +21,8 @@ extern "C" {
  * reportOptionsJson keys: "top" (summary rows, default all), "gaps" (default
  * 10), "memory_points" (points per memory curve, default 4000),
  * "live_at_peak" (default 20), "max_table_rows" (default 20000), "events"
- * (bool, the packed timeline events, default true).
+ * (bool, the packed timeline events, default true), "deflate" (bool,
+ * zlib-compress each packed array, default true).
  *
  * ORTRACE_ERROR_PARSE when the file is not a valid trace (not JSON, no
  * traceEvents, truncated); ORTRACE_ERROR_IO when it cannot be read.
