@@ -41,7 +41,7 @@ from .run import (
 BACKEND = "cpu:gloo,openreg:orccl"
 _OPTIONS_ENV = "OPENREG_DEMO_OPTIONS"
 _RESULT_ENV = "OPENREG_DEMO_RESULT"
-# "R:MS[:after],...": rank R computes MS ms on the host (CPU matmuls in a "demo::delay" range) before each
+# "R:MS[:after],...": rank R spends MS ms in one host op (openreg_demo::host_delay, sleeping) before each
 # step, so that it arrives late at every collective, or with ":after" at the end of each step (work after the
 # last collective): the critical path across ranks then runs through the late rank into the other (its tests).
 _DELAY_ENV = "OPENREG_DEMO_DELAY"
@@ -65,15 +65,26 @@ def _delay_s(rank: int) -> tuple[float, float]:
     return delays[0], delays[1]
 
 
+_delay_op: Any = None
+
+
 def _host_delay(seconds: float) -> None:
-    """Host ops (CPU matmuls, each a cpu_op in the trace) for about `seconds`."""
+    """One host op of about `seconds` ("openreg_demo::host_delay", a cpu_op in the trace) that sleeps: it holds
+    no core, so the other rank's simulated device is not slowed by it on a small machine."""
+    global _delay_op
     import torch
 
-    a = torch.ones(64, 64)
-    end = time.monotonic() + seconds
-    with torch.profiler.record_function("demo::delay"):
-        while time.monotonic() < end:
-            a = torch.mm(a, a).clamp_(0, 1)
+    if _delay_op is None:
+        # The schema is given: this module's annotations are strings (from __future__ import annotations).
+        @torch.library.custom_op(
+            "openreg_demo::host_delay", mutates_args=(), schema="(Tensor x, float seconds) -> Tensor"
+        )
+        def host_delay(x, seconds):
+            time.sleep(seconds)
+            return x.clone()
+
+        _delay_op = host_delay
+    _delay_op(torch.zeros(1), seconds)
 
 
 def _encode(options: DemoOptions) -> str:

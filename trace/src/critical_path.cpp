@@ -28,6 +28,14 @@ bool oneOf(std::string_view s, const std::string_view (&list)[kCount]) {
   return std::find(std::begin(list), std::end(list), s) != std::end(list);
 }
 
+bool isDeviceToHostCopy(const Trace& t, uint32_t slice) {
+  if (classifyKernel(t, slice) != KernelClass::Memory) return false;
+  const std::string_view name = t.str(t.slices[slice].name);
+  for (std::string_view mark : {"DtoH", "Device -> Host", "DeviceToHost"})
+    if (name.find(mark) != std::string_view::npos) return true;
+  return false;
+}
+
 // (device pid, stream): one stream of one device.
 using StreamKey = std::pair<int64_t, int64_t>;
 
@@ -117,10 +125,10 @@ void RankBuilder::selectEvents() {
     if (rt == kNoSlice || !eventOfSlice_.count(static_cast<uint32_t>(rt))) continue;
     CpEvent& call = g_.events[eventOfSlice_[static_cast<uint32_t>(rt)]];
     call.launches = true;
-    // A copy that ended before its call returned: the call waited for it (a synchronous copy, a DtoH copy to
-    // pageable memory), whatever the call is named.
-    if (classifyKernel(t_, i) == KernelClass::Memory &&
-        t_.slices[i].end() <= t_.slices[static_cast<uint32_t>(rt)].end())
+    // A device-to-host copy that ended before its call returned: the host waited for its data (a synchronous
+    // copy, a copy to pageable memory), whatever the call is named. Not a memset or a copy to the device: those
+    // often just run faster than their call returns.
+    if (isDeviceToHostCopy(t_, i) && t_.slices[i].end() <= t_.slices[static_cast<uint32_t>(rt)].end())
       waitedCopies_.insert(i), call.blocking = true;
     eventOfSlice_[i] = g_.addEvent(rank_, i, true), deviceOrder_.push_back(i);
   }
