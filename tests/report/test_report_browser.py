@@ -188,7 +188,7 @@ def check_timeline(browser, expected: Expected) -> None:
     x, y = browser.evaluate(f"[{tl}.xOf({tl}.ev.ts[{k}] + {tl}.ev.dur[{k}] / 2), {tl}.eventY({k})]")
     browser.click(left + x, top + y)
     browser.frame()
-    assert browser.evaluate(f"{tl}.selected") == k
+    assert browser.evaluate(f"{tl}.selected") == k, (x, y, rect, browser.evaluate(f"{tl}.view"), kernel)
     assert browser.evaluate("document.getElementById('sel-name').textContent") == kernel["name"]
     assert browser.evaluate("document.getElementById('sel-op').textContent") == expected.op_of(kernel)
     launch = expected.runtime[kernel["args"]["correlation"]]
@@ -287,8 +287,18 @@ def test_two_ranks(browser, artifacts, two_rank_run, tmp_path):
     for _collective, group, seq, last_rank, _wait in rows:
         arrivals = both[(group, int(seq))]
         assert int(last_rank) == max(arrivals, key=lambda r: (arrivals[r], r))
-    assert browser.evaluate("document.querySelector('nav button[data-view=\"ranks\"]').disabled") is False
     screenshots(browser, artifacts, "two_ranks")
+    # Each rank's own views: the selector reopens the page on rank 1's trace (its kernels, its timeline).
+    other = Expected(traces[1])
+    browser.evaluate(
+        "(() => { const s = document.getElementById('trace-select'); s.value = '1';"
+        " s.dispatchEvent(new Event('change')); })()"
+    )
+    browser.wait_for("window.__report && window.__report.ready === true && location.hash.includes('trace=1')")
+    assert browser.console_errors() == []
+    check_kernel_table(browser, other)
+    check_timeline(browser, other)
+    browser.screenshot(artifacts / "two_ranks-rank1-timeline.png")
     assert browser.console_errors() == [] and browser.requests() == []
 
 

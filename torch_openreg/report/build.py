@@ -106,12 +106,15 @@ def build_page(
     classification: dict[str, Any] | None = None,
     title: str | None = None,
 ) -> str:
-    """The page's HTML for the traces named (a folder of rank traces: every one; the
-    timeline shows the first)."""
+    """The page's HTML for the traces named (a folder of rank traces: every one, the views showing one at a
+    time, the first at first)."""
     files = report_traces(paths)
     chartjs = chartjs_path().read_text(encoding="utf-8")
-    texts = [_trace_text(f, classification, events=(i == 0)) for i, f in enumerate(files)]
-    texts[0], timeline = _split_timeline(texts[0])
+    texts, timelines = [], []
+    for f in files:  # every trace's events: the page shows any one of them (a selector chooses)
+        text, timeline = _split_timeline(_trace_text(f, classification, events=True))
+        texts.append(text)
+        timelines.append(timeline)
     ranks = None
     if len(files) > 1:
         from torch_openreg.trace.ranks import compare_ranks
@@ -135,7 +138,10 @@ def build_page(
         "__CHARTJS__": chartjs.replace("</script", "<\\/script"),
         "__JS__": (HERE / "page.js").read_text(encoding="utf-8"),
         "__DATA__": _script_safe(data),
-        "__TIMELINE__": _script_safe(timeline),
+        "__TIMELINES__": "\n".join(
+            f'<script type="application/json" id="timeline-data-{i}">{_script_safe(t)}</script>'
+            for i, t in enumerate(timelines)
+        ),
     }
     # One pass, so that no part's text is searched for another's placeholder.
     out, pos = [], 0

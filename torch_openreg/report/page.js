@@ -6,7 +6,10 @@
   const T_START = performance.now();
   const DATA = JSON.parse(document.getElementById('report-data').textContent);
   const T_PARSED = performance.now();
-  const TRACE = DATA.traces[DATA.main];
+  // The page's address says which view and which trace (of a folder of rank traces): #view&trace=N.
+  const HASH = new URLSearchParams(location.hash.slice(1).replace(/^([a-z]+)(&|$)/, 'view=$1$2'));
+  const MAIN = Math.min(Math.max(0, parseInt(HASH.get('trace') || '0', 10) || 0), DATA.traces.length - 1);
+  const TRACE = DATA.traces[MAIN];
   const S = TRACE.summary, R = TRACE.report;
   const state = (window.__report = { ready: false, views: {}, errors: [] });
   if (window.Chart) { Chart.defaults.animation = false; Chart.defaults.font.size = 11; Chart.defaults.maintainAspectRatio = false; }
@@ -103,12 +106,18 @@
     }
     state.view = view;
     if (view === 'timeline' && timeline) timeline.resize();
-    if (location.hash !== '#' + view) history.replaceState(null, '', '#' + view);
+    const hash = '#' + view + (MAIN ? '&trace=' + MAIN : '');
+    if (location.hash !== hash) history.replaceState(null, '', hash);
   }
 
   function buildOverview() {
-    const name = DATA.meta.traces[DATA.main].path.split('/').pop();
-    $('trace-name').textContent = name + (DATA.traces.length > 1 ? ` (+${DATA.traces.length - 1} more)` : '');
+    const label = (i) => { const c = DATA.traces[i].summary.communication; return (c && c.rank != null ? `rank ${c.rank} · ` : '') + DATA.meta.traces[i].path.split('/').pop(); };
+    if (DATA.traces.length > 1) {  // each trace's views: the page reopens on the one chosen
+      const select = el('select', { id: 'trace-select', title: 'which trace the views show' }, ...DATA.traces.map((t, i) => el('option', { value: String(i), text: label(i) })));
+      select.value = String(MAIN);
+      select.addEventListener('change', () => { location.hash = `${state.view}&trace=${select.value}`; location.reload(); });
+      $('trace-name').replaceChildren(select);
+    } else $('trace-name').textContent = label(0);
     const steps = R.steps || [];
     const stepNs = steps.length ? steps.reduce((a, s) => a + s.duration_ns, 0) / steps.length : null;
     const util = (S.devices || []).length ? S.devices.reduce((a, d) => a + d.utilization, 0) / S.devices.length : null;
@@ -453,7 +462,7 @@
     function revealEvent(k) {  // brings event k into view
       if (k >= 0) {
         const s = ev.ts[k], d = Math.max(ev.dur[k], 1000), span = view.t1 - view.t0;
-        if (d * 20 < span || s + d < view.t0 || s > view.t1) { view.t0 = s - d * 4; view.t1 = s + d * 5; }
+        if (d * 20 < span || s < view.t0 || s + d > view.t1) { view.t0 = s - d * 2; view.t1 = s + d * 3; }  // all of it, not tiny
         const r = rowOf(k); if (r.y < view.scrollY || r.y > view.scrollY + H - AXIS_H - 40) view.scrollY = r.y - 60;
         clampView();
       }
@@ -549,7 +558,7 @@
 
   function buildTimeline() {
     if (!R.timeline) {  // the packed events follow this script in their own tag, parsed once the document is
-      const tag = document.getElementById('timeline-data');
+      const tag = document.getElementById('timeline-data-' + MAIN);
       R.timeline = tag && tag.textContent ? JSON.parse(tag.textContent) : null;
     }
     const T = R.timeline;
@@ -639,7 +648,7 @@
   document.querySelectorAll('nav button').forEach((b) => b.addEventListener('click', () => show(b.dataset.view)));
   // The overview is drawn at once; the timeline's events (the bulk of the file) come after this script, so
   // a view that needs them waits for the end of the document.
-  const first = location.hash ? location.hash.slice(1) : 'overview';
+  const first = HASH.get('view') || 'overview';
   try {
     show(first === 'timeline' ? 'overview' : first);
     if (state.view !== 'overview' && !built.overview) { built.overview = true; buildOverview(); }
