@@ -5,6 +5,7 @@
 // are microseconds.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <stdexcept>
 
 #include "critical_path.h"
@@ -296,6 +297,30 @@ TEST(CriticalPath, ErrorsAreClearMessages) {
   }
   auto again = load(rankTrace(0));
   EXPECT_THROW(buildCriticalPathGraph({r0.get(), again.get()}, step1()), std::invalid_argument);
+}
+
+// Corrupted traces (random byte edits of the cross-stream trace and of a rank trace): the path is computed or a
+// clear error is raised, never a crash (the sanitizer build runs this too).
+TEST(CriticalPath, CorruptedTracesGiveAPathOrAnError) {
+  std::mt19937 rng(20261205);
+  const std::string alphabet = "{}[]\",:-.0123456789eE truefalsnl\\";
+  for (const std::string& base : {crossStream().json(), rankTrace(1)}) {
+    for (int round = 0; round < 300; ++round) {
+      std::string text = base;
+      for (int k = 0; k < 3; ++k) {
+        const size_t at = std::uniform_int_distribution<size_t>(0, text.size() - 1)(rng);
+        text[at] = alphabet[std::uniform_int_distribution<size_t>(0, alphabet.size() - 1)(rng)];
+      }
+      auto t = load(text);
+      if (t->parseError) continue;
+      CpOptions o = step1();
+      o.whatIf.push_back({"kind:kernel", 2});
+      try {
+        EXPECT_FALSE(criticalPathJson({t.get()}, o).empty());
+      } catch (const std::invalid_argument&) {
+      } catch (const std::runtime_error&) {}
+    }
+  }
 }
 
 TEST(CriticalPath, OptionsAreChecked) {
