@@ -7,7 +7,7 @@ takes there.
 
 Each tool runs in a fresh process, as a user runs it; wall time, CPU time (user + system of the child) and
 peak RSS come from wait4. In the browser (Debian's chromium, driven over the DevTools protocol by
-tests/report/browser.py): the page's own performance.now() marks (navigation start = 0) when the overview is
+tests/report/report_browser.py): the page's own performance.now() marks (navigation start = 0) when the overview is
 drawn and when the whole document is read (every view usable), the time to build the timeline, then the
 draw time of each animation frame (performance.now() around the draw, inside requestAnimationFrame) while
 wheel zooms and mouse drags arrive through Input.dispatchMouseEvent. Nothing is asserted.
@@ -50,7 +50,7 @@ def measure(cmd: list[str]) -> tuple[float, float, float]:
 
 
 def browser_figures(page: Path, loads: int, gestures: int) -> dict[str, float]:
-    from browser import Browser
+    from report_browser import Browser
 
     out: dict[str, float] = {}
     with Browser() as b:

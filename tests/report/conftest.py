@@ -4,7 +4,6 @@ screenshots (printed at the end), and openreg runs (one rank, two ranks) recorde
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +13,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
-from browser import Browser  # noqa: E402
+from report_browser import Browser  # noqa: E402
+from report_support import run_cli  # noqa: E402
 
 ARTIFACTS = Path(os.environ.get("OPENREG_REPORT_ARTIFACTS", REPO / "build" / "report-artifacts"))
 
@@ -35,17 +35,6 @@ def artifacts() -> Path:
 def browser():
     with Browser() as b:
         yield b
-
-
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "torch_openreg", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        start_new_session=True,
-    )
 
 
 def _demo(folder: Path, *extra: str) -> Path:

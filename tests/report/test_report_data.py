@@ -10,7 +10,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from test_report_browser import SHARED, Expected, ns, read_trace
+from report_support import SHARED, Expected, ns, read_trace
 
 from torch_openreg.report._native import report_data
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from report_support import run_cli
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces"
 
