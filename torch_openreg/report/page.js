@@ -389,7 +389,20 @@
         if (yy + ROW_H < AXIS_H || yy > H) continue;
         drawRow(r, yy);
       }
-      // Matches and selection.
+      // Search matches (outlined, up to 20,000), then the selection.
+      if (self.matches && self.matches.length <= 20000) {
+        ctx.strokeStyle = '#f59e0b'; ctx.lineWidth = 2;
+        const m = self.matches;
+        for (let i = 0; i < m.length; i++) {  // sorted by start
+          const k = m[i], s0 = ev.ts[k];
+          if (s0 > view.t1) break;
+          if (s0 + ev.dur[k] < view.t0) continue;
+          const yy = top + rowOf(k).y;
+          if (yy + ROW_H < AXIS_H || yy > H) continue;
+          const x0 = Math.max(LABEL_W, xOf(s0));
+          ctx.strokeRect(x0, yy, Math.max(2, xOf(s0 + ev.dur[k]) - x0), ROW_H - 2);
+        }
+      }
       if (self.selected >= 0) {
         const k = self.selected, r = rowOf(k), yy = top + r.y;
         const x0 = xOf(ev.ts[k]), x1 = Math.max(x0 + 2, xOf(ev.ts[k] + ev.dur[k]));
@@ -415,7 +428,9 @@
     function arrow(a, b) {  // from the launch a to the kernel b (whichever is host)
       const hostFirst = rowOf(a).lane.kind !== 'device';
       const from = hostFirst ? a : b, to = hostFirst ? b : a, top = AXIS_H - view.scrollY;
-      const x0 = xOf(ev.ts[from]), y0 = top + rowOf(from).y + ROW_H / 2, x1 = xOf(ev.ts[to]), y1 = top + rowOf(to).y + ROW_H / 2;
+      // From the launch's visible part (its start when shown) to the kernel's start.
+      const x0 = Math.min(Math.max(xOf(ev.ts[from]), LABEL_W + 1), xOf(ev.ts[from] + ev.dur[from]));
+      const y0 = top + rowOf(from).y + ROW_H / 2, x1 = xOf(ev.ts[to]), y1 = top + rowOf(to).y + ROW_H / 2;
       ctx.strokeStyle = '#dc2626'; ctx.fillStyle = '#dc2626'; ctx.lineWidth = 1.5;
       ctx.beginPath(); ctx.moveTo(x0, y0); ctx.lineTo(x1, y1); ctx.stroke();
       const ang = Math.atan2(y1 - y0, x1 - x0);
@@ -425,8 +440,15 @@
       ctx.fillStyle = '#fff'; ctx.fillRect(0, 0, W, AXIS_H); ctx.fillStyle = '#e5e7eb'; ctx.fillRect(0, AXIS_H - 1, W, 1);
       const span = view.t1 - view.t0, target = span / ((W - LABEL_W) / 110);
       const p = Math.pow(10, Math.floor(Math.log10(target))); const step = [1, 2, 5, 10].map((m) => m * p).find((s) => s >= target);
+      // The first tick absolute, to the step's precision; the others as offsets from it.
       ctx.fillStyle = '#475569';
-      for (let t = Math.ceil(view.t0 / step) * step; t <= view.t1; t += step) { const x = xOf(t); ctx.fillRect(x, AXIS_H - 6, 1, 6); ctx.fillText(fmtNs(t), x + 3, 13); }
+      const unit = step >= 1e9 ? [1e9, 's'] : step >= 1e6 ? [1e6, 'ms'] : step >= 1e3 ? [1e3, 'µs'] : [1, 'ns'];
+      const first = Math.ceil(view.t0 / step) * step;
+      for (let t = first; t <= view.t1; t += step) {
+        const x = xOf(t);
+        ctx.fillRect(x, AXIS_H - 6, 1, 6);
+        ctx.fillText(t === first ? (t / unit[0]).toLocaleString('en-US', { maximumFractionDigits: 3 }) + ' ' + unit[1] : '+' + fmtNs(t - first), x + 3, 13);
+      }
       ctx.fillText('span ' + fmtNs(span), 6, 13);
     }
 
@@ -476,7 +498,7 @@
       add('name', el('span', { class: 'mono', id: 'sel-name', text: T.names[ev.name[k]] }));
       add('category', T.cats[ev.cat[k]] || '');
       add('row', r.lane.label + (r.depth ? ` (depth ${r.depth})` : ''));
-      add('start', fmtNs(ev.ts[k]) + ' after the first event');
+      add('start', `${(ev.ts[k] / 1e3).toLocaleString('en-US', { maximumFractionDigits: 3 })} µs after the first event (${fmtNs(ev.ts[k])})`);
       add('duration', fmtNs(ev.dur[k]));
       const p = ev.partner[k];
       if (p >= 0) add(rowOf(k).lane.kind === 'device' ? 'launched by' : 'launches', el('a', { class: 'jump', id: 'sel-partner', text: T.names[ev.name[p]], onclick: () => select(p, true) }));
@@ -488,13 +510,13 @@
     }
     function search(text) {
       text = text.trim().toLowerCase();
-      if (!text) { self.matches = null; $('tl-matches').textContent = ''; return; }
+      if (!text) { self.matches = null; $('tl-matches').textContent = ''; request(); return; }
       const want = new Uint8Array(T.names.length); let any = false;
       T.names.forEach((s, i) => { if (s && s.toLowerCase().includes(text)) { want[i] = 1; any = true; } });
       const out = [];
       if (any) for (let k = 0; k < n; k++) if (want[ev.name[k]]) out.push(k);
       out.sort((a, b) => ev.ts[a] - ev.ts[b]);
-      self.matches = out; self.matchAt = -1;
+      self.matches = out; self.matchAt = -1; request();
       $('tl-matches').textContent = `${fmtInt(out.length)} match${out.length === 1 ? '' : 'es'}`;
     }
     function nextMatch() {
