@@ -41,6 +41,7 @@ class Browser:
             "--headless=new",
             "--no-sandbox",
             "--disable-gpu",
+            "--disable-dev-shm-usage",  # containers' /dev/shm is small
             "--no-first-run",
             "--no-default-browser-check",
             "--disable-extensions",
@@ -65,7 +66,8 @@ class Browser:
                 raise RuntimeError("chromium did not open its DevTools port within 60 s")
             time.sleep(0.05)
         port = int(port_file.read_text().split()[0])
-        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+        local = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy for the loopback
+        targets = json.loads(local.open(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
         page = next(t for t in targets if t["type"] == "page")
         self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=120, suppress_origin=True)
         self.next_id = 0
