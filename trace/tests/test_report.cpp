@@ -169,6 +169,16 @@ TEST(Report, ArgsPassOnAMissingFileKeepsNothing) {
   EXPECT_EQ(args.texts.size(), 1u);
 }
 
+TEST(Report, ArgsPassOnTruncatedFilesKeepsWhatCameBefore) {
+  const std::string whole = oneStep().json();
+  for (size_t cut = 0; cut < whole.size(); cut += 37) {
+    const TraceFile file(whole.substr(0, cut));
+    const EventArgs args = readEventArgs(file.path(), 40);
+    EXPECT_EQ(args.argsOf.size(), 40u);
+    EXPECT_EQ(args.texts[0], "");
+  }
+}
+
 TEST(Report, OptionsAreChecked) {
   EXPECT_EQ(parseReportOptions(R"({"top":3,"events":false})").top, 3);
   EXPECT_THROW(parseReportOptions(R"({"nope":1})"), std::invalid_argument);
