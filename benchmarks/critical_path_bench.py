@@ -12,7 +12,7 @@ critical_path_analysis, side by side in one run, each in a fresh process.
    CPU time and peak RSS of each process, and both path lengths.
 2. --ranks rank traces of --rank-events events each (about 50 MB each by default): each step an
    all_reduce matched across ranks by process group and Seq, rank r arriving r x 20 us late. The cross-rank
-   path by `critical-path DIR` (HTA has no cross-rank critical path).
+   path by `critical-path DIR` (HTA has no cross-rank critical path), then every step's by `--each-step`.
 
 Nothing is asserted; the figures go to benchmarks/README.md.
 """
@@ -186,6 +186,10 @@ def ranks(args: argparse.Namespace, tmp: Path) -> None:
         f"  path from rank {r['start_rank']} to rank {r['end_rank']}; last to arrive: {sorted(last)}; "
         "HTA: no cross-rank critical path"
     )
+    each = best(
+        args.repeat, [sys.executable, "-m", "torch_openreg", "critical-path", str(folder), "--each-step", "--json"]
+    )
+    print(row(f"critical-path DIR --each-step --json ({len(json.loads(each[3])['steps'])} steps)", each))
 
 
 def main() -> int:

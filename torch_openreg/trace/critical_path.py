@@ -102,44 +102,21 @@ def critical_path(
 def each_step(
     paths: Sequence[str | Path], top: int = 3, classification: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The critical path of every ProfilerStep#N of the first trace (over all the traces given), in short:
-    {"files", "steps": [{step, step_ns, path_ns, path_share, bounding_rank, start_rank, end_rank, kinds,
-    top_ops, top_kernels, last_ranks}]}; a step missing from a trace is left out, with the reason."""
+    """The critical path of every ProfilerStep#N of the first trace (over all the traces given), in short, in one
+    call of the library (each trace indexed once): {"files", "steps": [{step, step_ns, path_ns, path_share,
+    bounding_rank, start_rank, end_rank, kinds, top_ops, top_kernels, last_ranks}], "skipped": [{step, reason}]}
+    (a step missing from a trace is skipped, with the reason)."""
     from .commands import trace_files
 
     files = trace_files(paths)
     traces = [open_trace(f, **(classification or {})) for f in files]
-    steps, skipped = [], []
     try:
-        lib = _bind()
-        names = [name for _, _, name in traces[0].timeline(width=1)["steps"]]
-        for name in names:
-            number = int(name.rsplit("#", 1)[1])
-            try:
-                r = _call(lib, traces, {"step": number, "top": top, "path_events": False})
-            except _native.TraceError as e:
-                skipped.append({"step": name, "reason": str(e)})
-                continue
-            rank_of = [x["rank"] if x["rank"] is not None else x["index"] for x in r["ranks"]]
-            steps.append(
-                {
-                    "step": r["step"],
-                    "step_ns": r["step_ns"],
-                    "path_ns": r["path_ns"],
-                    "path_share": r["path_share"],
-                    "bounding_rank": rank_of[r["bounding_rank"]],
-                    "start_rank": None if r["start_rank"] is None else rank_of[r["start_rank"]],
-                    "end_rank": None if r["end_rank"] is None else rank_of[r["end_rank"]],
-                    "kinds": {k: v["ns"] for k, v in r["kinds"].items()},
-                    "top_ops": r["top_ops"],
-                    "top_kernels": r["top_kernels"],
-                    "last_ranks": sorted({rank_of[c["last_rank"]] for c in r["collectives"]}),
-                }
-            )
+        result = _call(_bind(), traces, {"each_step": True, "top": top})
     finally:
         for t in traces:
             t.close()
-    return {"files": [str(f) for f in files], "steps": steps, "skipped": skipped}
+    result["files"] = [str(f) for f in files]
+    return result
 
 
 def each_step_text(r: dict[str, Any]) -> str:

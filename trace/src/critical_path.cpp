@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
@@ -44,19 +45,95 @@ struct Launch {
   uint32_t device = 0;  // the device slice
 };
 
+}  // namespace
+
+// What every step's graph of one trace reads, built once per trace (so that many steps cost one scan).
+struct CpRankIndex {
+  std::unordered_set<int64_t> syncCorrelations;  // runtime calls a Stream/Event/Context Sync row waits in
+  std::unordered_map<uint32_t, std::vector<uint32_t>> deviceByRuntime;  // runtime slice -> positions in deviceSlices
+  std::map<StreamKey, std::vector<Launch>> launchesByStream;
+  std::map<std::pair<uint32_t, int64_t>, std::vector<Launch>> launchesByThread;  // (host lane, stream)
+  std::unordered_map<uint32_t, int32_t> queueAtLaunch, queueAtStart;             // by device slice
+  std::pair<int64_t, int64_t> forwardBackward{-1, -1};
+  std::vector<CollectiveInstance> collectives;
+  std::unordered_map<uint32_t, std::vector<uint32_t>> steps;  // ProfilerStep#N name -> its host slices, by start
+};
+
+namespace {
+
+// HTA's _get_fwd_tid/_get_bwd_tid: when exactly one host thread has ops whose
+// name mentions "forward" and exactly one other has ops mentioning "autograd",
+// the backward thread's ops are walked as if on the forward thread (they run
+// while the forward thread waits in backward()). {-1, -1} when not.
+std::pair<int64_t, int64_t> forwardBackwardLanes(const Trace& t) {
+  std::vector<uint8_t> named(t.strings.size(), 0);  // bit 1: mentions forward, 2: autograd
+  for (uint32_t id = 0; id < t.strings.size(); ++id) {
+    const std::string_view n = t.str(id);
+    named[id] =
+        (n.find("forward") != std::string_view::npos ? 1 : 0) | (n.find("autograd") != std::string_view::npos ? 2 : 0);
+  }
+  const uint32_t cpuOp = t.strings.find("cpu_op"), annotation = t.strings.find("user_annotation");
+  std::set<int64_t> tids[2];
+  std::map<int64_t, uint32_t> laneOfTid;
+  for (const Slice& s : t.slices) {
+    if ((s.cat != cpuOp && s.cat != annotation) || s.cat == kNoString || s.name == kNoString || !named[s.name])
+      continue;
+    const Lane& l = t.lanes[s.lane];
+    for (int k = 0; k < 2; ++k)
+      if (named[s.name] & (1 << k)) tids[k].insert(l.tid.value), laneOfTid[l.tid.value] = s.lane;
+  }
+  if (tids[0].size() != 1 || tids[1].size() != 1 || *tids[0].begin() == *tids[1].begin()) return {-1, -1};
+  return {laneOfTid[*tids[0].begin()], laneOfTid[*tids[1].begin()]};
+}
+
+// Launches per stream (for the work an event record follows) and per host
+// thread and stream (for the work a stream wait precedes), and HTA's queue
+// length: +1 when a call launches work on the stream, -1 when work starts.
+void indexLaunches(const Trace& t, CpRankIndex& ix) {
+  auto runtimeOf = [&](const Slice& s) {
+    if (!s.correlation.ok()) return kNoSlice;
+    auto it = t.runtimeByCorrelation.find(s.correlation.value);
+    return it == t.runtimeByCorrelation.end() ? kNoSlice : static_cast<int32_t>(it->second);
+  };
+  std::map<StreamKey, std::vector<std::pair<int64_t, int32_t>>> changes;  // (ts, +slice+1 launch / -slice-1 start)
+  for (uint32_t i : t.deviceSlices) {
+    const Slice& s = t.slices[i];
+    const int32_t rt = runtimeOf(s);
+    if (rt == kNoSlice) continue;
+    const Slice& r = t.slices[static_cast<uint32_t>(rt)];
+    const StreamKey k{t.lanes[s.lane].pid.value, s.stream.ok() ? s.stream.value : t.lanes[s.lane].tid.value};
+    ix.launchesByStream[k].push_back({r.ts, i});
+    ix.launchesByThread[{r.lane, k.second}].push_back({r.ts, i});
+    changes[k].push_back({r.ts, static_cast<int32_t>(i) + 1});
+    changes[k].push_back({s.ts, -static_cast<int32_t>(i) - 1});
+  }
+  auto byTs = [](const Launch& a, const Launch& b) { return a.runtimeTs < b.runtimeTs; };
+  for (auto& [k, v] : ix.launchesByStream) std::stable_sort(v.begin(), v.end(), byTs);
+  for (auto& [k, v] : ix.launchesByThread) std::stable_sort(v.begin(), v.end(), byTs);
+  for (auto& [k, v] : changes) {
+    std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    int32_t q = 0;
+    for (const auto& [ts, what] : v) {
+      if (what > 0)
+        ix.queueAtLaunch[static_cast<uint32_t>(what - 1)] = ++q;
+      else
+        ix.queueAtStart[static_cast<uint32_t>(-what - 1)] = --q;
+    }
+  }
+}
+
 class RankBuilder {
  public:
-  RankBuilder(CpGraph& g, uint32_t rank, const CpOptions& o)
-      : g_(g), rank_(rank), t_(*g.traces[rank]), step_(g.steps[rank]), options_(o) {}
+  RankBuilder(CpGraph& g, uint32_t rank, const CpRankIndex& ix, const CpOptions& o)
+      : g_(g), rank_(rank), t_(*g.traces[rank]), ix_(ix), step_(g.steps[rank]), options_(o) {}
 
   void build() {
     selectEvents();
     lockEdges();
-    const auto [fwd, bwd] = forwardBackwardLanes();
+    const auto [fwd, bwd] = ix_.forwardBackward;
     for (uint32_t lane = 0; lane < t_.laneSlices.size(); ++lane)
       if (t_.laneKind[lane] == LaneKind::Host && static_cast<int64_t>(lane) != bwd)
         stackEdges(lane, static_cast<int64_t>(lane) == fwd ? bwd : -1);
-    indexLaunches();
     deviceEdges();
   }
 
@@ -77,8 +154,6 @@ class RankBuilder {
   void selectEvents();
   void lockEdges();
   void stackEdges(uint32_t lane, int64_t mergedLane);
-  std::pair<int64_t, int64_t> forwardBackwardLanes() const;
-  void indexLaunches();
   void deviceEdges();
   void syncRow(uint32_t slice);
   void deviceWork(uint32_t ev);
@@ -88,18 +163,15 @@ class RankBuilder {
   CpGraph& g_;
   uint32_t rank_;
   const Trace& t_;
+  const CpRankIndex& ix_;
   const CpStep& step_;
   const CpOptions& options_;
   std::unordered_map<uint32_t, uint32_t> eventOfSlice_;
-  std::vector<uint32_t> hostEvents_;              // events of host ops and runtime calls
-  std::vector<uint32_t> deviceOrder_;             // device events and sync rows, in HTA's processing order
-  std::unordered_set<int64_t> syncCorrelations_;  // runtime calls a Stream/Event/Context Sync row waits in
-  std::vector<bool> lockEvent_;                   // by event index - first event of this rank
+  std::vector<uint32_t> hostEvents_;   // events of host ops and runtime calls
+  std::vector<uint32_t> deviceOrder_;  // device events and sync rows, in HTA's processing order
+  std::vector<bool> lockEvent_;        // by event index - first event of this rank
   uint32_t firstEvent_ = 0;
-  std::map<StreamKey, std::vector<Launch>> launchesByStream_;
-  std::map<std::pair<uint32_t, int64_t>, std::vector<Launch>> launchesByThread_;  // (host lane, stream)
-  std::unordered_map<uint32_t, int32_t> queueAtLaunch_, queueAtStart_;            // by device slice
-  std::map<StreamKey, uint32_t> lastOnStream_;                                    // end node
+  std::map<StreamKey, uint32_t> lastOnStream_;         // end node
   std::unordered_map<uint32_t, uint32_t> kernelSync_;  // dest device slice -> src device slice
   std::unordered_set<uint32_t> waitedCopies_;          // copies their runtime call waited for
 };
@@ -107,28 +179,37 @@ class RankBuilder {
 void RankBuilder::selectEvents() {
   firstEvent_ = static_cast<uint32_t>(g_.events.size());
   const uint32_t annotation = t_.strings.find("user_annotation");
-  for (uint32_t i = 0; i < t_.slices.size(); ++i) {
-    const Slice& s = t_.slices[i];
-    if (t_.laneKind[s.lane] != LaneKind::Host || !inWindow(s)) continue;
-    const CategoryRole r = t_.role(s.cat);
-    if (r != CategoryRole::Runtime && !(r == CategoryRole::Op && s.cat != annotation)) continue;
+  std::vector<uint32_t> host;  // host ops and runtime calls that start in the step, in file order
+  for (uint32_t lane = 0; lane < t_.laneSlices.size(); ++lane) {
+    if (t_.laneKind[lane] != LaneKind::Host) continue;
+    const auto& v = t_.laneSlices[lane];
+    auto it =
+        std::lower_bound(v.begin(), v.end(), step_.start, [&](uint32_t i, int64_t ts) { return t_.slices[i].ts < ts; });
+    for (; it != v.end() && t_.slices[*it].ts <= step_.end; ++it) {
+      const Slice& s = t_.slices[*it];
+      const CategoryRole r = t_.role(s.cat);
+      if (s.dur > 0 && (r == CategoryRole::Runtime || (r == CategoryRole::Op && s.cat != annotation)))
+        host.push_back(*it);
+    }
+  }
+  std::sort(host.begin(), host.end());
+  std::vector<uint32_t> device;  // positions in deviceSlices of the work they launched
+  for (uint32_t i : host) {
     eventOfSlice_[i] = g_.addEvent(rank_, i, false);
     hostEvents_.push_back(eventOfSlice_[i]);
+    if (auto d = ix_.deviceByRuntime.find(i); d != ix_.deviceByRuntime.end())
+      device.insert(device.end(), d->second.begin(), d->second.end());
   }
-  for (const SyncArgs& a : t_.syncArgs) {
-    const std::string_view kind = t_.str(a.kind != kNoString ? a.kind : t_.slices[a.slice].name);
-    if (kind == "Stream Sync" || kind == "Event Sync" || kind == "Context Sync")
-      if (t_.slices[a.slice].correlation.ok()) syncCorrelations_.insert(t_.slices[a.slice].correlation.value);
-  }
-  for (uint32_t i : t_.deviceSlices) {
-    const int32_t rt = runtimeOf(t_.slices[i]);
-    if (rt == kNoSlice || !eventOfSlice_.count(static_cast<uint32_t>(rt))) continue;
-    CpEvent& call = g_.events[eventOfSlice_[static_cast<uint32_t>(rt)]];
+  std::sort(device.begin(), device.end());
+  for (uint32_t position : device) {
+    const uint32_t i = t_.deviceSlices[position];
+    const auto rt = static_cast<uint32_t>(runtimeOf(t_.slices[i]));
+    CpEvent& call = g_.events[eventOfSlice_.at(rt)];
     call.launches = true;
     // A device-to-host copy that ended before its call returned: the host waited for its data (a synchronous
     // copy, a copy to pageable memory), whatever the call is named. Not a memset or a copy to the device: those
     // often just run faster than their call returns.
-    if (isDeviceToHostCopy(t_, i) && t_.slices[i].end() <= t_.slices[static_cast<uint32_t>(rt)].end())
+    if (isDeviceToHostCopy(t_, i) && t_.slices[i].end() <= t_.slices[rt].end())
       waitedCopies_.insert(i), call.blocking = true;
     eventOfSlice_[i] = g_.addEvent(rank_, i, true), deviceOrder_.push_back(i);
   }
@@ -152,7 +233,7 @@ void RankBuilder::selectEvents() {
     const std::string_view name = t_.str(s.name);
     lockEvent_[e - firstEvent_] = t_.role(s.cat) == CategoryRole::Runtime && oneOf(name, kLockCalls);
     ev.blocking = ev.blocking || oneOf(name, kBlockingCalls) ||
-                  (s.correlation.ok() && syncCorrelations_.count(s.correlation.value));
+                  (s.correlation.ok() && ix_.syncCorrelations.count(s.correlation.value));
   }
 }
 
@@ -237,65 +318,9 @@ void RankBuilder::stackEdges(uint32_t lane, int64_t mergedLane) {
   while (!stack.empty()) exitTop();
 }
 
-// HTA's _get_fwd_tid/_get_bwd_tid: when exactly one host thread has ops whose
-// name mentions "forward" and exactly one other has ops mentioning "autograd",
-// the backward thread's ops are walked as if on the forward thread (they run
-// while the forward thread waits in backward()). {-1, -1} when not.
-std::pair<int64_t, int64_t> RankBuilder::forwardBackwardLanes() const {
-  std::vector<uint8_t> named(t_.strings.size(), 0);  // bit 1: mentions forward, 2: autograd
-  for (uint32_t id = 0; id < t_.strings.size(); ++id) {
-    const std::string_view n = t_.str(id);
-    named[id] =
-        (n.find("forward") != std::string_view::npos ? 1 : 0) | (n.find("autograd") != std::string_view::npos ? 2 : 0);
-  }
-  const uint32_t cpuOp = t_.strings.find("cpu_op"), annotation = t_.strings.find("user_annotation");
-  std::set<int64_t> tids[2];
-  std::map<int64_t, uint32_t> laneOfTid;
-  for (const Slice& s : t_.slices) {
-    if ((s.cat != cpuOp && s.cat != annotation) || s.cat == kNoString || s.name == kNoString || !named[s.name])
-      continue;
-    const Lane& l = t_.lanes[s.lane];
-    for (int k = 0; k < 2; ++k)
-      if (named[s.name] & (1 << k)) tids[k].insert(l.tid.value), laneOfTid[l.tid.value] = s.lane;
-  }
-  if (tids[0].size() != 1 || tids[1].size() != 1 || *tids[0].begin() == *tids[1].begin()) return {-1, -1};
-  return {laneOfTid[*tids[0].begin()], laneOfTid[*tids[1].begin()]};
-}
-
-// Launches per stream (for the work an event record follows) and per host
-// thread and stream (for the work a stream wait precedes), and HTA's queue
-// length: +1 when a call launches work on the stream, -1 when work starts.
-void RankBuilder::indexLaunches() {
-  std::map<StreamKey, std::vector<std::pair<int64_t, int32_t>>> changes;  // (ts, +slice+1 launch / -slice-1 start)
-  for (uint32_t i : t_.deviceSlices) {
-    const Slice& s = t_.slices[i];
-    const int32_t rt = runtimeOf(s);
-    if (rt == kNoSlice) continue;
-    const Slice& r = t_.slices[static_cast<uint32_t>(rt)];
-    const StreamKey k{t_.lanes[s.lane].pid.value, s.stream.ok() ? s.stream.value : t_.lanes[s.lane].tid.value};
-    launchesByStream_[k].push_back({r.ts, i});
-    launchesByThread_[{r.lane, k.second}].push_back({r.ts, i});
-    changes[k].push_back({r.ts, static_cast<int32_t>(i) + 1});
-    changes[k].push_back({s.ts, -static_cast<int32_t>(i) - 1});
-  }
-  auto byTs = [](const Launch& a, const Launch& b) { return a.runtimeTs < b.runtimeTs; };
-  for (auto& [k, v] : launchesByStream_) std::stable_sort(v.begin(), v.end(), byTs);
-  for (auto& [k, v] : launchesByThread_) std::stable_sort(v.begin(), v.end(), byTs);
-  for (auto& [k, v] : changes) {
-    std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    int32_t q = 0;
-    for (const auto& [ts, what] : v) {
-      if (what > 0)
-        queueAtLaunch_[static_cast<uint32_t>(what - 1)] = ++q;
-      else
-        queueAtStart_[static_cast<uint32_t>(-what - 1)] = --q;
-    }
-  }
-}
-
 int32_t RankBuilder::previousLaunch(int64_t device, int64_t stream, int64_t beforeTs) const {
-  auto it = launchesByStream_.find({device, stream});
-  if (it == launchesByStream_.end()) return kNoSlice;
+  auto it = ix_.launchesByStream.find({device, stream});
+  if (it == ix_.launchesByStream.end()) return kNoSlice;
   const auto& v = it->second;
   auto at =
       std::upper_bound(v.begin(), v.end(), beforeTs, [](int64_t ts, const Launch& l) { return ts < l.runtimeTs; });
@@ -303,8 +328,8 @@ int32_t RankBuilder::previousLaunch(int64_t device, int64_t stream, int64_t befo
 }
 
 int32_t RankBuilder::nextLaunch(uint32_t hostLane, int64_t stream, int64_t afterTs) const {
-  auto it = launchesByThread_.find({hostLane, stream});
-  if (it == launchesByThread_.end()) return kNoSlice;
+  auto it = ix_.launchesByThread.find({hostLane, stream});
+  if (it == ix_.launchesByThread.end()) return kNoSlice;
   const auto& v = it->second;
   auto at = std::lower_bound(v.begin(), v.end(), afterTs, [](const Launch& l, int64_t ts) { return l.runtimeTs < ts; });
   return at == v.end() ? kNoSlice : static_cast<int32_t>(at->device);
@@ -381,8 +406,9 @@ void RankBuilder::deviceWork(uint32_t ev) {
   const auto rt = static_cast<uint32_t>(runtimeOf(s));
   const CpEvent& launch = event(eventOfSlice_.at(rt));
   const int64_t launchTs = t_.slices[rt].ts;
-  const auto ql = queueAtLaunch_.find(e.slice), qs = queueAtStart_.find(e.slice);
-  const bool emptyQueue = ql != queueAtLaunch_.end() && ql->second == 1 && qs != queueAtStart_.end() && qs->second == 0;
+  const auto ql = ix_.queueAtLaunch.find(e.slice), qs = ix_.queueAtStart.find(e.slice);
+  const bool emptyQueue =
+      ql != ix_.queueAtLaunch.end() && ql->second == 1 && qs != ix_.queueAtStart.end() && qs->second == 0;
   if (emptyQueue && lastEnd < launchTs && (!syncPending || syncEnd < launchTs)) {
     g_.addEdge(launch.startNode, e.startNode, CpEdgeType::LaunchDelay);
   } else if (lastIt != lastOnStream_.end() && s.ts - lastEnd < options_.kernelKernelMaxGapNs &&
@@ -394,12 +420,16 @@ void RankBuilder::deviceWork(uint32_t ev) {
 }
 
 // The k-th host range named `name` (by start), over host lanes.
-int32_t findRange(const Trace& t, std::string_view name, int64_t instance) {
+int32_t findRange(const Trace& t, const CpRankIndex& ix, std::string_view name, int64_t instance) {
   const uint32_t id = t.strings.find(name);
   if (id == kNoString) return kNoSlice;
   std::vector<uint32_t> found;
-  for (uint32_t i = 0; i < t.slices.size(); ++i)
-    if (t.slices[i].name == id && t.laneKind[t.slices[i].lane] == LaneKind::Host) found.push_back(i);
+  if (auto cached = ix.steps.find(id); cached != ix.steps.end()) {
+    found = cached->second;
+  } else {
+    for (uint32_t i = 0; i < t.slices.size(); ++i)
+      if (t.slices[i].name == id && t.laneKind[t.slices[i].lane] == LaneKind::Host) found.push_back(i);
+  }
   std::stable_sort(found.begin(), found.end(), [&](uint32_t a, uint32_t b) { return t.slices[a].ts < t.slices[b].ts; });
   return instance >= 0 && static_cast<size_t>(instance) < found.size() ? static_cast<int32_t>(found[instance])
                                                                        : kNoSlice;
@@ -434,7 +464,7 @@ void findSteps(CpGraph& g, const CpOptions& o) {
                                 ": name a step with --step N or a record_function range with --range NAME");
   for (size_t i = 0; i < traces.size(); ++i) {
     const int64_t instance = o.range.empty() ? 0 : o.instance;
-    const int32_t s = findRange(*traces[i], g.stepName, instance);
+    const int32_t s = findRange(*traces[i], *g.indexes[i], g.stepName, instance);
     if (s == kNoSlice)
       throw std::invalid_argument("\"" + g.stepName + "\"" +
                                   (instance ? " (instance " + std::to_string(instance) + ")" : std::string()) +
@@ -526,11 +556,34 @@ void CpGraph::addEdge(uint32_t from, uint32_t to, CpEdgeType type, int32_t event
   edges.push_back({from, to, w, event, type});
 }
 
-static void buildRankGraph(CpGraph& g, uint32_t rank, const CpOptions& options) {
-  RankBuilder(g, rank, options).build();
+std::shared_ptr<const CpRankIndex> indexForCriticalPath(const Trace& t) {
+  auto ix = std::make_shared<CpRankIndex>();
+  for (const SyncArgs& a : t.syncArgs) {
+    const std::string_view kind = t.str(a.kind != kNoString ? a.kind : t.slices[a.slice].name);
+    if (kind == "Stream Sync" || kind == "Event Sync" || kind == "Context Sync")
+      if (t.slices[a.slice].correlation.ok()) ix->syncCorrelations.insert(t.slices[a.slice].correlation.value);
+  }
+  for (uint32_t position = 0; position < t.deviceSlices.size(); ++position) {
+    const Slice& s = t.slices[t.deviceSlices[position]];
+    if (!s.correlation.ok()) continue;
+    auto rt = t.runtimeByCorrelation.find(s.correlation.value);
+    if (rt != t.runtimeByCorrelation.end()) ix->deviceByRuntime[rt->second].push_back(position);
+  }
+  indexLaunches(t, *ix);
+  ix->forwardBackward = forwardBackwardLanes(t);
+  ix->collectives = computeCommunication(t).instances;
+  for (uint32_t i = 0; i < t.slices.size(); ++i)
+    if (t.laneKind[t.slices[i].lane] == LaneKind::Host && startsWith(t.str(t.slices[i].name), "ProfilerStep#"))
+      ix->steps[t.slices[i].name].push_back(i);
+  return ix;
 }
 
-CpGraph buildRankGraphs(const std::vector<const Trace*>& traces, const CpOptions& options) {
+const std::vector<CollectiveInstance>& collectivesOf(const CpGraph& g, uint32_t rank) {
+  return g.indexes[rank]->collectives;
+}
+
+CpGraph buildRankGraphs(const std::vector<const Trace*>& traces, const CpOptions& options,
+                        const std::vector<std::shared_ptr<const CpRankIndex>>& indexes) {
   if (traces.empty()) throw std::invalid_argument("no trace given");
   CpGraph g;
   g.traces = traces;
@@ -540,9 +593,12 @@ CpGraph buildRankGraphs(const std::vector<const Trace*>& traces, const CpOptions
                                   " has no device rows (no kernel, copy or memset events): the critical path "
                                   "follows host work into the device, so it needs a trace with device activity");
   checkRanks(traces);
+  g.indexes = indexes;
+  for (uint32_t r = static_cast<uint32_t>(g.indexes.size()); r < traces.size(); ++r)
+    g.indexes.push_back(indexForCriticalPath(*traces[r]));
   findSteps(g, options);
   checkSameRun(g);
-  for (uint32_t r = 0; r < traces.size(); ++r) buildRankGraph(g, r, options);
+  for (uint32_t r = 0; r < traces.size(); ++r) RankBuilder(g, r, *g.indexes[r], options).build();
   return g;
 }
 

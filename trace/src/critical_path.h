@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,7 @@ struct CpOptions {
   std::string range;                         // a host range's exact name instead of a step
   int64_t instance = 0;                      // which instance of the range (0 = first)
   bool wholeTrace = false;                   // the whole trace instead of a step (HTA's annotation "")
+  bool eachStep = false;                     // every ProfilerStep in short (criticalPathEachStepJson)
   int top = 10;                              // rows in the tables of ops and kernels
   bool pathEvents = true;                    // list every edge of the path in the result
   int64_t kernelKernelMaxGapNs = 1'500'000;  // HTA's KERNEL_KERNEL_DELAY_THRESHOLD_US
@@ -88,9 +90,14 @@ struct CpCollective {
   int64_t lastArrival = 0;
 };
 
+// What every step's graph of one trace reads, built once per trace (critical_path.cpp).
+struct CpRankIndex;
+std::shared_ptr<const CpRankIndex> indexForCriticalPath(const Trace& t);
+
 struct CpGraph {
   std::vector<const Trace*> traces;
-  std::vector<CpStep> steps;  // by rank
+  std::vector<std::shared_ptr<const CpRankIndex>> indexes;  // by rank
+  std::vector<CpStep> steps;                                // by rank
   std::vector<CpEvent> events;
   std::vector<CpNode> nodes;
   std::vector<CpEdge> edges;
@@ -108,13 +115,18 @@ struct CpPath {
   std::vector<uint32_t> edges;  // indices into CpGraph::edges, in path order
 };
 
-// Each rank's graph of the step, not yet joined at collectives (critical_path.cpp).
-CpGraph buildRankGraphs(const std::vector<const Trace*>& traces, const CpOptions& options);
+// Each rank's graph of the step, not yet joined at collectives (critical_path.cpp); `indexes` (by rank, may be
+// short or empty) are reused, the missing ones built.
+CpGraph buildRankGraphs(const std::vector<const Trace*>& traces, const CpOptions& options,
+                        const std::vector<std::shared_ptr<const CpRankIndex>>& indexes = {});
+// The rank's collectives (computeCommunication's instances), from its index.
+const std::vector<CollectiveInstance>& collectivesOf(const CpGraph& g, uint32_t rank);
 // Builds the graph of the step named by options on each trace (one per
 // rank). Throws std::invalid_argument with a clear message when the step is
 // not in a trace, a trace has no device work in it, or the traces come from
 // different runs.
-CpGraph buildCriticalPathGraph(const std::vector<const Trace*>& traces, const CpOptions& options);
+CpGraph buildCriticalPathGraph(const std::vector<const Trace*>& traces, const CpOptions& options,
+                               const std::vector<std::shared_ptr<const CpRankIndex>>& indexes = {});
 // The longest path; `weights` overrides the edges' weights (what-if) when not empty.
 CpPath longestPath(const CpGraph& g, const std::vector<int64_t>& weights = {});
 // The kind an edge of the path spends its time on, for its weighted part
@@ -128,5 +140,7 @@ CpOptions parseCpOptions(std::string_view json);
 // The first ProfilerStep#N on host lanes, "" when none.
 std::string firstStepName(const Trace& t);
 std::string criticalPathJson(const std::vector<const Trace*>& traces, const CpOptions& options);
+// Every ProfilerStep#N of the first trace, in short (the traces indexed once): {"steps": [...], "skipped": [...]}.
+std::string criticalPathEachStepJson(const std::vector<const Trace*>& traces, const CpOptions& options);
 
 }  // namespace openreg::trace

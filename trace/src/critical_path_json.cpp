@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "critical_path.h"
+#include "json_reader.h"
 
 namespace openreg::trace {
 
@@ -200,9 +201,90 @@ void writeWhatIf(JsonWriter& w, const CpGraph& g, const CpOptions& o, const CpPa
   w.endArray();
 }
 
+// A rank as its trace names it (distributedInfo.rank), else its position.
+int64_t rankNumber(const CpGraph& g, uint32_t index) { return g.traces[index]->rank.value_or(index); }
+
+void writeStepBrief(JsonWriter& w, const CpGraph& g, const CpPath& p, const Report& r, int top) {
+  const int64_t stepNs = r.stepEnd - r.stepStart;
+  w.beginObject().field("step", g.stepName).field("step_ns", stepNs).field("path_ns", p.length);
+  w.field("path_share", ratio(p.length, stepNs));
+  uint32_t bounding = 0;
+  for (uint32_t i = 0; i < r.rankPathNs.size(); ++i)
+    if (r.rankPathNs[i] > r.rankPathNs[bounding]) bounding = i;
+  w.field("bounding_rank", rankNumber(g, bounding));
+  for (const char* key : {"start_rank", "end_rank"}) {
+    w.key(key);
+    if (p.edges.empty()) {
+      w.null();
+      continue;
+    }
+    const bool start = key[0] == 's';
+    const CpEdge& e = g.edges[start ? p.edges.front() : p.edges.back()];
+    w.value(rankNumber(g, g.events[g.nodes[start ? e.from : e.to].event].rank));
+  }
+  w.key("kinds").beginObject();
+  for (size_t k = 0; k < kCpKinds; ++k) w.field(cpKindName(static_cast<CpKind>(k)), r.kinds[k]);
+  w.endObject().key("top_ops");
+  writeTop(w, r, false, top);
+  w.key("top_kernels");
+  writeTop(w, r, true, top);
+  std::set<int64_t> last;
+  for (const CpCollective& c : g.collectives) last.insert(rankNumber(g, c.lastRank));
+  w.key("last_ranks").beginArray();
+  for (int64_t l : last) w.value(l);
+  w.endArray().endObject();
+}
+
+// The ProfilerStep#N numbers on the trace's host rows, by start.
+std::vector<int64_t> stepNumbers(const Trace& t) {
+  std::vector<std::pair<int64_t, int64_t>> found;  // (ts, N)
+  for (const Slice& s : t.slices) {
+    const std::string_view name = t.str(s.name);
+    int64_t n = 0;
+    if (t.laneKind[s.lane] == LaneKind::Host && startsWith(name, "ProfilerStep#") && parseInt64(name.substr(13), n))
+      found.emplace_back(s.ts, n);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<int64_t> out;
+  for (const auto& [ts, n] : found)
+    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+  return out;
+}
+
 }  // namespace
 
+std::string criticalPathEachStepJson(const std::vector<const Trace*>& traces, const CpOptions& options) {
+  if (traces.empty()) throw std::invalid_argument("no trace given");
+  const std::vector<int64_t> steps = stepNumbers(*traces[0]);
+  if (steps.empty()) throw std::invalid_argument("no ProfilerStep#N range in the first trace");
+  std::vector<std::shared_ptr<const CpRankIndex>> indexes;
+  std::vector<std::pair<std::string, std::string>> skipped;
+  JsonWriter w;
+  w.beginObject().key("steps").beginArray();
+  for (int64_t n : steps) {
+    CpOptions o;
+    o.step = n;
+    o.kernelKernelMaxGapNs = options.kernelKernelMaxGapNs;
+    CpGraph g;
+    try {
+      g = buildCriticalPathGraph(traces, o, indexes);
+    } catch (const std::invalid_argument& e) {
+      if (std::string_view(e.what()).find("is not in") == std::string_view::npos) throw;  // not this step's fault
+      skipped.emplace_back("ProfilerStep#" + std::to_string(n), e.what());
+      continue;
+    }
+    indexes = g.indexes;
+    const CpPath p = longestPath(g);
+    writeStepBrief(w, g, p, analyse(g, p), options.top);
+  }
+  w.endArray().key("skipped").beginArray();
+  for (const auto& [step, reason] : skipped) w.beginObject().field("step", step).field("reason", reason).endObject();
+  w.endArray().endObject();
+  return w.str();
+}
+
 std::string criticalPathJson(const std::vector<const Trace*>& traces, const CpOptions& options) {
+  if (options.eachStep) return criticalPathEachStepJson(traces, options);
   const CpGraph g = buildCriticalPathGraph(traces, options);
   const CpPath p = longestPath(g);
   const Report r = analyse(g, p);

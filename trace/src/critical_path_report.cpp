@@ -28,7 +28,7 @@ std::map<CollectiveKey, uint32_t> rankCollectives(const CpGraph& g, uint32_t ran
   const Trace& t = *g.traces[rank];
   std::map<CollectiveKey, uint32_t> out;
   std::map<std::pair<std::string, std::string>, int64_t> ordinal;  // (group, collective) -> next order number
-  for (const CollectiveInstance& in : computeCommunication(t).instances) {
+  for (const CollectiveInstance& in : collectivesOf(g, rank)) {
     auto ev = eventOfSlice.find(in.slice);
     if (ev == eventOfSlice.end()) continue;
     CollectiveKey k{std::string(t.str(in.group)), in.collective, in.seq};
@@ -166,8 +166,9 @@ CpPath longestPath(const CpGraph& g, const std::vector<int64_t>& weights) {
   return best;
 }
 
-CpGraph buildCriticalPathGraph(const std::vector<const Trace*>& traces, const CpOptions& options) {
-  CpGraph g = buildRankGraphs(traces, options);
+CpGraph buildCriticalPathGraph(const std::vector<const Trace*>& traces, const CpOptions& options,
+                               const std::vector<std::shared_ptr<const CpRankIndex>>& indexes) {
+  CpGraph g = buildRankGraphs(traces, options, indexes);
   if (traces.size() > 1) joinCollectives(g);
   breakCycles(g);
   return g;
@@ -262,6 +263,10 @@ CpOptions parseCpOptions(std::string_view json) {
         }
         if (r.peekKind() != JsonKind::String) throw bad("\"range\" must be a string");
         o.range = std::string(r.readString());
+      } else if (key == "each_step") {
+        if (r.peekKind() != JsonKind::True && r.peekKind() != JsonKind::False)
+          throw bad("\"each_step\" must be a bool");
+        o.eachStep = r.readBool();
       } else if (key == "whole_trace") {
         if (r.peekKind() != JsonKind::True && r.peekKind() != JsonKind::False)
           throw bad("\"whole_trace\" must be a bool");
@@ -301,8 +306,8 @@ CpOptions parseCpOptions(std::string_view json) {
   } catch (const JsonError& e) {
     throw std::invalid_argument(std::string("options: ") + e.what());
   }
-  if ((!o.range.empty()) + (o.step >= 0) + o.wholeTrace > 1)
-    throw bad("\"step\", \"range\" and \"whole_trace\" exclude each other");
+  if ((!o.range.empty()) + (o.step >= 0) + o.wholeTrace + o.eachStep > 1)
+    throw bad("\"step\", \"range\", \"whole_trace\" and \"each_step\" exclude each other");
   return o;
 }
 

@@ -257,6 +257,24 @@ TEST(CriticalPath, ReportJsonNamesTheBoundingRankAndTheWaits) {
       << j;
 }
 
+TEST(CriticalPath, EachStepInShort) {
+  auto r0 = load(rankTrace(0)), r1 = load(rankTrace(1));
+  CpOptions o;
+  o.eachStep = true;
+  o.top = 1;
+  const std::string j = criticalPathJson({r0.get(), r1.get()}, o);
+  EXPECT_EQ(j.rfind(R"({"steps":[{"step":"ProfilerStep#1","step_ns":200000,"path_ns":124000,"path_share":0.62,)"
+                    R"("bounding_rank":1,"start_rank":1,"end_rank":0,)",
+                    0),
+            0u)
+      << j;
+  EXPECT_NE(j.find(R"("last_ranks":[1]}],"skipped":[]})"), std::string::npos) << j;
+  TraceBuilder cpu;
+  cpu.lanes(0, {7}).op("aten::add", 1 * kUs, 2 * kUs, 2).kernel("k", 2 * kUs, 1 * kUs, 0, 7, 1, 2);
+  auto c = cpu.load();
+  EXPECT_THROW(criticalPathJson({c.get()}, o), std::invalid_argument);  // no ProfilerStep at all
+}
+
 TEST(CriticalPath, KindsAddUpToTheStep) {
   auto t = deviceBound().load();
   const std::string j = criticalPathJson({t.get()}, step1());
