@@ -268,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     memory_report.add_command(sub)
     from torch_openreg.report import command as report_command  # `report TRACE|DIR`: one offline HTML page
 
-    report_command.add_command(sub)
+    report_command.add_command(sub, _add_classification, _classification)
     return parser
 
 

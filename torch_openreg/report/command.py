@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
-def add_command(sub: argparse._SubParsersAction) -> None:
+def add_command(
+    sub: argparse._SubParsersAction,
+    add_classification: Callable[[argparse.ArgumentParser], None],
+    classification: Callable[[argparse.Namespace], dict[str, Any]],
+) -> None:
+    """The `report` subcommand; the classification options (and how to read them) are the command line's,
+    passed in so that this module does not import torch_openreg.__main__."""
     p = sub.add_parser(
         "report",
         help="one self-contained offline HTML page: overview, ops and kernels, timeline, memory, ranks",
@@ -18,21 +26,15 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", default="report.html", help="the HTML file (default ./report.html)")
     p.add_argument("--memory", metavar="SNAPSHOT", help="a memory snapshot (_dump_snapshot) to add to the Memory view")
     p.add_argument("--title", default=None, help="the page's title")
-    from torch_openreg.__main__ import _add_classification
-
-    _add_classification(p)
-    p.set_defaults(func=run)
+    add_classification(p)
+    p.set_defaults(func=lambda args: run(args, classification(args)))
 
 
-def run(args: argparse.Namespace) -> int:
-    from torch_openreg.__main__ import _classification
-
+def run(args: argparse.Namespace, classification: dict[str, Any] | None = None) -> int:
     from .build import ReportError, write_report
 
     try:
-        out = write_report(
-            args.trace, args.output, memory=args.memory, classification=_classification(args), title=args.title
-        )
+        out = write_report(args.trace, args.output, memory=args.memory, classification=classification, title=args.title)
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
