@@ -262,5 +262,7 @@ def test_memory_snapshot(browser, artifacts, openreg_run, tmp_path):
             ".map(tr => [tr.children[0].textContent, Number(tr.children[1].title)])"
         )
         assert rows == [[g["site"], g["bytes"]] for g in device["live_at_peak"]]
+    browser.evaluate("document.getElementById('snapshot').scrollIntoView()")
+    browser.frame()
     browser.screenshot(artifacts / "openreg-memory-snapshot.png")
     assert browser.console_errors() == [] and browser.requests() == []
