@@ -175,6 +175,19 @@ def check_critical_path(browser, trace: Path) -> None:
     assert cp["step"] in browser.evaluate("document.getElementById('critical-path').textContent")
 
 
+def check_gap_link(browser, trace: Path) -> None:
+    """'Look here first': clicking a gap's link opens the timeline on that gap (the summary's largest)."""
+    done = run_cli("summary", "--json", str(trace))
+    gap = json.loads(done.stdout)["idle_gaps"][0]
+    show_view(browser, "overview")
+    click_selector(browser, "#look-here li a.jump")
+    assert browser.evaluate("window.__report.view") == "timeline"
+    browser.wait_for("window.__timeline && window.__timeline.ready")
+    browser.frame()
+    t0, t1 = browser.evaluate("[window.__timeline.view.t0, window.__timeline.view.t1]")
+    assert t0 < gap["start_ns"] and gap["end_ns"] < t1 and t1 - t0 < 2 * gap["duration_ns"]
+
+
 def test_openreg_run(browser, artifacts, openreg_run, tmp_path):
     trace = next(openreg_run.glob("*.pt.trace.json"))
     expected = Expected(trace)
@@ -185,6 +198,7 @@ def test_openreg_run(browser, artifacts, openreg_run, tmp_path):
     assert expected.memory_peak is not None  # openreg's demo profiles memory
     check_critical_path(browser, trace)
     check_timeline(browser, expected)
+    check_gap_link(browser, trace)
     screenshots(browser, artifacts, "openreg")
     assert browser.console_errors() == [] and browser.requests() == []
 
