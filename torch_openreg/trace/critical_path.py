@@ -190,8 +190,8 @@ def _move_rank(events: list[dict[str, Any]], i: int, rank: Any) -> None:
 
 
 def write_overlay(result: dict[str, Any], output: str | Path) -> list[Path]:
-    """A copy of the trace with the path's events flagged (args "critical": 1) and its edges drawn as flow
-    arrows (cat "critical_path", as HTA's overlaid_critical_path_* trace). Several ranks: one trace holding
+    """A copy of the trace with the path's events flagged (args "critical": 1) and its edges between rows drawn as
+    flow arrows (cat "critical_path", as HTA's overlaid_critical_path_* trace: launches, syncs, waits, collectives). Several ranks: one trace holding
     every rank (rank i's pids moved up by i x RANK_PID_STRIDE, its processes named "rank r: ..."), with the
     arrows that cross ranks at collectives."""
     if "path" not in result:
@@ -209,11 +209,12 @@ def write_overlay(result: dict[str, Any], output: str | Path) -> list[Path]:
     flows = []
     for edge in result["path"]:
         a, b = edge["from"], edge["to"]
-        if (a["rank"], a["event_index"]) == (b["rank"], b["event_index"]):
-            continue  # an event's own span: flagged, no arrow
+        start, finish = (docs[p["rank"]]["traceEvents"][p["event_index"]] for p in (a, b))
+        if (start["pid"], start["tid"]) == (finish["pid"], finish["tid"]):
+            continue  # along one row (an op's span, the next op, the next kernel): flagged, no arrow looping there
         flow_id = len(flows) // 2
-        flows.append(_flow(a, docs[a["rank"]]["traceEvents"][a["event_index"]], "s", flow_id, edge))
-        flows.append(_flow(b, docs[b["rank"]]["traceEvents"][b["event_index"]], "f", flow_id, edge))
+        flows.append(_flow(a, start, "s", flow_id, edge))
+        flows.append(_flow(b, finish, "f", flow_id, edge))
     merged = docs[0]
     for doc in docs[1:]:
         merged["traceEvents"].extend(doc["traceEvents"])
