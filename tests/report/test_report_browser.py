@@ -83,6 +83,23 @@ def check_kernel_table(browser, expected: Expected) -> None:
     assert want and set(kept) <= {n for n in expected.kernel_names} and set(kept) >= want
 
 
+def check_table_to_timeline(browser, expected: Expected) -> None:
+    """Clicking a kernel's name in the table opens the timeline on its first occurrence."""
+    show_view(browser, "tables")
+    name = sorted(expected.kernel_names)[0]
+    rows = browser.evaluate(
+        "[...document.querySelectorAll('#kernels tbody tr td:first-child')].map(td => td.textContent)"
+    )
+    click_selector(browser, f"#kernels tbody tr:nth-child({rows.index(name) + 1}) td:first-child")
+    assert browser.evaluate("window.__report.view") == "timeline"
+    browser.wait_for("window.__timeline && window.__timeline.ready && window.__timeline.selected >= 0")
+    assert browser.evaluate("document.getElementById('sel-name').textContent") == name
+    first = min(ns(e["ts"]) for e in expected.device if e["name"] == name) - expected.origin
+    assert browser.evaluate("window.__timeline.ev.ts[window.__timeline.selected]") == pytest.approx(first, abs=1)
+    assert browser.evaluate("window.__timeline.matches.length") == sum(1 for e in expected.device if e["name"] == name)
+    browser.key("Escape", "Escape", 27)
+
+
 def check_timeline(browser, expected: Expected) -> None:
     show_view(browser, "timeline")
     browser.wait_for("window.__timeline && window.__timeline.ready")  # its events inflate asynchronously
@@ -212,6 +229,7 @@ def test_cuda_trace(browser, artifacts, tmp_path):
     check_memory(browser, expected)
     check_critical_path(browser, trace)
     check_timeline(browser, expected)
+    check_table_to_timeline(browser, expected)
     screenshots(browser, artifacts, "cuda_alexnet")
     assert browser.console_errors() == [] and browser.requests() == []
 

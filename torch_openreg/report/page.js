@@ -81,7 +81,9 @@
         const row = el('tr');
         for (const c of columns) {
           const v = r[c.key];
-          row.append(el('td', { class: (c.num ? 'num ' : '') + (c.cls || ''), text: c.fmt ? c.fmt(v, r) : v == null ? '–' : String(v), title: c.num ? String(v) : '' }));
+          const td = el('td', { class: (c.num ? 'num ' : '') + (c.cls || '') + (c.onclick ? ' jump' : ''), text: c.fmt ? c.fmt(v, r) : v == null ? '–' : String(v), title: c.num ? String(v) : c.onclick ? c.hint || '' : '' });
+          if (c.onclick) td.addEventListener('click', () => c.onclick(r));
+          row.append(td);
         }
         frag.append(row);
       }
@@ -260,7 +262,7 @@
     $('kernel-count').textContent = `${fmtInt(kernels.length)} kernels, ${fmtInt(kernels.reduce((a, k) => a + k.count, 0))} calls`;
     $('kernel-count').dataset.kernels = String(kernels.length);
     table($('kernel-table'), [
-      { key: 'name', label: 'kernel', cls: 'name mono' }, { key: 'class', label: 'class' },
+      { key: 'name', label: 'kernel', cls: 'name mono', onclick: (r) => findInTimeline(r.name), hint: 'click: find it in the timeline' }, { key: 'class', label: 'class' },
       { key: 'count', label: 'calls', num: true, fmt: fmtInt }, { key: 'total_ns', label: 'device time', num: true, fmt: fmtNs },
       { key: 'avg_ns', label: 'mean', num: true, fmt: fmtNs }, { key: 'min_ns', label: 'min', num: true, fmt: fmtNs }, { key: 'max_ns', label: 'max', num: true, fmt: fmtNs },
       { key: 'op', label: 'launched by op', cls: 'mono', fmt: (v, r) => (v == null ? '(no op)' : v) + (r.ops > 1 ? ` (+${r.ops - 1})` : '') },
@@ -269,7 +271,7 @@
     const ops = R.op_table || [];
     $('op-count').textContent = `${fmtInt(ops.length)} (op, input shapes) rows`;
     table($('op-table'), [
-      { key: 'name', label: 'op', cls: 'name mono' }, { key: 'input_dims', label: 'input shapes', cls: 'mono' },
+      { key: 'name', label: 'op', cls: 'name mono', onclick: (r) => findInTimeline(r.name), hint: 'click: find it in the timeline' }, { key: 'input_dims', label: 'input shapes', cls: 'mono' },
       { key: 'calls', label: 'calls', num: true, fmt: fmtInt }, { key: 'host_ns', label: 'host time', num: true, fmt: fmtNs },
       { key: 'self_host_ns', label: 'self host', num: true, fmt: fmtNs }, { key: 'device_ns', label: 'device time', num: true, fmt: fmtNs },
       { key: 'kernels', label: 'kernels', num: true, fmt: fmtInt },
@@ -508,11 +510,11 @@
       if (a) { let pretty = a; try { pretty = JSON.stringify(JSON.parse(a), null, 1); } catch (e) { /* keep the text */ } add('args', el('pre', { class: 'mono', text: pretty })); }
       box.replaceChildren(dl);
     }
-    function search(text) {
-      text = text.trim().toLowerCase();
+    function search(text, exact) {  // by substring, any case; exact: the whole name
+      text = exact ? text : text.trim().toLowerCase();
       if (!text) { self.matches = null; $('tl-matches').textContent = ''; request(); return; }
       const want = new Uint8Array(T.names.length); let any = false;
-      T.names.forEach((s, i) => { if (s && s.toLowerCase().includes(text)) { want[i] = 1; any = true; } });
+      T.names.forEach((s, i) => { if (s && (exact ? s === text : s.toLowerCase().includes(text))) { want[i] = 1; any = true; } });
       const out = [];
       if (any) for (let k = 0; k < n; k++) if (want[ev.name[k]]) out.push(k);
       out.sort((a, b) => ev.ts[a] - ev.ts[b]);
@@ -592,6 +594,11 @@
       timeline.ready = true;
       for (const fn of whenTimeline.queue.splice(0)) fn(timeline);
     }).catch((e) => { state.errors.push(String(e && e.stack || e)); $('tl-details').textContent = 'The timeline could not be read: ' + e; });
+  }
+  // A table's name, found in the timeline: its first occurrence selected, Enter walks through the rest.
+  function findInTimeline(name) {
+    show('timeline');
+    whenTimeline((t) => { $('tl-search').value = name; t.search(name, true); t.nextMatch(); });
   }
   // Runs fn once the timeline is built (its events are inflated asynchronously).
   function whenTimeline(fn) { if (timeline) fn(timeline); else whenTimeline.queue.push(fn); }
