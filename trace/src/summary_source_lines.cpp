@@ -13,18 +13,21 @@ namespace openreg::trace {
 
 namespace {
 
-// Whether a directory named `dir` (with its trailing '/') appears in path.
-bool hasDirectory(std::string_view path, std::string_view dir) {
-  for (size_t at = path.find(dir); at != std::string_view::npos; at = path.find(dir, at + 1))
+// Whether a path component of `path` starts with `prefix`.
+bool hasComponentStartingWith(std::string_view path, std::string_view prefix) {
+  for (size_t at = path.find(prefix); at != std::string_view::npos; at = path.find(prefix, at + 1))
     if (at == 0 || path[at - 1] == '/') return true;
   return false;
 }
 
+// Whether a directory named `dir` (with its trailing '/') appears in path.
+bool hasDirectory(std::string_view path, std::string_view dir) { return hasComponentStartingWith(path, dir); }
+
 bool isLibraryPath(std::string_view path) {
-  // Inductor's generated wrappers (in its default cache folder, torchinductor_<user>) are the compiled graph's
-  // own code: the line that matters is the model's call into it, further out.
+  // Inductor's generated wrappers (in its default cache folder, torchinductor_<user>, which a trace may name by
+  // a relative path) are the compiled graph's own code: the line that matters is the model's call into it.
   return hasDirectory(path, "torch/") || hasDirectory(path, "site-packages/") || hasDirectory(path, "dist-packages/") ||
-         path.find("/lib/python3.") != std::string_view::npos || path.find("/torchinductor_") != std::string_view::npos;
+         path.find("/lib/python3.") != std::string_view::npos || hasComponentStartingWith(path, "torchinductor_");
 }
 
 class Attribution {

@@ -246,7 +246,9 @@ TEST(Summary, UserSourceLineOfAPythonFrame) {
        {"<built-in method add of type object at 0x7f>", "nn.Module: Linear_0",
         "/v/lib/python3.11/site-packages/torch/nn/modules/module.py(1751): _call_impl", "torch/_tensor.py(41): wrapped",
         "/opt/dist-packages/numpy/core.py(3): f", "/usr/lib/python3.11/contextlib.py(141): __exit__", "model.py(x): f",
-        "model.py(): f", "(12): f", "<string>(1): <module>"}) {
+        "model.py(): f", "(12): f", "<string>(1): <module>",
+        // Inductor's generated code, named absolutely or relatively (the cache folder torchinductor_<user>).
+        "/tmp/torchinductor_root/ab/cabc.py(42): call", "torchinductor_root/ab/cabc.py(42): call"}) {
     EXPECT_EQ(userSourceLine(notUser), std::nullopt) << notUser;
   }
 }
