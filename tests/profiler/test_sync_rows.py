@@ -120,6 +120,42 @@ def test_sync_rows_kinds_args_and_order(run_backend, tmp_path):  # noqa: F811
     assert event_sync.tid not in (side, default) and stream_sync.tid not in (side, default)
 
 
+# Waits are in the trace but are no device time: torch's events and key_averages() leave them out (the
+# activities say "hidden"), so a Context Sync as long as the kernels it waited for does not double the device
+# time total and halve every kernel's share.
+WAITS_PROGRAM = """
+from torch.profiler import profile, ProfilerActivity
+x = torch.randn(256, 256, device="openreg")
+side = torch.openreg.Stream()
+done = torch.openreg.Event()
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    for _ in range(3):
+        y = x @ x
+    done.record()
+    side.wait_event(done)
+    torch.openreg.synchronize()
+prof.export_chrome_trace("trace.json")
+device = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+table = prof.key_averages().table(sort_by="self_device_time_total")
+write_result(dict(names=sorted({e.name for e in device}),
+                  total_line=[l for l in table.splitlines() if l.startswith("Self OPENREG time total")],
+                  kernels_us=sum(e.self_device_time_total for e in prof.key_averages() if e.key == "gemm_f32_nn"),
+                  mm_us=sum(e.self_device_time_total for e in prof.key_averages() if e.key == "aten::mm")))
+"""
+
+
+def test_waits_stay_out_of_torchs_device_time(run_backend, tmp_path):  # noqa: F811
+    r = run_backend(WAITS_PROGRAM).check().result
+    assert r["names"] == ["gemm_f32_nn"], r["names"]
+    # The table's device total is the kernels' time, all of it credited to the op that launched them.
+    assert r["mm_us"] == r["kernels_us"] > 0, r
+    (line,) = r["total_line"]
+    shown_ms = float(line.split(":")[1].strip().removesuffix("ms"))
+    assert abs(shown_ms - r["kernels_us"] / 1000) < 0.0015, (line, r["kernels_us"])
+    trace = Trace.load(tmp_path / "trace.json")
+    assert {e.name for e in trace.complete(["cuda_sync"])} == {"Stream Wait Event", "Context Sync"}
+
+
 # The args of device activities as torch's tests read them (metadata_json), in
 # Kineto's own layout: "key": value joined by ", ".
 METADATA_PROGRAM = """

@@ -211,6 +211,8 @@ TEST_F(SessionTest, LinksThroughTruncatedOpIdsAndFlows) {
   EXPECT_EQ(syncs[0]->name(), "Context Sync");
   EXPECT_EQ(syncs[0]->resourceId(), kHostWaitRowBase);
   EXPECT_EQ(syncs[0]->linkedActivity(), nullptr) << "waiting is not the op's device time";
+  EXPECT_EQ(syncs[0]->getMetadataValue("hidden"), "1") << "out of prof.events() and key_averages()";
+  EXPECT_EQ(kernels[0]->getMetadataValue("hidden"), "");
   EXPECT_EQ(syncs[0]->metadataJson(),
             "\"device\": 0, \"stream\": -1, \"correlation\": " + std::to_string(syncs[0]->correlationId()) +
                 ", \"cuda_sync_kind\": \"Context Sync\"");
