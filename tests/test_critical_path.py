@@ -110,12 +110,24 @@ def test_recorded_hta_comparison(case):
     assert kinds == r["step_ns"]  # every ns of the step goes to one kind
 
 
+def _kernels_launched_in(trace: Path, range_name: str) -> set[str]:
+    """The names of the kernels whose runtime call starts inside the first host range named range_name."""
+    with gzip.open(trace, "rt") as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    step = min((e for e in events if e["name"] == range_name and e["cat"] == "user_annotation"), key=lambda e: e["ts"])
+    calls = {
+        e["args"]["correlation"]
+        for e in events
+        if e["cat"] == "cuda_runtime" and step["ts"] <= e["ts"] < step["ts"] + step["dur"]
+    }
+    return {e["name"] for e in events if e["cat"] == "kernel" and e["args"].get("correlation") in calls}
+
+
 def test_what_if_off_the_path_changes_nothing_on_it_saves_at_most_its_time():
     trace = TRACES / "cuda_alexnet.json.gz"
     base = critical_path([trace], range_name=ALEXNET_FORWARD, top=1_000_000)
     on_path = {k["name"]: k["path_ns"] for k in base["top_kernels"]}
-    summary_kernels = {k["name"] for k in json.loads(_summary_json(trace))["top_kernels"]}  # every kernel of the trace
-    off_path = sorted(summary_kernels - set(on_path))
+    off_path = sorted(_kernels_launched_in(trace, ALEXNET_FORWARD) - set(on_path))  # in the step, off its path
     assert off_path
     longest = max(on_path, key=on_path.get)
     what_if = [
@@ -207,7 +219,7 @@ def test_cli_text_json_and_errors(tmp_path):
         critical_path([trace], step=3)
 
 
-def _rank_trace(rank: int, world: int, offset_us: float) -> dict:
+def _rank_trace(rank: int, world: int, offset_us: float, step: int = 1) -> dict:
     def x(cat, name, ts, dur, pid=1, tid=1, **args):
         return {
             "ph": "X",
@@ -224,7 +236,7 @@ def _rank_trace(rank: int, world: int, offset_us: float) -> dict:
     return {
         "distributedInfo": {"rank": rank, "world_size": world},
         "traceEvents": [
-            x("user_annotation", "ProfilerStep#1", 0, 100),
+            x("user_annotation", f"ProfilerStep#{step}", 0, 100),
             x("cpu_op", "c10d::allreduce_", 10, 4, **{"External id": 2}),
             x("privateuse1_runtime", "orLaunchCollective", 11, 2, correlation=5, **{"External id": 2}),
             x("kernel", "openregComm_AllReduce_Sum_f32", 15, 20, pid=0, tid=9, correlation=5, **comm),
@@ -256,6 +268,64 @@ def test_rank_traces_of_different_runs_are_refused(tmp_path):
     assert [(c["seq"], c["max_wait_ns"]) for c in r["collectives"]] == [(1, 0)]
 
 
+def test_profiling_cycles_and_ranks_out_of_step(tmp_path):
+    """tensorboard_trace_handler's folder holds a trace per rank and cycle (the demo's default): each step is
+    taken from the cycle holding it. A range the ranks ran at different times is one run all the same."""
+    folder = tmp_path / "cycles"
+    folder.mkdir()
+    for rank in (0, 1):
+        for cycle, step in ((0, 1), (1, 2)):
+            doc = _rank_trace(rank, 2, cycle * 1e6, step=step)
+            (folder / f"rank{rank}.{cycle}.json").write_text(json.dumps(doc))
+    second = critical_path([folder], step=2)
+    assert [Path(f).name for f in second["files"]] == ["rank0.1.json", "rank1.1.json"]
+    assert second["path_ns"] == 25_000 and second["notes"] == []
+    assert [Path(f).name for f in critical_path([folder])["files"]] == ["rank0.0.json", "rank1.0.json"]
+    each = json.loads(_cli(str(folder), "--each-step", "--json").stdout)
+    assert [s["step"] for s in each["steps"]] == ["ProfilerStep#1", "ProfilerStep#2"] and each["skipped"] == []
+    # Rank 1 runs its allreduce 50 µs after rank 0's: their ranges never overlap, their traces do.
+    late = tmp_path / "late"
+    late.mkdir()
+    for rank in (0, 1):
+        (late / f"rank{rank}.json").write_text(json.dumps(_rank_trace(rank, 2, 50.0 * rank)))
+    done = _cli(str(late), "--range", "c10d::allreduce_")
+    assert done.returncode == 0, done.stderr
+    assert "  note: the ranks' c10d::allreduce_ ranges do not all overlap in time" in done.stdout
+    # One rank of two: said, not hidden.
+    alone = critical_path([late / "rank1.json"])
+    assert alone["notes"][0].startswith("1 of 2 ranks given (rank 1): ")
+
+
+def test_cli_rejects_what_it_cannot_answer(tmp_path):
+    trace = str(TRACES / "cuda_alexnet.json.gz")
+    cases = {
+        ("--instance", "2"): "error: --instance counts the instances of a --range: name one",
+        ("--range", ALEXNET_FORWARD, "--what-if", "nosuch=2"): 'error: what-if: no op or kernel named "nosuch" in ',
+        ("--range", ALEXNET_FORWARD, "--what-if", "kind:idle=2"): 'error: what-if: no kind "idle" that can run faster',
+        ("--range", ALEXNET_FORWARD, "--what-if", "aten::conv2d=inf"): "error: --what-if 'aten::conv2d=inf': expected",
+        ("--range", ALEXNET_FORWARD, "--overlay", trace): "error: cannot write the overlay: --overlay ",
+        ("--range", ALEXNET_FORWARD, "--overlay", str(tmp_path / "missing" / "o.json")): "error: cannot write the ",
+    }
+    for args, message in cases.items():
+        done = _cli(trace, *args)
+        assert done.returncode == 2 and done.stderr.startswith(message), (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "missing").exists()
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for rank in (0, 1):
+        (folder / f"rank{rank}.json").write_text(json.dumps(_rank_trace(rank, 2, 0)))
+    into = _cli(str(folder), "--overlay", str(folder / "critical.json"))
+    assert into.returncode == 2 and "would join the rank traces of its folder" in into.stderr, into.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["rank0.json", "rank1.json"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = _cli(str(empty))
+    assert (done.returncode, done.stderr) == (2, f"error: no *.json or *.json.gz trace in {empty}\n")
+    slower = _cli(trace, "--range", ALEXNET_FORWARD, "--what-if", "kind:kernel=0.5")
+    assert "what if kind:kernel ran 2x slower: path " in slower.stdout and "(+" in slower.stdout, slower.stdout
+
+
 def test_two_ranks_slowed_rank_bounds_the_step_across_ranks(tmp_path):
     """`demo --ranks 2` where rank 1 sleeps 100 ms in a host op before each step (it arrives late at the step's
     first collective) and rank 0 sleeps 60 ms in one after its step's work (ops that sleep hold no core: the
@@ -285,7 +355,8 @@ def test_two_ranks_slowed_rank_bounds_the_step_across_ranks(tmp_path):
     assert crossings and all(e["type"] == "collective" for e in crossings)
     assert (crossings[0]["from"]["rank"], crossings[-1]["to"]["rank"]) == (1, 0)
     assert (r["start_rank"], r["end_rank"]) == (1, 0)
-    crossed = [c for c in r["collectives"] if c["on_path"]]
+    crossed = [c for c in r["collectives"] if c["crosses_ranks"]]
+    assert all(c["on_path"] for c in crossed)
     assert crossed and crossed[0]["last_rank"] == 1
     delay = [e for e in r["path"] if e["from"]["name"] == "openreg_demo::host_delay" and e["weight_ns"] > 0]
     assert {e["from"]["rank"] for e in delay} == {0, 1}

@@ -14,20 +14,20 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import open_trace
+from . import TraceError, open_trace
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 ALL_ROWS = 1_000_000_000  # a summary `top` that keeps every kernel and op
 
 
 def trace_files(paths: Sequence[str | Path]) -> list[Path]:
-    """Files as given; a directory (e.g. tensorboard_trace_handler's) gives its traces."""
+    """Files as given; a directory (e.g. tensorboard_trace_handler's) gives its traces (TraceError if none)."""
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
             found = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
             if not found:
-                raise SystemExit(f"error: no *.json or *.json.gz trace in {p}")
+                raise TraceError("invalid_argument", f"no *.json or *.json.gz trace in {p}")
             files.extend(found)
         else:
             files.append(p)

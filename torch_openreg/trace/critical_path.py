@@ -13,7 +13,10 @@ import argparse
 import ctypes
 import gzip
 import json
+import math
+import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -46,7 +49,7 @@ def parse_what_if(specs: Sequence[str]) -> list[dict[str, Any]]:
             k = float(factor)
         except ValueError:
             k = 0.0
-        if not sep or not target or not k > 0:
+        if not sep or not target or not (0 < k < math.inf):
             raise ValueError(f"--what-if {spec!r}: expected NAME=K with K > 0 (e.g. aten::mm=2 or kind:kernel=1.5)")
         out.append({"target": target, "factor": k})
     return out
@@ -95,7 +98,7 @@ def critical_path(
     finally:
         for t in traces:
             t.close()
-    result["files"] = [str(f) for f in files]
+    result["files"] = [str(files[i]) for i in result["traces"]]  # the trace of each rank holding the step
     return result
 
 
@@ -220,9 +223,18 @@ def write_overlay(result: dict[str, Any], output: str | Path) -> list[Path]:
         merged["traceEvents"].extend(doc["traceEvents"])
     merged["traceEvents"].extend(flows)
     output = Path(output)
+    if any(output.resolve() == f.resolve() for f in files):
+        raise ValueError(f"--overlay {output}: that is a trace being analysed; write the overlay elsewhere")
     opener = gzip.open if output.name.endswith(".gz") else open
-    with opener(output, "wt", encoding="utf-8") as f:
-        f.write(json.dumps(merged))  # dumps: C's encoder (dump is pure Python)
+    fd, temp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".part")
+    os.close(fd)
+    try:
+        with opener(temp, "wt", encoding="utf-8") as f:
+            f.write(json.dumps(merged))  # dumps: C's encoder (dump is pure Python)
+        os.replace(temp, output)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
     return [output]
 
 
@@ -238,6 +250,7 @@ def report_text(r: dict[str, Any], top: int = 10) -> str:
         f"Critical path of {r['step']}: {_ms(r['path_ns'])} of a {_ms(r['step_ns'])} step "
         f"({100 * r['path_share']:.1f}%)"
     ]
+    lines.extend(f"  note: {n}" for n in r.get("notes", []))
     lines.append("  where the step's time went, along the path:")
     for k in KINDS:
         v = r["kinds"][k]
@@ -251,23 +264,31 @@ def report_text(r: dict[str, Any], top: int = 10) -> str:
                 src = f"  [{row['source']}]" if row["source"] else ""
                 lines.append(f"    {_ms(row['path_ns']):>12}  {row['events']:>5}  {row['name']}{src}")
     if len(r["ranks"]) > 1:
+
+        def rank(index: int | None) -> str:
+            named = None if index is None else r["ranks"][index]["rank"]
+            return str(named) if named is not None else f"#{index} (trace {index + 1}, no rank in it)"
+
         lines.append(
-            f"  rank bounding the step: {r['ranks'][r['bounding_rank']]['rank']} "
-            f"(the path ends on rank {r['ranks'][r['end_rank']]['rank']})"
+            f"  rank bounding the step: {rank(r['bounding_rank'])} (the path ends on rank {rank(r['end_rank'])})"
         )
         worst = sorted(r["collectives"], key=lambda c: -c["max_wait_ns"])[:top]
         if worst:
             lines.append("  collectives (last to arrive; longest wait of the others):")
             for c in worst:
-                mark = "  on the path" if c["on_path"] else ""
+                mark = (
+                    "  the path crosses ranks here" if c["crosses_ranks"] else "  on the path" if c["on_path"] else ""
+                )
                 lines.append(
-                    f"    {c['collective']} seq {c['seq']}: rank {r['ranks'][c['last_rank']]['rank']} last, "
+                    f"    {c['collective']} seq {c['seq']}: rank {rank(c['last_rank'])} last, "
                     f"others waited up to {_ms(c['max_wait_ns'])}{mark}"
                 )
     for w in r["what_if"]:
+        speed = f"ran {w['factor']:g}x faster" if w["factor"] >= 1 else f"ran {1 / w['factor']:g}x slower"
+        saved = w["saved_ns"]
+        change = "unchanged" if saved == 0 else f"-{_ms(saved)}" if saved > 0 else f"+{_ms(-saved)}"
         lines.append(
-            f"  what if {w['target']} ran {w['factor']:g}x faster: path {_ms(w['path_ns'])} "
-            f"(-{_ms(w['saved_ns'])}), step about {_ms(w['step_ns'])}"
+            f"  what if {w['target']} {speed}: path {_ms(w['path_ns'])} ({change}), step about {_ms(w['step_ns'])}"
         )
     return "\n".join(lines)
 
@@ -286,6 +307,18 @@ def run(args: argparse.Namespace, classification: dict[str, Any] | None = None, 
         steps = each_step(args.trace, top=min(args.top, 3), classification=classification)
         out.write(json.dumps(steps) + "\n" if args.json else each_step_text(steps) + "\n")
         return 0
+    if args.instance and not args.range:
+        print("error: --instance counts the instances of a --range: name one", file=sys.stderr)
+        return 2
+    if args.overlay and any(
+        Path(p).is_dir() and Path(p).resolve() == Path(args.overlay).resolve().parent for p in args.trace
+    ):
+        print(
+            f"error: --overlay {args.overlay}: the overlay would join the rank traces of its folder (analysed here); "
+            "write it elsewhere",
+            file=sys.stderr,
+        )
+        return 2
     try:
         what_if = parse_what_if(args.what_if or [])
     except ValueError as e:
@@ -303,7 +336,12 @@ def run(args: argparse.Namespace, classification: dict[str, Any] | None = None, 
         classification=classification,
     )
     if args.overlay:
-        for p in write_overlay(result, args.overlay):
+        try:
+            written = write_overlay(result, args.overlay)
+        except (OSError, ValueError) as e:
+            print(f"error: cannot write the overlay: {e}", file=sys.stderr)
+            return 2
+        for p in written:
             print(f"wrote {p}", file=sys.stderr if args.json else out)
     if args.json:
         out.write(json.dumps(result) + "\n")  # dumps, compact: C's encoder (dump and indent= are pure Python)

@@ -435,10 +435,33 @@ int32_t findRange(const Trace& t, const CpRankIndex& ix, std::string_view name, 
                                                                        : kNoSlice;
 }
 
+// The first start and the last end of the trace's events.
+std::pair<int64_t, int64_t> traceSpan(const Trace& t) {
+  std::pair<int64_t, int64_t> span{INT64_MAX, INT64_MIN};
+  for (const Slice& s : t.slices) span.first = std::min(span.first, s.ts), span.second = std::max(span.second, s.end());
+  return span;
+}
+
 std::string rankLabel(const std::vector<const Trace*>& traces, size_t i) {
   if (traces.size() == 1) return "the trace";
   const auto& r = traces[i]->rank;
   return "rank " + (r ? std::to_string(*r) : "#" + std::to_string(i));
+}
+
+// The name of the step the options ask for: a range, ProfilerStep#<step>, or the first ProfilerStep of `first`.
+std::string stepNameOf(const CpOptions& o, const std::vector<const Trace*>& first, const std::string& label) {
+  std::string name;
+  if (!o.range.empty())
+    name = o.range;
+  else if (o.step >= 0)
+    name = "ProfilerStep#" + std::to_string(o.step);
+  else
+    for (size_t i = 0; i < first.size() && name.empty(); ++i) name = firstStepName(*first[i]);
+  if (name.empty())
+    throw std::invalid_argument("no ProfilerStep#N range in " + label +
+                                ": name a record_function range with --range NAME, or take the whole trace with "
+                                "--whole-trace");
+  return name;
 }
 
 void findSteps(CpGraph& g, const CpOptions& o) {
@@ -453,17 +476,9 @@ void findSteps(CpGraph& g, const CpOptions& o) {
     }
     return;
   }
-  if (!o.range.empty())
-    g.stepName = o.range;
-  else if (o.step >= 0)
-    g.stepName = "ProfilerStep#" + std::to_string(o.step);
-  else
-    g.stepName = firstStepName(*traces[0]);
-  if (g.stepName.empty())
-    throw std::invalid_argument("no ProfilerStep#N range in " + rankLabel(traces, 0) +
-                                ": name a step with --step N or a record_function range with --range NAME");
+  g.stepName = stepNameOf(o, {traces[0]}, rankLabel(traces, 0));
   for (size_t i = 0; i < traces.size(); ++i) {
-    const int64_t instance = o.range.empty() ? 0 : o.instance;
+    const int64_t instance = o.range.empty() ? 0 : i < o.rankInstances.size() ? o.rankInstances[i] : o.instance;
     const int32_t s = findRange(*traces[i], *g.indexes[i], g.stepName, instance);
     if (s == kNoSlice)
       throw std::invalid_argument("\"" + g.stepName + "\"" +
@@ -490,16 +505,58 @@ void checkRanks(const std::vector<const Trace*>& traces) {
   }
 }
 
-// ... whose steps overlap in time.
-void checkSameRun(const CpGraph& g) {
-  for (size_t i = 1; i < g.traces.size(); ++i) {
-    const CpStep& a = g.steps[0];
-    const CpStep& b = g.steps[i];
-    if (std::max(a.start, b.start) > std::min(a.end, b.end))
-      throw std::invalid_argument("rank traces from different runs: " + g.stepName + " of " + rankLabel(g.traces, 0) +
-                                  " and of " + rankLabel(g.traces, i) + " do not overlap in time (" +
-                                  formatUs(a.start) + " us and " + formatUs(b.start) + " us)");
+// ... profiled at the same time: their traces overlap (a rank's range need not overlap another's: ranks out of
+// step run the same range at different times).
+void checkSameRun(const std::vector<const Trace*>& traces) {
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (const Trace* t : traces) spans.push_back(traceSpan(*t));
+  for (size_t i = 1; i < traces.size(); ++i) {
+    if (std::max(spans[0].first, spans[i].first) <= std::min(spans[0].second, spans[i].second)) continue;
+    throw std::invalid_argument("rank traces from different runs: " + rankLabel(traces, 0) + " and " +
+                                rankLabel(traces, i) + " were not recorded at the same time (they start at " +
+                                formatUs(spans[0].first) + " us and " + formatUs(spans[i].first) + " us)");
   }
+}
+
+// Host ranges named `name` in the trace (ProfilerSteps from the index when there is one).
+int64_t countHostRanges(const Trace& t, const CpRankIndex* ix, std::string_view name) {
+  const uint32_t id = t.strings.find(name);
+  if (id == kNoString) return 0;
+  if (ix && startsWith(name, "ProfilerStep#")) {
+    const auto found = ix->steps.find(id);
+    return found == ix->steps.end() ? 0 : static_cast<int64_t>(found->second.size());
+  }
+  int64_t n = 0;
+  for (const Slice& s : t.slices) n += s.name == id && t.laneKind[s.lane] == LaneKind::Host;
+  return n;
+}
+
+// The traces given, grouped by rank (a trace without distributedInfo is a rank of its own), in the order of each
+// rank's first trace; each group in time order.
+std::vector<std::vector<uint32_t>> rankGroups(const std::vector<const Trace*>& traces) {
+  std::vector<std::vector<uint32_t>> groups;
+  std::unordered_map<int64_t, size_t> groupOfRank;
+  for (uint32_t i = 0; i < traces.size(); ++i) {
+    const std::optional<int64_t>& rank = traces[i]->rank;
+    if (rank) {
+      const auto [it, fresh] = groupOfRank.emplace(*rank, groups.size());
+      if (!fresh) {
+        groups[it->second].push_back(i);
+        continue;
+      }
+    }
+    groups.push_back({i});
+  }
+  for (auto& group : groups)
+    std::stable_sort(group.begin(), group.end(),
+                     [&](uint32_t a, uint32_t b) { return traces[a]->originNs < traces[b]->originNs; });
+  return groups;
+}
+
+std::string groupLabel(const std::vector<const Trace*>& traces, const std::vector<uint32_t>& group) {
+  const auto& r = traces[group[0]]->rank;
+  return (r ? "rank " + std::to_string(*r) : "trace #" + std::to_string(group[0])) + "'s " +
+         std::to_string(group.size()) + " traces";
 }
 
 }  // namespace
@@ -512,6 +569,39 @@ std::string firstStepName(const Trace& t) {
     if (best == kNoSlice || s.ts < t.slices[static_cast<uint32_t>(best)].ts) best = static_cast<int32_t>(i);
   }
   return best == kNoSlice ? std::string() : std::string(t.str(t.slices[static_cast<uint32_t>(best)].name));
+}
+
+CpTraceChoice chooseRankTraces(const std::vector<const Trace*>& traces, const CpOptions& o,
+                               const std::vector<std::shared_ptr<const CpRankIndex>>& indexes) {
+  CpTraceChoice choice;
+  const std::vector<std::vector<uint32_t>> groups = rankGroups(traces);
+  if (groups.size() == traces.size()) {
+    for (uint32_t i = 0; i < traces.size(); ++i) choice.traces.push_back(i);
+    return choice;
+  }
+  if (o.wholeTrace)
+    throw std::invalid_argument("the whole trace of several traces of one rank (" + groupLabel(traces, groups[0]) +
+                                "?): give one trace per rank, or name a step");
+  std::vector<const Trace*> first;
+  for (uint32_t i : groups[0]) first.push_back(traces[i]);
+  const std::string name = stepNameOf(o, first, groupLabel(traces, groups[0]));
+  for (const auto& group : groups) {
+    int64_t wanted = o.range.empty() ? 0 : o.instance, holders = 0;
+    for (uint32_t i : group) {
+      const int64_t n = countHostRanges(*traces[i], i < indexes.size() ? indexes[i].get() : nullptr, name);
+      if (wanted >= 0 && wanted < n) choice.traces.push_back(i), choice.instances.push_back(wanted);
+      wanted -= n;
+      holders += n > 0;
+    }
+    if (wanted >= 0)
+      throw std::invalid_argument("\"" + name + "\"" +
+                                  (o.instance ? " (instance " + std::to_string(o.instance) + ")" : "") + " is not in " +
+                                  groupLabel(traces, group) + ": no host range of that name");
+    if (o.range.empty() && holders > 1)
+      throw std::invalid_argument("rank traces from different runs: " + std::to_string(holders) + " of " +
+                                  groupLabel(traces, group) + " hold " + name + " (give the traces of one run)");
+  }
+  return choice;
 }
 
 const char* cpEdgeTypeName(CpEdgeType t) {
@@ -596,8 +686,8 @@ CpGraph buildRankGraphs(const std::vector<const Trace*>& traces, const CpOptions
   g.indexes = indexes;
   for (uint32_t r = static_cast<uint32_t>(g.indexes.size()); r < traces.size(); ++r)
     g.indexes.push_back(indexForCriticalPath(*traces[r]));
+  checkSameRun(traces);
   findSteps(g, options);
-  checkSameRun(g);
   for (uint32_t r = 0; r < traces.size(); ++r) RankBuilder(g, r, *g.indexes[r], options).build();
   return g;
 }

@@ -61,6 +61,7 @@ struct CpOptions {
   int64_t step = -1;                         // ProfilerStep#<step>; -1 with an empty range: the first ProfilerStep
   std::string range;                         // a host range's exact name instead of a step
   int64_t instance = 0;                      // which instance of the range (0 = first)
+  std::vector<int64_t> rankInstances;        // per trace, overriding `instance` (set by chooseRankTraces' caller)
   bool wholeTrace = false;                   // the whole trace instead of a step (HTA's annotation "")
   bool eachStep = false;                     // every ProfilerStep in short (criticalPathEachStepJson)
   int top = 10;                              // rows in the tables of ops and kernels
@@ -115,6 +116,18 @@ struct CpPath {
   std::vector<uint32_t> edges;  // indices into CpGraph::edges, in path order
 };
 
+// Several traces of one rank (tensorboard_trace_handler writes one per profiling cycle): the trace of each rank
+// that holds the step the options name, and the range's instance within it (a range's instances are counted over
+// the rank's traces in time order). Every trace, in order, when each rank has one. Throws std::invalid_argument
+// when a rank's traces do not hold the step, or two of them hold the same ProfilerStep (two runs).
+struct CpTraceChoice {
+  std::vector<uint32_t> traces;    // indices into the traces given, one per rank
+  std::vector<int64_t> instances;  // by chosen trace (empty: the options' instance)
+};
+// `indexes` (by trace given, may be short) answer for ProfilerSteps without a scan.
+CpTraceChoice chooseRankTraces(const std::vector<const Trace*>& traces, const CpOptions& options,
+                               const std::vector<std::shared_ptr<const CpRankIndex>>& indexes = {});
+
 // Each rank's graph of the step, not yet joined at collectives (critical_path.cpp); `indexes` (by rank, may be
 // short or empty) are reused, the missing ones built.
 CpGraph buildRankGraphs(const std::vector<const Trace*>& traces, const CpOptions& options,
@@ -140,7 +153,8 @@ CpOptions parseCpOptions(std::string_view json);
 // The first ProfilerStep#N on host lanes, "" when none.
 std::string firstStepName(const Trace& t);
 std::string criticalPathJson(const std::vector<const Trace*>& traces, const CpOptions& options);
-// Every ProfilerStep#N of the first trace, in short (the traces indexed once): {"steps": [...], "skipped": [...]}.
+// Every ProfilerStep#N of the first rank (over its traces), in short (the traces indexed once): {"steps": [...],
+// "skipped": [...]}.
 std::string criticalPathEachStepJson(const std::vector<const Trace*>& traces, const CpOptions& options);
 
 }  // namespace openreg::trace

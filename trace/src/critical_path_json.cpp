@@ -165,9 +165,12 @@ void writeRanks(JsonWriter& w, const CpGraph& g, const CpPath& p, const Report& 
     w.null();
   else
     w.value(g.events[g.nodes[g.edges[p.edges.back()].to].event].rank);
-  std::set<uint32_t> onPath;
-  for (uint32_t i : p.edges)
-    if (g.edges[i].type == CpEdgeType::Collective) onPath.insert(static_cast<uint32_t>(g.edges[i].event));
+  std::set<uint32_t> crossing, onPath;  // CpEvents: where the path crosses ranks; any time on the path
+  for (uint32_t i : p.edges) {
+    const CpEdge& e = g.edges[i];
+    if (e.type == CpEdgeType::Collective) crossing.insert(static_cast<uint32_t>(e.event));
+    if (e.event >= 0 && e.weight > 0) onPath.insert(static_cast<uint32_t>(e.event));
+  }
   w.key("collectives").beginArray();
   for (const CpCollective& c : g.collectives) {
     const Trace& t0 = *g.traces[0];
@@ -175,15 +178,54 @@ void writeRanks(JsonWriter& w, const CpGraph& g, const CpPath& p, const Report& 
     writeName(w, t0, c.group);
     w.field("seq", c.seq).field("last_rank", c.lastRank).key("waits_ns").beginArray();
     int64_t maxWait = 0;
-    bool crossed = false;
+    bool crossed = false, on = false;
     for (uint32_t e : c.events) {
       const int64_t wait = c.lastArrival - g.nodes[g.events[e].startNode].ts;
       maxWait = std::max(maxWait, wait);
-      crossed = crossed || onPath.count(e);
+      crossed = crossed || crossing.count(e);
+      on = on || onPath.count(e);
       w.beginObject().field("rank", g.events[e].rank).field("wait_ns", wait).endObject();
     }
-    w.endArray().field("max_wait_ns", maxWait).field("on_path", crossed).endObject();
+    w.endArray().field("max_wait_ns", maxWait).field("on_path", on).field("crosses_ranks", crossed).endObject();
   }
+  w.endArray();
+}
+
+std::string formatMs(int64_t ns) { return formatUs(ns / 1000) + " ms"; }
+
+// What a reader must know to read the numbers right.
+void writeNotes(JsonWriter& w, const CpGraph& g, const CpPath& p, int64_t stepNs) {
+  std::vector<std::string> notes;
+  if (p.length > stepNs)
+    notes.push_back("the path (" + formatMs(p.length) + ") is longer than the step (" + formatMs(stepNs) +
+                    "): it follows work that starts inside the step and ends after it (HTA's rule: a step holds the "
+                    "events that start in it), and its kinds add up to the path");
+  std::set<int64_t> ranks;
+  for (const Trace* t : g.traces)
+    if (t->rank) ranks.insert(*t->rank);
+  const std::optional<int64_t> world = g.traces[0]->worldSize;
+  if (world && *world > 1 && static_cast<int64_t>(ranks.size()) < *world) {
+    std::string given;
+    for (int64_t r : ranks) given += (given.empty() ? "" : ", ") + std::to_string(r);
+    notes.push_back(std::to_string(ranks.size()) + " of " + std::to_string(*world) + " ranks given (rank" +
+                    (ranks.size() > 1 ? "s " : " ") + given +
+                    "): at a collective the missing ranks' arrival is unknown, so waiting for them counts as "
+                    "communication; give every rank's trace to split it");
+  }
+  if (g.traces.size() > 1 && ranks.size() < g.traces.size())
+    notes.push_back("some traces name no rank (no distributedInfo): ranks are numbered by the traces' order");
+  for (size_t i = 1; i < g.steps.size(); ++i)
+    if (std::max(g.steps[0].start, g.steps[i].start) > std::min(g.steps[0].end, g.steps[i].end)) {
+      notes.push_back("the ranks' " + g.stepName +
+                      " ranges do not all overlap in time (ranks out of step): the step spans them all, and the "
+                      "path crosses ranks only at collectives inside each rank's range");
+      break;
+    }
+  if (g.droppedEdges)
+    notes.push_back(std::to_string(g.droppedEdges) +
+                    " edges pointing back in time were dropped (rows that do not nest closed a cycle)");
+  w.key("notes").beginArray();
+  for (const std::string& n : notes) w.value(n);
   w.endArray();
 }
 
@@ -251,13 +293,27 @@ std::vector<int64_t> stepNumbers(const Trace& t) {
   return out;
 }
 
+// The ProfilerStep#N numbers of the first trace's rank, over its traces (profiling cycles) in time order.
+std::vector<int64_t> firstRankSteps(const std::vector<const Trace*>& traces) {
+  std::vector<const Trace*> mine;
+  for (const Trace* t : traces)
+    if (t == traces[0] || (t->rank && t->rank == traces[0]->rank)) mine.push_back(t);
+  std::stable_sort(mine.begin(), mine.end(), [](const Trace* a, const Trace* b) { return a->originNs < b->originNs; });
+  std::vector<int64_t> steps;
+  for (const Trace* t : mine)
+    for (int64_t n : stepNumbers(*t))
+      if (std::find(steps.begin(), steps.end(), n) == steps.end()) steps.push_back(n);
+  return steps;
+}
+
 }  // namespace
 
 std::string criticalPathEachStepJson(const std::vector<const Trace*>& traces, const CpOptions& options) {
   if (traces.empty()) throw std::invalid_argument("no trace given");
-  const std::vector<int64_t> steps = stepNumbers(*traces[0]);
-  if (steps.empty()) throw std::invalid_argument("no ProfilerStep#N range in the first trace");
-  std::vector<std::shared_ptr<const CpRankIndex>> indexes;
+  const std::vector<int64_t> steps = firstRankSteps(traces);
+  if (steps.empty()) throw std::invalid_argument("no ProfilerStep#N range in the first trace's rank");
+  std::vector<std::shared_ptr<const CpRankIndex>> indexes;  // by trace given
+  for (const Trace* t : traces) indexes.push_back(indexForCriticalPath(*t));
   std::vector<std::pair<std::string, std::string>> skipped;
   JsonWriter w;
   w.beginObject().key("steps").beginArray();
@@ -267,13 +323,16 @@ std::string criticalPathEachStepJson(const std::vector<const Trace*>& traces, co
     o.kernelKernelMaxGapNs = options.kernelKernelMaxGapNs;
     CpGraph g;
     try {
-      g = buildCriticalPathGraph(traces, o, indexes);
+      const CpTraceChoice choice = chooseRankTraces(traces, o, indexes);
+      std::vector<const Trace*> chosen;
+      std::vector<std::shared_ptr<const CpRankIndex>> chosenIndexes;
+      for (uint32_t i : choice.traces) chosen.push_back(traces[i]), chosenIndexes.push_back(indexes[i]);
+      g = buildCriticalPathGraph(chosen, o, chosenIndexes);
     } catch (const std::invalid_argument& e) {
       if (std::string_view(e.what()).find("is not in") == std::string_view::npos) throw;  // not this step's fault
       skipped.emplace_back("ProfilerStep#" + std::to_string(n), e.what());
       continue;
     }
-    indexes = g.indexes;
     const CpPath p = longestPath(g);
     writeStepBrief(w, g, p, analyse(g, p), options.top);
   }
@@ -285,12 +344,21 @@ std::string criticalPathEachStepJson(const std::vector<const Trace*>& traces, co
 
 std::string criticalPathJson(const std::vector<const Trace*>& traces, const CpOptions& options) {
   if (options.eachStep) return criticalPathEachStepJson(traces, options);
-  const CpGraph g = buildCriticalPathGraph(traces, options);
+  const CpTraceChoice choice = chooseRankTraces(traces, options);
+  std::vector<const Trace*> chosen;
+  for (uint32_t i : choice.traces) chosen.push_back(traces[i]);
+  CpOptions o = options;
+  o.rankInstances = choice.instances;
+  const CpGraph g = buildCriticalPathGraph(chosen, o);
   const CpPath p = longestPath(g);
   const Report r = analyse(g, p);
   const int64_t stepNs = r.stepEnd - r.stepStart;
   JsonWriter w;
   w.beginObject().field("step", g.stepName).field("step_ns", stepNs).field("path_ns", p.length);
+  w.key("traces").beginArray();
+  for (uint32_t i : choice.traces) w.value(i);
+  w.endArray();
+  writeNotes(w, g, p, stepNs);
   w.field("path_share", ratio(p.length, stepNs));
   w.key("kinds").beginObject();
   for (size_t k = 0; k < kCpKinds; ++k) {

@@ -218,13 +218,30 @@ CpKind elapsedKind(const CpGraph& g, const CpEdge& e) {
   return CpKind::Idle;
 }
 
+namespace {
+
+bool hasEventNamed(const CpGraph& g, const std::string& name) {
+  std::vector<uint32_t> ids;  // the name's string id in each trace
+  for (const Trace* t : g.traces) ids.push_back(t->strings.find(name));
+  for (const CpEvent& e : g.events)
+    if (ids[e.rank] != kNoString && g.slice(e).name == ids[e.rank]) return true;
+  return false;
+}
+
+}  // namespace
+
 std::vector<int64_t> whatIfWeights(const CpGraph& g, const CpOptions::WhatIf& w) {
   std::vector<int64_t> out(g.edges.size());
   CpKind kind{};
   const bool byKind = startsWith(w.target, "kind:");
-  if (byKind && !cpKindFromName(std::string_view(w.target).substr(5), kind))
-    throw std::invalid_argument("what-if: unknown kind \"" + w.target.substr(5) +
-                                "\" (host_op, launch_overhead, kernel, copy, communication)");
+  if (byKind &&
+      (!cpKindFromName(std::string_view(w.target).substr(5), kind) || kind == CpKind::SyncWait || kind == CpKind::Idle))
+    throw std::invalid_argument("what-if: no kind \"" + w.target.substr(5) +
+                                "\" that can run faster (host_op, launch_overhead, kernel, copy, communication; "
+                                "sync_wait and idle are waits, shortened by what they wait for)");
+  if (!byKind && !hasEventNamed(g, w.target))
+    throw std::invalid_argument("what-if: no op or kernel named \"" + w.target + "\" in " + g.stepName +
+                                " (names are exact, as the tables of ops and kernels print them)");
   for (size_t i = 0; i < g.edges.size(); ++i) {
     const CpEdge& e = g.edges[i];
     bool match = false;
@@ -306,6 +323,7 @@ CpOptions parseCpOptions(std::string_view json) {
   } catch (const JsonError& e) {
     throw std::invalid_argument(std::string("options: ") + e.what());
   }
+  if (o.instance != 0 && o.range.empty()) throw bad("\"instance\" counts the instances of a \"range\": name one");
   if ((!o.range.empty()) + (o.step >= 0) + o.wholeTrace + o.eachStep > 1)
     throw bad("\"step\", \"range\", \"whole_trace\" and \"each_step\" exclude each other");
   return o;

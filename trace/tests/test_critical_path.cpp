@@ -196,10 +196,10 @@ TEST(CriticalPath, WhatIfOffThePathChangesNothingOnItSavesAtMostItsTime) {
 // Rank 1 computes 80 us before its all_reduce, so rank 0 (which arrived at
 // 15 us) waits until 90 us; the path runs on rank 1 to the collective, then on
 // rank 0 (whose sync and op end last).
-std::string rankTrace(int rank, int64_t o = 0) {
+std::string rankTrace(int rank, int64_t o = 0, int step = 1) {
   TraceBuilder b;
   b.lanes(0, {7, 9}).span(o, 200 * kUs);
-  b.op("ProfilerStep#1", o, 200 * kUs, 1, "user_annotation");
+  b.op("ProfilerStep#" + std::to_string(step), o, 200 * kUs, 1, "user_annotation");
   const std::string comm = R"("Collective name":"allreduce","Process Group Name":"0","Seq":3,"dtype":"Float",)"
                            R"("In msg nelems":1024,"Out msg nelems":1024,"Group size":2,"device":0,"stream":9,)"
                            R"("correlation":1,"External id":3)";
@@ -248,7 +248,7 @@ TEST(CriticalPath, ReportJsonNamesTheBoundingRankAndTheWaits) {
   EXPECT_NE(j.find(R"("step":"ProfilerStep#1","step_ns":200000,"path_ns":124000)"), std::string::npos) << j;
   EXPECT_NE(j.find(R"("bounding_rank":1,"start_rank":1,"end_rank":0)"), std::string::npos) << j;
   EXPECT_NE(j.find(R"("last_rank":1,"waits_ns":[{"rank":0,"wait_ns":75000},{"rank":1,"wait_ns":0}],)"
-                   R"("max_wait_ns":75000,"on_path":true)"),
+                   R"("max_wait_ns":75000,"on_path":true,"crosses_ranks":true)"),
             std::string::npos)
       << j;
   // compute 80 -> 40 us: rank 1 arrives 40 us sooner; rank 0's own path (1 + 4 + 25 + 11 us) is shorter still.
@@ -307,11 +307,9 @@ TEST(CriticalPath, ErrorsAreClearMessages) {
     buildCriticalPathGraph({r0.get(), r1.get()}, step1());
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("rank traces from different runs: ProfilerStep#1 of rank 0 and of rank 1 "
-                                          "do not overlap in time",
-                                          0),
-              0u)
-        << e.what();
+    EXPECT_STREQ(e.what(),
+                 "rank traces from different runs: rank 0 and rank 1 were not recorded at the same time (they start "
+                 "at 0.000 us and 1000000.000 us)");
   }
   auto again = load(rankTrace(0));
   EXPECT_THROW(buildCriticalPathGraph({r0.get(), again.get()}, step1()), std::invalid_argument);
@@ -341,7 +339,101 @@ TEST(CriticalPath, CorruptedTracesGiveAPathOrAnError) {
   }
 }
 
+// Ranks out of step run a range at different times: still one run, the path is computed and a note says why the
+// step spans both.
+TEST(CriticalPath, ARangeTheRanksRanAtDifferentTimesIsOneRun) {
+  auto r0 = load(rankTrace(0)), r1 = load(rankTrace(1));
+  CpOptions o;
+  o.range = "c10d::allreduce_";  // rank 0 at 10-14 us, rank 1 at 82-86 us
+  const std::string j = criticalPathJson({r0.get(), r1.get()}, o);
+  EXPECT_NE(j.find(R"("notes":["the ranks' c10d::allreduce_ ranges do not all overlap in time)"), std::string::npos)
+      << j;
+  EXPECT_NE(j.find(R"("step_ns":76000)"), std::string::npos) << j;  // 10 us to 86 us
+}
+
+// tensorboard_trace_handler writes a trace per rank and profiling cycle: the step is taken from the cycle that
+// holds it, on every rank.
+TEST(CriticalPath, ProfilingCyclesOfEachRankGiveTheStepsOwnTraces) {
+  constexpr int64_t kSecond = 1'000'000'000;
+  auto a0 = load(rankTrace(0, 0, 1)), b0 = load(rankTrace(0, kSecond, 2));
+  auto a1 = load(rankTrace(1, 0, 1)), b1 = load(rankTrace(1, kSecond, 2));
+  const std::vector<const Trace*> all{b0.get(), a1.get(), a0.get(), b1.get()};
+  CpOptions o;
+  o.step = 2;
+  std::string j = criticalPathJson(all, o);
+  EXPECT_NE(j.find(R"("step":"ProfilerStep#2","step_ns":200000,"path_ns":124000,"traces":[0,3],)"), std::string::npos)
+      << j;
+  j = criticalPathJson(all, CpOptions{});  // the first step of the first trace's rank, in time
+  EXPECT_NE(j.find(R"("step":"ProfilerStep#1","step_ns":200000,"path_ns":124000,"traces":[2,1],)"), std::string::npos)
+      << j;
+  o = CpOptions{};
+  o.range = "compute";  // once per cycle, on rank 1 only
+  o.instance = 1;
+  try {
+    criticalPathJson(all, o);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "\"compute\" (instance 1) is not in rank 0's 2 traces: no host range of that name");
+  }
+  o = CpOptions{};
+  o.eachStep = true;
+  j = criticalPathJson(all, o);
+  EXPECT_NE(j.find(R"({"steps":[{"step":"ProfilerStep#1",)"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"({"step":"ProfilerStep#2",)"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"("skipped":[]})"), std::string::npos) << j;
+  // Two runs' traces of rank 0 both hold ProfilerStep#1.
+  auto again = load(rankTrace(0, 5 * kSecond, 1));
+  try {
+    criticalPathJson({a0.get(), a1.get(), again.get()}, step1());
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "rank traces from different runs: 2 of rank 0's 2 traces hold ProfilerStep#1 (give the traces of one "
+                 "run)");
+  }
+  o = CpOptions{};
+  o.wholeTrace = true;
+  EXPECT_THROW(criticalPathJson(all, o), std::invalid_argument);
+}
+
+TEST(CriticalPath, NotesSayWhatTheNumbersCannotShow) {
+  auto r0 = load(rankTrace(0));
+  std::string j = criticalPathJson({r0.get()}, step1());
+  EXPECT_NE(j.find(R"("notes":["1 of 2 ranks given (rank 0): at a collective the missing ranks' arrival is unknown)"),
+            std::string::npos)
+      << j;
+  // A kernel launched in a 20 us step runs 80 us: the path follows it past the step's end.
+  TraceBuilder b;
+  b.lanes(0, {7}).span(0, 100 * kUs);
+  b.op("ProfilerStep#1", 0, 20 * kUs, 1, "user_annotation").op("aten::mm", 1 * kUs, 10 * kUs, 2);
+  runtimeCat(b, "privateuse1_runtime", "launch", 2 * kUs, 3 * kUs, 101, 2);
+  b.kernel("gemm", 6 * kUs, 80 * kUs, 0, 7, 101, 2);
+  auto t = b.load();
+  j = criticalPathJson({t.get()}, step1());
+  EXPECT_NE(j.find(R"("path_ns":85000,"traces":[0],"notes":["the path (0.085 ms) is longer than the step )"
+                   R"((0.020 ms))"),
+            std::string::npos)
+      << j;
+}
+
+TEST(CriticalPath, WhatIfNamesWhatTheStepHolds) {
+  auto d = deviceBound().load();
+  const CpGraph h = buildCriticalPathGraph({d.get()}, step1());
+  try {
+    whatIfWeights(h, {"gemm3", 2});
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "what-if: no op or kernel named \"gemm3\" in ProfilerStep#1 (names are exact, as the tables of ops "
+                 "and kernels print them)");
+  }
+  EXPECT_THROW(whatIfWeights(h, {"kind:idle", 2}), std::invalid_argument);
+  EXPECT_THROW(whatIfWeights(h, {"kind:sync_wait", 2}), std::invalid_argument);
+  EXPECT_NO_THROW(whatIfWeights(h, {"kind:copy", 2}));  // a kind the step lacks saves nothing
+}
+
 TEST(CriticalPath, OptionsAreChecked) {
+  EXPECT_THROW(parseCpOptions(R"({"instance":2})"), std::invalid_argument);
   EXPECT_EQ(parseCpOptions(R"({"range":"fwd","instance":2})").instance, 2);
   EXPECT_EQ(parseCpOptions(R"({"what_if":[{"target":"gemm","factor":2.5}]})").whatIf[0].factor, 2.5);
   EXPECT_THROW(parseCpOptions(R"({"step":1,"range":"x"})"), std::invalid_argument);

@@ -148,8 +148,11 @@ ORTRACE_API ortrace_status ortrace_timeline(const ortrace_trace* trace, const ch
  * rows of the op and kernel tables, default 10), "path_events" (bool, list
  * the path's edges, default true), "kernel_kernel_max_gap_ns" (int, default
  * 1500000), "what_if" ([{"target": name or "kind:<kind>", "factor": k}]).
- * A step missing from a trace, a trace without device rows, or traces of
- * different runs give ORTRACE_ERROR_INVALID_ARGUMENT with a message.
+ * Several traces of one rank (profiling cycles) are allowed: each rank's
+ * trace holding the step is used ("traces" in the result lists them).
+ * A step missing from a trace, a trace without device rows, traces of
+ * different runs, or a what-if target the step lacks give
+ * ORTRACE_ERROR_INVALID_ARGUMENT with a message.
  */
 ORTRACE_API ortrace_status ortrace_critical_path(const ortrace_trace* const* traces, size_t count,
                                                  const char* optionsJson, char** outJson);
