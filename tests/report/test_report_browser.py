@@ -298,3 +298,47 @@ def test_memory_snapshot(browser, artifacts, openreg_run, tmp_path):
     browser.frame()
     browser.screenshot(artifacts / "openreg-memory-snapshot.png")
     assert browser.console_errors() == [] and browser.requests() == []
+
+
+def test_what_a_reader_sees_without_reading_the_code(browser, openreg_run, tmp_path):
+    """Details a reader trips over: every stream's bar labelled (MTIA's 12), memory curves in a unit that fits
+    their size, how many live allocations the table leaves out, profiling cycles not called ranks, and the
+    browser's Back going back a view."""
+    mtia = SHARED / "mtia_inference.json.gz"
+    open_clean(browser, make_report(tmp_path, mtia, name="mtia.html"))
+    labels, ticks = browser.evaluate(
+        "(() => { const c = Chart.getChart('streams-chart'); return [c.data.labels.length, c.scales.y.ticks.length]; })()"
+    )
+    assert labels == ticks == 12
+
+    open_clean(browser, openreg_run / "report.html", "memory")
+    charts = browser.evaluate(
+        "[...document.querySelectorAll('[id^=memory-peak-]')].map(s => { const c = Chart.getChart('memory-chart-'"
+        " + s.id.split('-').pop()); return [Number(s.dataset.bytes), c.options.scales.y.title.text,"
+        " Math.max(...c.data.datasets.flatMap(d => d.data.map(p => p.y)))]; })"
+    )
+    assert charts and any(peak < 1024**2 for peak, _, _ in charts)  # the host's curve is small
+    for peak, unit, highest in charts:  # the curve's highest point reads between 1 and 1024 of its unit
+        assert 1 <= highest < 1024 and unit in ("B", "KiB", "MiB", "GiB"), (peak, unit, highest)
+    heading = browser.evaluate("document.querySelector('#memory-devices h3').textContent")
+    rows = browser.evaluate("document.querySelector('#memory-devices tbody').children.length")
+    live = int(heading.split(": ")[1].split(" ")[0])
+    assert heading == f"Live at the peak: {live} allocations" + (f", the largest {rows}:" if rows < live else ":")
+
+    # Two traces of one process (no distributedInfo): two cycles, not ranks 0 and 1.
+    cycles = tmp_path / "cycles"
+    cycles.mkdir()
+    for name in ("a.json.gz", "b.json.gz"):
+        (cycles / name).write_bytes((SHARED / "rocm_mi250_train.json.gz").read_bytes())
+    open_clean(browser, make_report(tmp_path, cycles, name="cycles.html"), "ranks")
+    assert browser.evaluate("Chart.getChart('ranks-chart').data.labels") == ["a.json.gz", "b.json.gz"]
+    assert browser.evaluate(
+        "[...document.querySelectorAll('#rank-table tbody tr')].map(tr => tr.children[0].textContent)"
+    ) == ["–", "–"]
+
+    show_view(browser, "overview")
+    show_view(browser, "tables")
+    browser.evaluate("history.back()")
+    browser.wait_for("window.__report.view === 'overview'")
+    assert browser.evaluate("location.hash") == "#overview"
+    assert browser.console_errors() == [] and browser.requests() == []

@@ -25,6 +25,10 @@ def _cases(tmp: Path) -> dict[str, tuple[Path, str]]:
     cut_gz.write_bytes((SHARED / "cuda_alexnet.json.gz").read_bytes()[:5000])
     no_events = tmp / "no_events.json"
     no_events.write_text(json.dumps({"schemaVersion": 1}))
+    numbers = tmp / "numbers.json"  # JSON, and an array as Chrome's array format is, but of no event
+    numbers.write_text("[1, 2, 3]")
+    empty_events = tmp / "empty_events.json"
+    empty_events.write_text(json.dumps({"traceEvents": []}))
     return {
         "not a trace": (text, "notes.json: not a valid trace: invalid trace at byte 0"),
         "empty folder": (empty, f"no *.json or *.json.gz trace in the folder {empty}"),
@@ -32,12 +36,24 @@ def _cases(tmp: Path) -> dict[str, tuple[Path, str]]:
         "truncated gzip": (cut_gz, "cut.json.gz:"),
         "no traceEvents": (no_events, 'no "traceEvents" array'),
         "missing": (tmp / "missing.json", "missing.json: no such file or folder"),
+        "no event in it": (numbers, "numbers.json: not a valid trace: none of its 3 events is a trace event"),
+        "empty traceEvents": (empty_events, "empty_events.json: not a valid trace: it holds no events"),
     }
 
 
-@pytest.mark.parametrize(
-    "case", ["not a trace", "empty folder", "truncated json", "truncated gzip", "no traceEvents", "missing"]
+CASES = (
+    "not a trace",
+    "empty folder",
+    "truncated json",
+    "truncated gzip",
+    "no traceEvents",
+    "missing",
+    "no event in it",
+    "empty traceEvents",
 )
+
+
+@pytest.mark.parametrize("case", CASES)
 def test_bad_input_writes_nothing(tmp_path, case):
     path, message = _cases(tmp_path)[case]
     out_dir = tmp_path / "out"
@@ -75,3 +91,18 @@ def test_a_bad_snapshot_writes_nothing(tmp_path):
     )
     assert done.returncode == 2 and "snap.pickle: not a memory snapshot" in done.stderr, done.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_an_output_that_is_a_folder_or_cannot_be_written(tmp_path):
+    trace = str(SHARED / "cuda_triton.json.gz")
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    done = run_cli("report", trace, "-o", str(folder))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"error: {folder} is a folder: name the page's file (e.g. {folder / 'report.html'})\n"
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    done = run_cli("report", trace, "-o", str(blocker / "report.html"))  # a parent that is a file
+    assert done.returncode == 2 and done.stderr.startswith(f"error: cannot write {blocker / 'report.html'}: ")
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "pages"] and not list(folder.iterdir())

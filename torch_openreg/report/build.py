@@ -165,10 +165,15 @@ def write_report(
     title: str | None = None,
 ) -> Path:
     """Writes the page atomically (a temporary file beside `output`, then a rename); returns its path."""
-    html = build_page(paths, memory=memory, classification=classification, title=title)
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + output.name + ".", suffix=".tmp", dir=output.parent)
+    if output.is_dir():
+        raise ReportError(f"{output} is a folder: name the page's file (e.g. {output / 'report.html'})")
+    html = build_page(paths, memory=memory, classification=classification, title=title)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="." + output.name + ".", suffix=".tmp", dir=output.parent)
+    except OSError as e:
+        raise ReportError(f"cannot write {output}: {e}") from e
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(html)
@@ -176,6 +181,9 @@ def write_report(
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, output)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise ReportError(f"cannot write {output}: {e}") from e
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -19,16 +19,24 @@
   function fmtNs(ns) {
     if (ns == null || isNaN(ns)) return '–';
     const a = Math.abs(ns);
-    if (a >= 1e9) return (ns / 1e9).toFixed(a >= 1e10 ? 1 : 2) + ' s';
-    if (a >= 1e6) return (ns / 1e6).toFixed(a >= 1e8 ? 0 : a >= 1e7 ? 1 : 2) + ' ms';
-    if (a >= 1e3) return (ns / 1e3).toFixed(a >= 1e5 ? 0 : a >= 1e4 ? 1 : 2) + ' µs';
-    return Math.round(ns) + ' ns';
+    // toFixed keeps the sign of a value that rounds to zero ("-0"): an axis near 0 would read "-0 ms".
+    const fixed = (v, d) => { const t = v.toFixed(d); return /^-0(\.0*)?$/.test(t) ? t.slice(1) : t; };
+    if (a >= 1e9) return fixed(ns / 1e9, a >= 1e10 ? 1 : 2) + ' s';
+    if (a >= 1e6) return fixed(ns / 1e6, a >= 1e8 ? 0 : a >= 1e7 ? 1 : 2) + ' ms';
+    if (a >= 1e3) return fixed(ns / 1e3, a >= 1e5 ? 0 : a >= 1e4 ? 1 : 2) + ' µs';
+    return fixed(ns, 0) + ' ns';
   }
   function fmtBytes(b) {
     if (b == null) return '–';
     const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB']; let i = 0, v = Math.abs(b);
     while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
     return (b < 0 ? '-' : '') + (i ? v.toFixed(v >= 100 ? 0 : 1) : v) + ' ' + u[i];
+  }
+  // The unit a curve reads best in: the largest power of 1024 at most its maximum.
+  function byteUnit(max) {
+    const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB']; let i = 0;
+    while (i < u.length - 1 && Math.abs(max) >= 1024 ** (i + 1)) i++;
+    return { name: u[i], bytes: 1024 ** i };
   }
   const pct = (x) => (x == null ? '–' : (100 * x).toFixed(1) + ' %');
   const fmtInt = (n) => (n == null ? '–' : Number(n).toLocaleString('en-US'));
@@ -81,7 +89,12 @@
         const row = el('tr');
         for (const c of columns) {
           const v = r[c.key];
-          const td = el('td', { class: (c.num ? 'num ' : '') + (c.cls || '') + (c.onclick ? ' jump' : ''), text: c.fmt ? c.fmt(v, r) : v == null ? '–' : String(v), title: c.num ? String(v) : c.onclick ? c.hint || '' : '' });
+          const text = c.fmt ? c.fmt(v, r) : v == null ? '–' : String(v);
+          const cls = (c.num ? 'num ' : '') + (c.cls || '') + (c.onclick ? ' jump' : '');
+          // Long names and shapes show two lines, the whole text on hover (the cell's text stays whole).
+          const clipped = /\b(name|clip)\b/.test(cls);
+          const hover = c.num ? String(v) : [clipped ? text : '', c.onclick ? c.hint || '' : ''].filter(Boolean).join('\n');
+          const td = clipped ? el('td', { class: cls, title: hover }, el('div', { class: 'clip', text })) : el('td', { class: cls, text, title: hover });
           if (c.onclick) td.addEventListener('click', () => c.onclick(r));
           row.append(td);
         }
@@ -97,7 +110,8 @@
 
   // ------------------------------------------------------------ views
   const built = {};
-  function show(view) {
+  // `push`: a step the browser's Back returns from (tab clicks); the address follows the view either way.
+  function show(view, push) {
     const btn = document.querySelector(`nav button[data-view="${view}"]`);
     if (!btn || btn.disabled) view = 'overview';
     document.querySelectorAll('nav button').forEach((b) => b.classList.toggle('active', b.dataset.view === view));
@@ -109,15 +123,21 @@
     state.view = view;
     if (view === 'timeline' && timeline) timeline.resize();
     const hash = '#' + view + (MAIN ? '&trace=' + MAIN : '');
-    if (location.hash !== hash) history.replaceState(null, '', hash);
+    if (location.hash !== hash) history[push ? 'pushState' : 'replaceState'](null, '', hash);
   }
+  // Back, Forward or an edited address: the view it names (another trace's views need the page anew).
+  window.addEventListener('popstate', () => {
+    const h = new URLSearchParams(location.hash.slice(1).replace(/^([a-z]+)(&|$)/, 'view=$1$2'));
+    if ((parseInt(h.get('trace') || '0', 10) || 0) !== MAIN) location.reload();
+    else show(h.get('view') || 'overview');
+  });
 
   function buildOverview() {
     const label = (i) => { const c = DATA.traces[i].summary.communication; return (c && c.rank != null ? `rank ${c.rank} · ` : '') + DATA.meta.traces[i].path.split('/').pop(); };
     if (DATA.traces.length > 1) {  // each trace's views: the page reopens on the one chosen
       const select = el('select', { id: 'trace-select', title: 'which trace the views show' }, ...DATA.traces.map((t, i) => el('option', { value: String(i), text: label(i) })));
       select.value = String(MAIN);
-      select.addEventListener('change', () => { location.hash = `${state.view}&trace=${select.value}`; location.reload(); });
+      select.addEventListener('change', () => { history.replaceState(null, '', `#${state.view}&trace=${select.value}`); location.reload(); });
       $('trace-name').replaceChildren(select);
     } else $('trace-name').textContent = label(0);
     const steps = R.steps || [];
@@ -172,10 +192,12 @@
     // Streams.
     const streams = S.streams || [];
     if (streams.length && window.Chart) {
+      // A labelled bar per stream: the chart grows with them (Chart.js would skip labels in a fixed height).
+      $('streams-chart').parentElement.style.height = Math.max(200, 40 + 22 * streams.length) + 'px';
       new Chart($('streams-chart'), {
         type: 'bar',
         data: { labels: streams.map((s) => `dev ${s.device} · ${s.name || 'stream ' + s.stream}`.trim()), datasets: [{ label: 'busy share of the device span', data: streams.map((s) => 100 * s.utilization), backgroundColor: COLORS.device }] },
-        options: { indexAxis: 'y', scales: { x: { min: 0, max: 100, title: { display: true, text: '%' } } }, plugins: { legend: { display: false } } },
+        options: { indexAxis: 'y', scales: { x: { min: 0, max: 100, title: { display: true, text: '%' } }, y: { ticks: { autoSkip: false } } }, plugins: { legend: { display: false } } },
       });
     } else $('streams-chart').parentElement.replaceWith(el('div', { class: 'note', text: 'No device work in this trace.' }));
 
@@ -227,7 +249,7 @@
     const bound = {};
     steps.forEach((s) => (bound[s.bound_by] = (bound[s.bound_by] || 0) + 1));
     const worst = Object.entries(bound).sort((a, b) => b[1] - a[1])[0];
-    if (worst && worst[0] !== 'device') items.push(el('li', {}, el('b', { text: `${worst[1]} of ${steps.length} steps bound by ${worst[0]}` }), worst[0] === 'host' ? ': the device waited for the host (launch overhead, data loading, synchronisation).' : worst[0] === 'communication' ? ': collectives not hidden behind compute.' : ': neither the device nor the host ops were busy.'));
+    if (worst && worst[0] !== 'device') items.push(el('li', {}, el('b', { text: `${worst[1]} of ${steps.length} steps bound by ${worst[0]}` }), worst[0] === 'host' ? (S.device_total_ns ? ': the device waited for the host (launch overhead, data loading, synchronisation).' : ': the trace has no device work, only host time.') : worst[0] === 'communication' ? ': collectives not hidden behind compute.' : ': neither the device nor the host ops were busy.'));
     const top = (S.top_kernels || [])[0];
     if (top) items.push(el('li', {}, el('b', { text: `Heaviest kernel: ${pct(top.share)} of device time` }), ' ', el('span', { class: 'mono', text: top.name })));
     if (!items.length) items.push(el('li', { text: 'Nothing stands out: no device idle gaps and no memory events.' }));
@@ -271,7 +293,7 @@
     const ops = R.op_table || [];
     $('op-count').textContent = `${fmtInt(ops.length)} (op, input shapes) rows`;
     table($('op-table'), [
-      { key: 'name', label: 'op', cls: 'name mono', onclick: (r) => findInTimeline(r.name), hint: 'click: find it in the timeline' }, { key: 'input_dims', label: 'input shapes', cls: 'mono' },
+      { key: 'name', label: 'op', cls: 'name mono', onclick: (r) => findInTimeline(r.name), hint: 'click: find it in the timeline' }, { key: 'input_dims', label: 'input shapes', cls: 'mono clip' },
       { key: 'calls', label: 'calls', num: true, fmt: fmtInt }, { key: 'host_ns', label: 'host time', num: true, fmt: fmtNs },
       { key: 'self_host_ns', label: 'self host', num: true, fmt: fmtNs }, { key: 'device_ns', label: 'device time', num: true, fmt: fmtNs },
       { key: 'kernels', label: 'kernels', num: true, fmt: fmtInt },
@@ -449,7 +471,7 @@
       for (let t = first; t <= view.t1; t += step) {
         const x = xOf(t);
         ctx.fillRect(x, AXIS_H - 6, 1, 6);
-        ctx.fillText(t === first ? (t / unit[0]).toLocaleString('en-US', { maximumFractionDigits: 3 }) + ' ' + unit[1] : '+' + fmtNs(t - first), x + 3, 13);
+        ctx.fillText(t === first ? (Math.abs(t / unit[0]) < 5e-4 ? 0 : t / unit[0]).toLocaleString('en-US', { maximumFractionDigits: 3 }) + ' ' + unit[1] : '+' + fmtNs(t - first), x + 3, 13);
       }
       ctx.fillText('span ' + fmtNs(span), 6, 13);
     }
@@ -616,13 +638,15 @@
         el('div', { class: 'note', text: `at ${fmtNs(m.peak_ns)}` + (m.peak_op ? `, in ${m.peak_op}` : '') + ` · ${fmtInt(m.events)} memory events` }),
         el('div', { class: 'chart' }, canvas));
       box.append(panel);
-      const toPts = (ys) => m.t_ns.map((t, j) => ({ x: t / 1e6, y: ys[j] / 1048576 }));
-      const ds = [{ label: 'allocated (MiB)', data: toPts(m.allocated), borderColor: COLORS.device, backgroundColor: 'rgba(59,130,246,.15)', fill: true, pointRadius: 0, stepped: true, borderWidth: 1.5 }];
-      if (m.reserved) ds.push({ label: 'reserved (MiB)', data: toPts(m.reserved), borderColor: '#64748b', pointRadius: 0, stepped: true, borderWidth: 1, borderDash: [4, 3] });
-      ds.push({ label: 'peak', data: [{ x: m.peak_ns / 1e6, y: m.peak_bytes / 1048576 }], borderColor: '#dc2626', backgroundColor: '#dc2626', pointRadius: 5, showLine: false });
-      if (window.Chart) new Chart(canvas, { type: 'line', data: { datasets: ds }, options: { parsing: false, normalized: true, scales: { x: { type: 'linear', title: { display: true, text: 'ms' } }, y: { title: { display: true, text: 'MiB' }, beginAtZero: true } } } });
-      const live = el('div');
-      panel.append(el('h3', { text: m.live_known ? `Live at the peak: ${fmtInt(m.live_allocations)} allocations, the largest:` : 'The trace\'s memory events carry no addresses: what was live at the peak is unknown.' }), live);
+      const unit = byteUnit(Math.max(m.peak_bytes, ...(m.reserved || [0])));
+      const toPts = (ys) => m.t_ns.map((t, j) => ({ x: t / 1e6, y: ys[j] / unit.bytes }));
+      const ds = [{ label: `allocated (${unit.name})`, data: toPts(m.allocated), borderColor: COLORS.device, backgroundColor: 'rgba(59,130,246,.15)', fill: true, pointRadius: 0, stepped: true, borderWidth: 1.5 }];
+      if (m.reserved) ds.push({ label: `reserved (${unit.name})`, data: toPts(m.reserved), borderColor: '#64748b', pointRadius: 0, stepped: true, borderWidth: 1, borderDash: [4, 3] });
+      ds.push({ label: 'peak', data: [{ x: m.peak_ns / 1e6, y: m.peak_bytes / unit.bytes }], borderColor: '#dc2626', backgroundColor: '#dc2626', pointRadius: 5, showLine: false });
+      if (window.Chart) new Chart(canvas, { type: 'line', data: { datasets: ds }, options: { parsing: false, normalized: true, scales: { x: { type: 'linear', title: { display: true, text: 'ms' } }, y: { title: { display: true, text: unit.name }, beginAtZero: true } } } });
+      const live = el('div'), shown = (m.live_at_peak || []).length, n = m.live_allocations;
+      const heading = `Live at the peak: ${fmtInt(n)} allocation${n === 1 ? '' : 's'}` + (shown < n ? `, the largest ${fmtInt(shown)}:` : ':');
+      panel.append(el('h3', { text: m.live_known ? heading : 'The trace\'s memory events carry no addresses: what was live at the peak is unknown.' }), live);
       if (m.live_known) table(live, [{ key: 'bytes', label: 'bytes', num: true, fmt: fmtBytes }, { key: 'op', label: 'allocated in op', cls: 'mono', fmt: (v) => v == null ? '(no op)' : v }, { key: 't_ns', label: 'at', num: true, fmt: fmtNs }], m.live_at_peak, { filter: false });
     });
     const snap = DATA.snapshot, sbox = $('snapshot');
@@ -641,7 +665,7 @@
     const rows = DATA.traces.map((t, i) => {
       const s = t.summary, c = s.communication || {}, st = t.report.steps || [];
       const info = rk && rk.ranks ? rk.ranks.find((r) => r.path.split(', ').includes(DATA.meta.traces[i].path)) : null;
-      return { file: DATA.meta.traces[i].path.split('/').pop(), rank: c.rank != null ? c.rank : i, steps: st.length,
+      return { file: DATA.meta.traces[i].path.split('/').pop(), rank: c.rank != null ? c.rank : null, steps: st.length,
         step_ns: st.length ? st.reduce((a, x) => a + x.duration_ns, 0) / st.length : null,
         device_ns: s.device_total_ns, comm_ns: c.comm_ns, overlap_share: c.overlap_share, exposed_ns: c.exposed_ns,
         waited_ns: info ? info.waited_ns : null, last_arrivals: info ? info.last_arrivals : null };
@@ -650,7 +674,8 @@
     box.append(p);
     const canvas = el('canvas', { id: 'ranks-chart' });
     p.append(el('div', { class: 'chart small' }, canvas));
-    if (window.Chart) new Chart(canvas, { type: 'bar', data: { labels: rows.map((r) => `rank ${r.rank} · ${r.file}`), datasets: [
+    // A trace without distributedInfo is no rank (one process's profiling cycles): named by its file only.
+    if (window.Chart) new Chart(canvas, { type: 'bar', data: { labels: rows.map((r) => (r.rank != null ? `rank ${r.rank} · ` : '') + r.file), datasets: [
       { label: 'mean step (ms)', data: rows.map((r) => (r.step_ns || 0) / 1e6), backgroundColor: '#94a3b8' },
       { label: 'communication (ms)', data: rows.map((r) => (r.comm_ns || 0) / 1e6), backgroundColor: COLORS.communication },
       { label: 'exposed communication (ms)', data: rows.map((r) => (r.exposed_ns || 0) / 1e6), backgroundColor: '#dc2626' },
@@ -674,7 +699,7 @@
   }
 
   const BUILD = { overview: buildOverview, tables: buildTables, timeline: buildTimeline, memory: buildMemory, ranks: buildRanks };
-  document.querySelectorAll('nav button').forEach((b) => b.addEventListener('click', () => show(b.dataset.view)));
+  document.querySelectorAll('nav button').forEach((b) => b.addEventListener('click', () => show(b.dataset.view, true)));
   // The overview is drawn at once; the timeline's events (the bulk of the file) come after this script, so
   // a view that needs them waits for the end of the document.
   const first = HASH.get('view') || 'overview';

@@ -25,7 +25,8 @@ extern "C" {
  * zlib-compress each packed array, default true).
  *
  * ORTRACE_ERROR_PARSE when the file is not a valid trace (not JSON, no
- * traceEvents, truncated); ORTRACE_ERROR_IO when it cannot be read.
+ * traceEvents, truncated, no event or only malformed ones); ORTRACE_ERROR_IO
+ * when it cannot be read.
  */
 ORTRACE_API ortrace_status ortrace_report_data(const char* path, const char* loadOptionsJson,
                                                const char* reportOptionsJson, char** outJson);

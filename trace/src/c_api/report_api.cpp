@@ -37,6 +37,11 @@ extern "C" ortrace_status ortrace_report_data(const char* path, const char* load
       return reportFail(
           outJson, ORTRACE_ERROR_PARSE,
           "invalid trace at byte " + std::to_string(trace->parseError->offset) + ": " + trace->parseError->message);
+    if (trace->eventCount == trace->malformedCount)  // nothing to show: a page would only say "0 events"
+      return reportFail(outJson, ORTRACE_ERROR_PARSE,
+                        trace->eventCount == 0 ? std::string("it holds no events")
+                                               : "none of its " + std::to_string(trace->eventCount) +
+                                                     " events is a trace event (all malformed)");
     const std::string json = openreg::trace::reportJson(*trace, path, options);
     *outJson = static_cast<char*>(std::malloc(json.size() + 1));
     if (!*outJson) return ORTRACE_ERROR_OUT_OF_MEMORY;
