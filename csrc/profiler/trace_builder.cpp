@@ -850,9 +850,9 @@ TraceEvent deviceEvent(const PreparedTrace& prepared, const RowWork& work, bool 
     e.launchShape = prepared.records->launchShapeOf(*p.op);
     e.eventWait = prepared.records->eventWaitOf(*p.op);
   }
-  // Stream waits are not device work of the op: linking them would credit
-  // waiting time to it in key_averages().
-  if (p.op->kind != DeviceOpKind::StreamWait) e.linkedOp = p.external.op;
+  // Linked as CUDA's are (a stream wait's External id is its op's); being
+  // hidden (activity_store.cpp), a wait is still no device time of the op.
+  e.linkedOp = p.external.op;
   if (flowEnd) e.flowId = static_cast<uint32_t>(p.traceId);
   return e;
 }
@@ -908,7 +908,11 @@ std::vector<TraceEvent> hostSyncEvents(const PreparedTrace& prepared, const Emit
     e.start = start;
     e.end = end;
     e.pid = sync.device;
-    e.id = p.runtimeIndex >= 0 ? prepared.runtime[static_cast<size_t>(p.runtimeIndex)].traceId : 0;
+    if (p.runtimeIndex >= 0) {
+      const PreparedRuntime& call = prepared.runtime[static_cast<size_t>(p.runtimeIndex)];
+      e.id = call.traceId;
+      e.linkedOp = call.externalOp;  // the op that waited, as CUDA's sync rows name it
+    }
     e.sync = &sync;
     e.waitRecord = emittedRowId(prepared, p.recordIndex, runtimeEmitted);
     events.push_back(e);

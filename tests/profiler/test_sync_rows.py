@@ -103,6 +103,12 @@ def test_sync_rows_kinds_args_and_order(run_backend, tmp_path):  # noqa: F811
             "cuda_sync_kind": "Context Sync",
         }
 
+    # No op made these calls (torch.openreg's Event and Stream methods are not aten ops): unlinked, a row's
+    # External id is its own correlation, as Kineto writes an unlinked activity's.
+    for e in syncs:
+        assert "External id" not in calls[e.args["correlation"]].args
+        assert e.args["External id"] == e.args["correlation"], e.name
+
     # Each host sync spans the wait inside its call.
     for e in (event_sync, stream_sync, *by_name["Context Sync"]):
         call = calls[e.args["correlation"]]
@@ -118,6 +124,31 @@ def test_sync_rows_kinds_args_and_order(run_backend, tmp_path):  # noqa: F811
     assert all(c.tid == event_sync.tid for c in by_name["Context Sync"])
     assert names[stream_sync.tid] == f"stream {side} (sync)"
     assert event_sync.tid not in (side, default) and stream_sync.tid not in (side, default)
+
+
+ITEM_PROGRAM = """
+from torch.profiler import profile, ProfilerActivity
+x = torch.randn(64, device="openreg")
+torch.openreg.synchronize()
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    v = x.sum().item()
+prof.export_chrome_trace("trace.json")
+write_result(dict(v=v))
+"""
+
+
+def test_sync_rows_name_the_op_that_waited(run_backend, tmp_path):  # noqa: F811
+    """As CUDA's sync rows do (../shared/traces/cuda_event_sync_multi_stream: an Event Sync with aten::mm's
+    External id), a sync row made inside an op carries the op's External id, the id its call carries."""
+    run_backend(ITEM_PROGRAM).check()
+    trace = Trace.load(tmp_path / "trace.json")
+    syncs, calls = _syncs_and_calls(trace)
+    ops = {e.args["External id"]: e.name for e in trace.complete(["cpu_op"])}
+    (stream_sync,) = [e for e in syncs if e.name == "Stream Sync"]
+    call = calls[stream_sync.args["correlation"]]
+    assert call.name == "orStreamSynchronize"
+    assert stream_sync.args["External id"] == call.args["External id"]
+    assert ops[call.args["External id"]] == "aten::_local_scalar_dense"
 
 
 # Waits are in the trace but are no device time: torch's events and key_averages() leave them out (the

@@ -304,14 +304,15 @@ TEST(TraceBuilder, DeviceWorkWithoutClockSamplesIsCounted) {
   EXPECT_TRUE(prepared.deviceOps.empty());
 }
 
-TEST(TraceBuilder, StreamWaitsAreNotCreditedToOps) {
+// Linked to the op that waited, as CUDA's sync rows are (hidden from torch's events, no device time of it).
+TEST(TraceBuilder, StreamWaitsNameTheOpThatWaited) {
   Builder b;
   b.launch(DeviceOpKind::StreamWait, 0, 2, 1, 10, 20, /*op=*/5);
   auto prepared = prepareTrace(b.records);
   auto r = emitTrace(prepared, window(0, 1000), rangeName);
   auto waits = ofType(r, TraceEventType::StreamWait);
   ASSERT_EQ(waits.size(), 1u);
-  EXPECT_EQ(waits[0]->linkedOp, 0u);
+  EXPECT_EQ(waits[0]->linkedOp, 5u);
   EXPECT_EQ(waits[0]->name, "Stream Wait Event");
   EXPECT_NE(waits[0]->flowId, 0u);
 }
@@ -375,6 +376,7 @@ TEST(TraceBuilder, HostSyncsGetSyncRowsInKinetosSchema) {
   b.records.hostSyncs.push_back(event);
   b.records.hostSyncs.push_back(stream);
   b.records.hostSyncs.push_back(sync(OR_ACTIVITY_SYNC_DEVICE, deviceSync, 71, 79, 202));
+  b.records.external.push_back({streamSync, 77, OR_EXTERNAL_CORRELATION_KIND_OPERATOR});  // made inside op 77
   const auto prepared = prepareTrace(b.records);
   const auto r = emitTrace(prepared, window(0, 1000), rangeName);
   const auto rows = ofType(r, TraceEventType::HostSync);
@@ -405,7 +407,11 @@ TEST(TraceBuilder, HostSyncsGetSyncRowsInKinetosSchema) {
   EXPECT_EQ(r.hostSyncRows.size(), 2u);
   EXPECT_EQ(r.hostSyncRows.at({1, kHostWaitRowBase}), 101u);
   EXPECT_EQ(r.hostSyncRows.at({1, kHostWaitRowBase + 1}), 202u);
-  for (const auto* row : rows) EXPECT_EQ(row->linkedOp, 0u) << "waiting is not an op's device time";
+  // Linked as their calls are: the stream sync to the op that made it, the others (no op) to none.
+  EXPECT_EQ(rows[0]->linkedOp, 0u);
+  EXPECT_EQ(rows[1]->linkedOp, 77u);
+  EXPECT_EQ(runtime[2]->linkedOp, 77u);
+  EXPECT_EQ(rows[2]->linkedOp, 0u);
 }
 
 TEST(TraceBuilder, HostSyncsHonourTheWindowAndTheRequest) {

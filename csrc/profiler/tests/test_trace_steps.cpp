@@ -462,7 +462,7 @@ TEST(TraceSteps, EventsCarryTheirJoins) {
   EXPECT_EQ(e.end, 140);
   EXPECT_EQ(e.pid, 2);
   EXPECT_EQ(e.tid, 5);
-  EXPECT_EQ(e.linkedOp, 0u) << "waiting is not the op's device time";
+  EXPECT_EQ(e.linkedOp, 42u) << "named by the op that waited, as CUDA's sync rows are";
   EXPECT_EQ(e.flowId, static_cast<uint32_t>(kFirstTraceId));
   EXPECT_FALSE(e.flowStart);
   EXPECT_EQ(e.device, &work.deviceOps[0]);
