@@ -139,7 +139,8 @@ with inductor_config.patch(force_disable_caches=True):
     for _ in range(2):  # compiles outside the window
         compiled(x).backward()
     torch.openreg.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+    # record_shapes, as the demo's --compile: Inductor's launch ops then carry their launch's stream.
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], record_shapes=True,
                  schedule=schedule(wait=0, warmup=1, active=3),
                  on_trace_ready=lambda p: p.export_chrome_trace(sys.argv[1])) as prof:
         for _ in range(4):
@@ -316,8 +317,9 @@ def stream_of(e: dict) -> int:
 
 
 def hta_device_rows(doc: dict) -> list[dict]:
-    """HTA's device rows: every event with a stream (its rule; the trace's cuda_sync rows on streams included)."""
-    return [e for e in complete(doc) if stream_of(e) != -1]
+    """HTA's device rows: every event with a stream (its rule; the trace's cuda_sync rows on streams included), but
+    host ops (teach(): Inductor's launch ops carry their launch's stream)."""
+    return [e for e in complete(doc) if stream_of(e) != -1 and e.get("cat") != "cpu_op"]
 
 
 def device_work(doc: dict) -> list[dict]:
@@ -408,6 +410,26 @@ def test_teach_is_idempotent_undoable_and_checks_the_version(monkeypatch):
     assert cpa.CPGraph.BLOCKING_SYNC_CALLS == blocking
 
 
+def test_teach_after_hta_parsed_a_trace_warns(one_rank):
+    """Parsing decides rounding and which rows are device rows: a trace parsed before teach() stays untaught."""
+    code = (
+        "import logging, warnings; logging.disable(logging.WARNING)\n"
+        "from hta.trace_analysis import TraceAnalysis\n"
+        "from torch_openreg.trace import hta\n"
+        f"analysis = TraceAnalysis(trace_dir={str(one_rank.folder)!r})  # alive: its trace stays parsed\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    hta.teach()\n"
+        "print([f'{w.category.__name__}: {w.message}' for w in caught if 'teach()' in str(w.message)])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == (
+        "['RuntimeWarning: torch_openreg.trace.hta.teach() ran after HTA parsed 1 trace(s): those keep microsecond "
+        "rounding and untaught rows, and give wrong results; create TraceAnalysis after teach()']"
+    )
+
+
 def test_the_module_imports_neither_torch_nor_hta():
     """Loaded on its own (the package's __init__ may load the device), it imports neither until teach()."""
     code = (
@@ -441,6 +463,8 @@ def test_temporal_breakdown(run):
         assert close(row["non_compute_time(us)"], busy - compute)
         # openreg's summary counts device work only; its compute time is HTA's.
         assert close(row["compute_time(us)"], summary["temporal"]["compute_ns"])
+    if run.kind == "compiled":  # the host ops HTA would take for kernels untaught are there
+        assert [e for d in run.docs.values() for e in complete(d) if e.get("cat") == "cpu_op" and stream_of(e) >= 0]
 
 
 def test_idle_time_breakdown(run):

@@ -4,7 +4,7 @@
     from hta.trace_analysis import TraceAnalysis
 
     openreg_hta.teach()  # once per process, before TraceAnalysis(...); calling it again does nothing
-    analysis = TraceAnalysis(trace_dir="traces")
+    analysis = TraceAnalysis(trace_dir="traces", include_last_profiler_step=True)  # every step, as summary
     analysis.get_comm_comp_overlap(visualize=False)
     # The step by name: HTA also counts the device rows' ProfilerStep annotations as instances.
     graph, ok = analysis.critical_path_analysis(rank=0, annotation="ProfilerStep#2", instance_id=0)
@@ -36,6 +36,9 @@ collectives ``openregComm_*``             ``CommunicateKernelGroupingPattern`` a
 ``orStreamSynchronize``,
 ``orEventSynchronize``, ``orMemcpy``,
 ``orMemcpyAsync``
+Inductor's launch op (``cpu_op`` with     after HTA parses a trace (``hta.common.trace.parse_trace_dataframe``),
+a ``stream`` arg, with record_shapes)     ``cpu_op`` rows get stream -1: HTA takes any row with a stream for a
+                                          kernel and would count the op's host time as compute (on CUDA too).
 sub-microsecond device rows               ``HTAEnvOptions.set_disable_ns_rounding(True)`` (the option of
 (ns timestamps)                           ``HTA_DISABLE_NS_ROUNDING=1``): HTA would ceil starts and floor ends,
                                           giving such rows negative durations.
@@ -52,8 +55,9 @@ missed one of them would give wrong numbers.
 
 Teaching is process-wide and also applies to CUDA, ROCm and MTIA traces read in the same process: their names are
 left as they were, but their timestamps keep nanoseconds (no rounding; under 0.5.0 through the environment
-variable, which child processes inherit). What cannot be taught without editing HTA's
-source is listed in README.md, section "HolisticTraceAnalysis".
+variable, which child processes inherit) and their Inductor launch ops stay host ops. Traces HTA parsed before
+``teach()`` keep what parsing decided: ``teach()`` warns (RuntimeWarning) when it finds such a trace. What cannot
+be taught without editing HTA's source is listed in README.md, section "HolisticTraceAnalysis".
 
 This module imports neither torch nor HTA until ``teach()`` runs.
 """
@@ -62,8 +66,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import os
 import re
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -249,6 +255,39 @@ def _teach_stragglers(straggler: Any) -> None:
     _wrap(straggler, "_compute_normalized_start_time_of_significant_comm_kernels", make)
 
 
+def _teach_host_ops(trace_module: Any) -> None:
+    """Host ops are never device work. Inductor's launch op (a ``cpu_op``) carries its launch's ``stream`` arg, on
+    CUDA as on openreg, when shapes are recorded; HTA takes every row whose stream is not -1 for a kernel and would
+    count that op's host time as compute. After HTA parses a trace, its ``cpu_op`` rows get stream -1."""
+
+    def make(original: Any) -> Any:
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            meta, df, table = original(*args, **kwargs)
+            cpu_op = table.sym_index.get("cpu_op")
+            if cpu_op is not None and "stream" in df.columns:
+                df.loc[df["cat"].eq(cpu_op) & df["stream"].ge(0), "stream"] = -1
+            return meta, df, table
+
+        return wrapper
+
+    _wrap(trace_module, "parse_trace_dataframe", make)
+
+
+def _warn_if_parsed_already(trace_module: Any) -> None:
+    """Traces HTA parsed before teach() keep what parsing decided (microsecond rounding, host ops read as kernels);
+    the patterns taught apply to them, so their results would be part taught, part not: say so."""
+    trace_type = trace_module.Trace  # issubclass on type(o): isinstance would read lazy __class__ attributes
+    parsed = sum(1 for o in gc.get_objects() if issubclass(type(o), trace_type) and getattr(o, "is_parsed", False))
+    if parsed:
+        warnings.warn(
+            f"torch_openreg.trace.hta.teach() ran after HTA parsed {parsed} trace(s): those keep microsecond "
+            "rounding and untaught rows, and give wrong results; create TraceAnalysis after teach()",
+            RuntimeWarning,
+            stacklevel=5,  # teach()'s caller (through _teach_<version> and _teach_lookups)
+        )
+
+
 def _launch_ids(table: Any) -> list[int]:
     return [table.sym_index[n] for n in LAUNCH_CALLS if n in table.sym_index]
 
@@ -280,7 +319,12 @@ def _widen_patterns(types: Any) -> None:
 
 
 def _teach_lookups(cpa: Any, cka: Any, straggler: Any) -> None:
-    """Blocking calls, the sync-edge and launch-statistics name lookups, and stragglers (both versions)."""
+    """Blocking calls, the sync-edge and launch-statistics name lookups, stragglers, and host ops that carry a
+    stream (both versions)."""
+    import hta.common.trace as trace_module
+
+    _warn_if_parsed_already(trace_module)
+    _teach_host_ops(trace_module)
     graph = cpa.CPGraph
     _extend(graph.BLOCKING_SYNC_CALLS, BLOCKING_CALLS)
     for method in ("_get_cuda_event_record_df", "_get_cuda_stream_wait_event_df"):
