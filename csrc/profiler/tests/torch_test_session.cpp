@@ -210,7 +210,9 @@ TEST_F(SessionTest, LinksThroughTruncatedOpIdsAndFlows) {
   ASSERT_EQ(syncs.size(), 1u);
   EXPECT_EQ(syncs[0]->name(), "Context Sync");
   EXPECT_EQ(syncs[0]->resourceId(), kHostWaitRowBase);
-  EXPECT_EQ(syncs[0]->linkedActivity(), nullptr) << "waiting is not the op's device time";
+  // Linked to the op that waited, so the row's External id names it, as CUDA's sync rows do; hidden keeps the
+  // wait out of the op's device time.
+  EXPECT_EQ(syncs[0]->linkedActivity(), &op);
   EXPECT_EQ(syncs[0]->getMetadataValue("hidden"), "1") << "out of prof.events() and key_averages()";
   EXPECT_EQ(kernels[0]->getMetadataValue("hidden"), "");
   EXPECT_EQ(syncs[0]->metadataJson(),
