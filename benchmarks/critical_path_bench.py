@@ -3,13 +3,14 @@
 critical_path_analysis, side by side in one run, each in a fresh process.
 
     python benchmarks/critical_path_bench.py [--events 600000] [--ops-per-step 2000] [--step 3]
-        [--ranks 8] [--rank-events 330000] [--no-hta] [--repeat 1]
+        [--ranks 8] [--rank-events 330000] [--no-hta] [--repeat 1] [--trace PATH]
 
 1. One openreg trace (torch_openreg/trace/synthetic.py's training-like workload: --events events,
    about 120 MB of JSON by default, steps of --ops-per-step ops): the critical path of ProfilerStep#<step>
    by `critical-path --json` and by HTA (TraceAnalysis + critical_path_analysis(annotation="ProfilerStep",
    instance_id=step-1); HTA learns openreg's runtime rows from torch_openreg.trace.hta.teach()). Wall time,
-   CPU time and peak RSS of each process, and both path lengths.
+   CPU time and peak RSS of each process, and both path lengths. --trace PATH measures a trace you made
+   instead (a long `demo` run, for one), alone in a folder of its own as HTA wants.
 2. --ranks rank traces of --rank-events events each (about 50 MB each by default): each step an
    all_reduce matched across ranks by process group and Seq, rank r arriving r x 20 us late. The cross-rank
    path by `critical-path DIR` (HTA has no cross-rank critical path), then every step's by `--each-step`.
@@ -35,6 +36,12 @@ import sys
 sys.path.insert(0, sys.argv[1])
 from torch_openreg.trace.synthetic import write_workload
 print(write_workload(sys.argv[2], int(sys.argv[3]), ops_per_step=int(sys.argv[4])))
+"""
+
+COUNT_SCRIPT = """
+import json, sys
+with open(sys.argv[1]) as f:
+    print(len(json.load(f)["traceEvents"]))
 """
 
 HTA_SCRIPT = """
@@ -132,22 +139,36 @@ def row(label: str, m: tuple[float, float, float, str]) -> str:
     return f"  {label:<52}{m[0]:>9.2f}{m[1]:>9.2f}{m[2]:>9.0f}"
 
 
-def single(args: argparse.Namespace, tmp: Path) -> None:
-    path = tmp / "one" / "synthetic.json"
+def one_trace(args: argparse.Namespace, tmp: Path) -> tuple[Path, int]:
+    """The trace to measure, alone in its folder, and its number of events."""
+    path = tmp / "one" / (args.trace.name if args.trace else "synthetic.json")
     path.parent.mkdir()
+    if args.trace:
+        os.symlink(args.trace.resolve(), path)
+        # Counted in a child: loaded here, the trace would stay in this process's memory, which every child
+        # forked from it starts with (and counts in its peak RSS).
+        count = subprocess.run(
+            [sys.executable, "-c", COUNT_SCRIPT, str(path)], check=True, capture_output=True, text=True
+        ).stdout
+        return path, int(count)
     n = subprocess.run(
         [sys.executable, "-c", WORKLOAD_SCRIPT, str(REPO), str(path), str(args.events), str(args.ops_per_step)],
         check=True,
         capture_output=True,
         text=True,
     ).stdout.strip()
+    return path, int(n)
+
+
+def single(args: argparse.Namespace, tmp: Path) -> None:
+    path, n = one_trace(args, tmp)
     ours = best(
         args.repeat,
         [sys.executable, "-m", "torch_openreg", "critical-path", str(path), "--step", str(args.step), "--json"],
     )
     result = json.loads(ours[3])
     print(
-        f"\none trace: {int(n):,} events, {path.stat().st_size / 1e6:.1f} MB JSON; ProfilerStep#{args.step}: "
+        f"\none trace: {n:,} events, {path.stat().st_size / 1e6:.1f} MB JSON; ProfilerStep#{args.step}: "
         f"{result['graph']['events']:,} events in the graph"
     )
     print(f"  {'':<52}{'wall s':>9}{'CPU s':>9}{'peak MB':>9}")
@@ -201,10 +222,11 @@ def main() -> int:
     parser.add_argument("--rank-events", type=int, default=330_000)
     parser.add_argument("--no-hta", action="store_true")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--trace", type=Path, help="measure this trace instead of a synthetic one")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}; {os.cpu_count()} CPUs visible")
     with tempfile.TemporaryDirectory() as tmp:
-        if args.events:
+        if args.events or args.trace:
             single(args, Path(tmp))
         if args.ranks:
             ranks(args, Path(tmp))
