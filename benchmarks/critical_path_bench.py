@@ -38,12 +38,6 @@ from torch_openreg.trace.synthetic import write_workload
 print(write_workload(sys.argv[2], int(sys.argv[3]), ops_per_step=int(sys.argv[4])))
 """
 
-COUNT_SCRIPT = """
-import json, sys
-with open(sys.argv[1]) as f:
-    print(len(json.load(f)["traceEvents"]))
-"""
-
 HTA_SCRIPT = """
 import logging, sys, warnings
 warnings.filterwarnings("ignore")
@@ -145,12 +139,15 @@ def one_trace(args: argparse.Namespace, tmp: Path) -> tuple[Path, int]:
     path.parent.mkdir()
     if args.trace:
         os.symlink(args.trace.resolve(), path)
-        # Counted in a child: loaded here, the trace would stay in this process's memory, which every child
-        # forked from it starts with (and counts in its peak RSS).
-        count = subprocess.run(
-            [sys.executable, "-c", COUNT_SCRIPT, str(path)], check=True, capture_output=True, text=True
+        # Counted by the trace library's reader, in a child: a trace loaded here would stay in this process's
+        # memory, which every child forked from it starts with (and counts in its peak RSS).
+        summary = subprocess.run(
+            [sys.executable, "-m", "torch_openreg", "summary", str(path), "--json"],
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout
-        return path, int(count)
+        return path, json.loads(summary)["trace"]["events"]
     n = subprocess.run(
         [sys.executable, "-c", WORKLOAD_SCRIPT, str(REPO), str(path), str(args.events), str(args.ops_per_step)],
         check=True,
