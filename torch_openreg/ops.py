@@ -4,8 +4,6 @@
     python -m torch_openreg.ops --markdown   # the same as Markdown (the README section)
     python -m torch_openreg.ops --all        # also list every operator that falls back
     python -m torch_openreg.ops --update-readme  # rewrite the table in csrc/backend/README.md
-    python -m torch_openreg.ops --opdb       # also PyTorch's OpInfo database on openreg vs CPU, per dtype
-                                             # (correct, native, failing and why; see torch_openreg.opdb)
 
 Paths, in the order PyTorch's dispatcher resolves them for PrivateUse1:
 
@@ -129,12 +127,6 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"rewrite the generated table in {README.relative_to(README.parents[2])}",
     )
-    parser.add_argument(
-        "--opdb",
-        action="store_true",
-        help="also run PyTorch's operator database on openreg against CPU (minutes) and report it per dtype",
-    )
-    parser.add_argument("--opdb-samples", type=int, default=3, help="samples per operator and dtype for --opdb")
     args = parser.parse_args(argv)
     table = classify()
     if args.update_readme:
@@ -145,13 +137,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{README}: {'updated' if changed else 'already current'}")
         return 0
     sys.stdout.write(markdown(table, args.all) if args.markdown else text(table, args.all))
-    if args.opdb:
-        from torch_openreg import opdb
-
-        results = opdb.survey(samples=args.opdb_samples)
-        sys.stdout.write("\nPyTorch's operator database (op_db) on openreg against CPU, failures and why:\n")
-        sys.stdout.write(opdb.format_failures(results))
-        sys.stdout.write("\n" + opdb.format_summary(results))
     return 0
 
 

@@ -5,7 +5,7 @@ dtype) pairs to fail with the suite's samples (every sample unless
 OPENREG_MODULEDB_SAMPLES caps them). The table only shrinks: fix a module, then
 delete its line (the test says which). A crash or a hang is never listed: it
 is a defect to fix. Regenerate the survey's messages with
-`python -m torch_openreg.moduledb --failures`.
+`python tests/backend/moduledb_survey.py --failures`.
 """
 
 # Reductions summed in another order than CPU's: an element that cancels to

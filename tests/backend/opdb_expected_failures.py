@@ -4,7 +4,7 @@ tests/backend/test_opdb_conformance.py expects exactly these (operator, dtype)
 pairs to fail with one sample each. The table only shrinks: fix an operator,
 then delete its line (the test says which). A crash or a hang is never listed:
 it is a defect to fix. Regenerate the reasons with
-`python -m torch_openreg.opdb --samples 1 --failures`.
+`python tests/backend/opdb_survey.py --samples 1 --failures`.
 """
 
 EXPECTED_FAILURES: dict[tuple[str, str], str] = {

@@ -1,6 +1,6 @@
 """PyTorch's module database (ModuleInfo module_db) on openreg against CPU.
 
-Every ModuleInfo's samples run through `torch_openreg.moduledb` (opdb's worker
+Every ModuleInfo's samples run through `moduledb_survey.py` (opdb's worker
 processes, so that a crash is recorded, not fatal) in float32, float64 and,
 where module_db lists them for CPU, float16, bfloat16 and complex64: the module
 is built on CPU and copied to openreg, and outputs, gradients of inputs and
@@ -30,7 +30,7 @@ configuration per nn class in float32 (random modules in eval mode):
   where module_db gives one), where test_nn_coverage allows rtol 1e-4.
 
 The same survey, with each module's reason, is
-`python -m torch_openreg.moduledb --failures`.
+`python tests/backend/moduledb_survey.py --failures`.
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ from __future__ import annotations
 import os
 import re
 
+import moduledb_survey as moduledb
+import opdb_survey as opdb
 import pytest
 import torch
 import torch.nn as nn
 from moduledb_expected_failures import EXPECTED_FAILURES, ORDER_BOUND, ORDER_DEPENDENT
-
-from torch_openreg import moduledb, opdb
 
 # Every sample by default (about a minute and a half on two cores);
 # OPENREG_MODULEDB_SAMPLES=N takes N per module, dtype and mode instead.

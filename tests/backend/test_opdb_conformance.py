@@ -2,7 +2,7 @@
 
 Every OpInfo's first sample runs on CPU and on openreg in float32, float64,
 bfloat16, float16, complex64, int64 and bool (those CPU supports), through
-`torch_openreg.opdb` (worker processes, so that a crash is recorded, not
+`opdb_survey.py` (worker processes, so that a crash is recorded, not
 fatal): outputs, and the gradients where the operator supports autograd,
 compared with `torch.testing.assert_close`'s tolerances for the dtype; random
 operators by shape, dtype and distribution. Each OpInfo's error inputs
@@ -14,20 +14,19 @@ reason. The table only shrinks: an entry that passes fails the test until it
 is removed, and a crash or a hang is never expected.
 
 The whole survey (more samples, all the details) is
-`python -m torch_openreg.opdb --failures`.
+`python tests/backend/opdb_survey.py --failures`.
 """
 
 from __future__ import annotations
 
 import os
 
+import opdb_survey as opdb
 import pytest
 from opdb_expected_failures import EXPECTED_FAILURES
 
-from torch_openreg import opdb
-
 # One sample per operator and dtype keeps the suite within a few minutes on
-# two cores; `python -m torch_openreg.opdb` runs three by default.
+# two cores; `python tests/backend/opdb_survey.py` runs three by default.
 SAMPLES = int(os.environ.get("OPENREG_OPDB_SAMPLES", "1"))
 
 

@@ -1,8 +1,10 @@
 """PyTorch's operator database (OpInfo `op_db`) on openreg, compared with CPU.
 
-    python -m torch_openreg.opdb                       # all dtypes, summary per dtype
-    python -m torch_openreg.opdb --dtypes float32 --failures   # and every failing operator with its reason
-    python -m torch_openreg.opdb --json results.json   # every (operator, dtype) result
+    python tests/backend/opdb_survey.py                     # all dtypes, summary per dtype
+    python tests/backend/opdb_survey.py --dtypes float32 --failures  # and every failing operator with its reason
+    python tests/backend/opdb_survey.py --json results.json # every (operator, dtype) result
+
+A tool for developing the backend (tests/backend/test_opdb_conformance.py runs it), not part of the package.
 
 Each OpInfo's first samples (`--samples`, default 3) run on CPU and on openreg;
 outputs are compared with `torch.testing.assert_close` (its default
@@ -433,15 +435,15 @@ def serve(table: dict, check_one, samples: int) -> int:
 
 
 class _Worker:
-    def __init__(self, samples: int, module: str):
+    def __init__(self, samples: int, script: str):
         self.log = tempfile.TemporaryFile()
         env = dict(os.environ)
         env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
-        # The workers import this very package, wherever it was imported from.
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        # The workers import the torch_openreg of this checkout, whichever is installed.
+        checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (checkout, env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", module, "--worker", "--samples", str(samples)],
+            [sys.executable, script, "--worker", "--samples", str(samples)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
@@ -480,11 +482,11 @@ def survey(
     jobs: int = 2,
     timeout: float = 120.0,
     progress=None,
-    worker_module: str = "torch_openreg.opdb",
+    worker_script: str = __file__,
 ) -> list[Result]:
     """Every (operator, dtype) result; crashes and hangs included, CPU-unsupported dtypes left out.
 
-    `worker_module` is the module whose `--worker` mode checks one key (torch_openreg.moduledb: a ModuleInfo).
+    `worker_script` is the script whose `--worker` mode checks one key (moduledb_survey.py: a ModuleInfo).
     """
     if keys is None:
         keys = list(_load_op_db())
@@ -494,7 +496,7 @@ def survey(
     workers: list[_Worker] = []
 
     def start() -> None:
-        process = _Worker(samples, worker_module)
+        process = _Worker(samples, worker_script)
         workers.append(process)
         selector.register(process.proc.stdout, selectors.EVENT_READ, process)
 
@@ -593,7 +595,7 @@ def format_failures(results: list[Result], fallback: bool = False) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torch_openreg.opdb", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python tests/backend/opdb_survey.py", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--dtypes",
         default=",".join((*DTYPES, ERROR_INPUTS)),

@@ -1,9 +1,11 @@
 """PyTorch's module database (ModuleInfo `module_db`) on openreg, compared with CPU.
 
-    python -m torch_openreg.moduledb                      # every sample and dtype, summary per dtype
-    python -m torch_openreg.moduledb --failures           # and every failing module with its reason
-    python -m torch_openreg.moduledb --samples 1          # the first sample per module, dtype and mode
-    python -m torch_openreg.moduledb --json results.json  # every (module, dtype) result
+    python tests/backend/moduledb_survey.py                      # every sample and dtype, summary per dtype
+    python tests/backend/moduledb_survey.py --failures           # and every failing module with its reason
+    python tests/backend/moduledb_survey.py --samples 1          # the first sample per module, dtype and mode
+    python tests/backend/moduledb_survey.py --json results.json  # every (module, dtype) result
+
+A tool for developing the backend (tests/backend/test_moduledb_conformance.py runs it), not part of the package.
 
 Each ModuleInfo of `torch.testing._internal.common_modules.module_db` gives
 samples (constructor arguments and forward inputs) per dtype and training
@@ -27,7 +29,7 @@ so both copies take a first forward and openreg then takes CPU's values.
 
 The statuses (correct / wrong / error / crash / hang, *native* when no call
 reached the CPU fallback) and the worker processes that turn a crash into a
-result are those of `torch_openreg.opdb`; a Result's `op` is the ModuleInfo's
+result are those of `opdb_survey.py`; a Result's `op` is the ModuleInfo's
 name (`nn.Linear`).
 """
 
@@ -37,8 +39,8 @@ import argparse
 import copy
 import sys
 
-from torch_openreg import opdb
-from torch_openreg.opdb import Result
+import opdb_survey as opdb
+from opdb_survey import Result
 
 # ModuleInfo dtypes this survey knows (module_db also lists complex128 and
 # complex32 for the convolutions; the survey leaves them out).
@@ -294,11 +296,13 @@ def survey(
     """Every (ModuleInfo, dtype) result, in opdb's worker processes; CPU-unsupported dtypes left out."""
     if keys is None:
         keys = list(_load_module_db())
-    return opdb.survey(keys, dtypes, samples, jobs, timeout, progress, worker_module="torch_openreg.moduledb")
+    return opdb.survey(keys, dtypes, samples, jobs, timeout, progress, worker_script=__file__)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torch_openreg.moduledb", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python tests/backend/moduledb_survey.py", description=__doc__.splitlines()[0]
+    )
     parser.add_argument(
         "--dtypes",
         default=",".join((*DTYPES, opdb.ERROR_INPUTS)),
