@@ -5,10 +5,10 @@ critical_path_analysis, side by side in one run, each in a fresh process.
     python benchmarks/critical_path_bench.py [--events 600000] [--ops-per-step 2000] [--step 3]
         [--ranks 8] [--rank-events 330000] [--no-hta] [--repeat 1] [--trace PATH]
 
-1. One openreg trace (torch_openreg/trace/synthetic.py's training-like workload: --events events,
+1. One openreg trace (trace/python/openreg_trace/synthetic.py's training-like workload: --events events,
    about 120 MB of JSON by default, steps of --ops-per-step ops): the critical path of ProfilerStep#<step>
    by `critical-path --json` and by HTA (TraceAnalysis + critical_path_analysis(annotation="ProfilerStep",
-   instance_id=step-1); HTA learns openreg's runtime rows from torch_openreg.trace.hta.teach()). Wall time,
+   instance_id=step-1); HTA learns openreg's runtime rows from openreg_trace.hta.teach()). Wall time,
    CPU time and peak RSS of each process, and both path lengths. --trace PATH measures a trace you made
    instead (a long `demo` run, for one), alone in a folder of its own as HTA wants.
 2. --ranks rank traces of --rank-events events each (about 50 MB each by default): each step an
@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 WORKLOAD_SCRIPT = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from torch_openreg.trace.synthetic import write_workload
+from openreg_trace.synthetic import write_workload
 print(write_workload(sys.argv[2], int(sys.argv[3]), ops_per_step=int(sys.argv[4])))
 """
 
@@ -43,7 +43,7 @@ import logging, sys, warnings
 warnings.filterwarnings("ignore")
 logging.disable(logging.WARNING)
 sys.path.insert(0, sys.argv[1])
-from torch_openreg.trace import hta as openreg_hta
+from openreg_trace import hta as openreg_hta
 openreg_hta.teach()
 from hta.trace_analysis import TraceAnalysis
 t = TraceAnalysis(trace_dir=sys.argv[2])
@@ -56,7 +56,7 @@ RANKS_SCRIPT = """
 import sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from torch_openreg.trace.synthetic import KinetoTraceWriter
+from openreg_trace.synthetic import KinetoTraceWriter
 
 folder, ranks, events = Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 ops = 200  # per step: an op launching a kernel (4 events), then the step's all_reduce and a sync

@@ -112,7 +112,7 @@ def main() -> int:
             trace = tmp / "traces" / "synthetic.pt.trace.json"
             trace.parent.mkdir()
             # In a child: a child's peak RSS counts what it inherits at fork, so the parent imports nothing heavy.
-            gen = "import sys; from torch_openreg.trace.synthetic import write_workload as w; print(w(sys.argv[1], int(sys.argv[2])))"
+            gen = "import sys; from openreg_trace.synthetic import write_workload as w; print(w(sys.argv[1], int(sys.argv[2])))"
             events = int(subprocess.check_output([sys.executable, "-c", gen, str(trace), str(args.events)], cwd=REPO))
             print(f"synthetic trace: {events:,} events, {trace.stat().st_size / 1e6:.1f} MB")
         page = tmp / "report.html"

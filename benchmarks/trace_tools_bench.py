@@ -4,7 +4,7 @@
     python benchmarks/trace_tools_bench.py [--events 1000000] [--trace FILE ...] [--repeat 1]
 
 For each trace (by default the largest in ../shared/traces and a synthetic
-training-like trace of --events events, see torch_openreg/trace/synthetic.py)
+training-like trace of --events events, see trace/python/openreg_trace/synthetic.py)
 it runs, each in a fresh process, as a user would:
 
   ours: python -m torch_openreg summary --json TRACE   (kernel classes,
@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 LIBRARY_SCRIPT = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from torch_openreg.trace import library_path, open_trace
+from openreg_trace import library_path, open_trace
 best = float("inf")
 for _ in range(int(sys.argv[3])):
     start = time.perf_counter()
@@ -47,7 +47,7 @@ print(library_path(), best)
 WORKLOAD_SCRIPT = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from torch_openreg.trace.synthetic import write_workload
+from openreg_trace.synthetic import write_workload
 print(write_workload(sys.argv[2], int(sys.argv[3])))
 """
 

@@ -44,6 +44,11 @@ else
   "$PYTHON" -m pip install -q --no-deps traceinsight==0.6.1
 fi
 
+# The trace tools first (trace/: the package openreg_trace, the command openreg-trace): the backend
+# depends on them. Editable, so the checkout's Python is what runs; no torch, and no build isolation:
+# its pinned build backend came with requirements-test.txt.
+"$PYTHON" -m pip install -q --no-build-isolation --no-deps -e ./trace
+
 # Build the C++ layers and install the package against the installed torch.
 export TORCH_DEVICE_BACKEND_AUTOLOAD=0
 "$PYTHON" -m pip install -q --no-build-isolation --no-deps -e .

@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from torch_openreg.trace import TraceError  # noqa: E402
-from torch_openreg.trace.critical_path import RANK_PID_STRIDE, critical_path, write_overlay  # noqa: E402
+from openreg_trace import TraceError  # noqa: E402
+from openreg_trace.critical_path import RANK_PID_STRIDE, critical_path, write_overlay  # noqa: E402
 
 TRACES = Path(os.environ.get("OPENREG_SHARED_TRACES", REPO.parent / "shared" / "traces"))
 ALEXNET_FORWARD = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"

@@ -130,7 +130,7 @@ def test_demo_exits_zero(demo):
 
 
 def test_demo_writes_its_report(demo):
-    # The run's one-page HTML report (torch_openreg/report), beside the traces; tests/report opens it in a browser.
+    # The run's one-page HTML report (trace/python/openreg_trace/report), beside the traces; tests/report opens it in a browser.
     report = demo.output / "report.html"
     assert re.search(
         r"^Report \(one offline HTML page, open it in any browser\): \S*report\.html$", demo.stdout, re.M
@@ -174,7 +174,7 @@ def test_traces_carry_shapes_stacks_and_device_memory(demo):
 
 
 def test_every_trace_passes_check(demo):
-    from torch_openreg.trace import open_trace
+    from openreg_trace import open_trace
 
     traces = written_traces(demo)
     assert traces, demo.describe()
@@ -304,7 +304,7 @@ def test_a_failed_check_exits_one(tmp_path):
     assert "Traceback" not in run.stderr, run.stderr[-3000:]
     traces = written_traces(run)
     assert len(traces) == 1
-    from torch_openreg.trace import open_trace
+    from openreg_trace import open_trace
 
     with open_trace(traces[0]) as trace:
         result = trace.check(strict=True)  # as demo --check runs it: stream 0 only warns otherwise

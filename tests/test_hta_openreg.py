@@ -1,4 +1,4 @@
-"""HolisticTraceAnalysis (HTA) on openreg's own traces, taught by ``torch_openreg.trace.hta``.
+"""HolisticTraceAnalysis (HTA) on openreg's own traces, taught by ``openreg_trace.hta``.
 
 Three traces are made once per module: one rank (a small model, a side stream that waits on an event, each kind
 of synchronize, copies and a memset), two ranks (an all_reduce per step computed over, the last rank late to
@@ -32,9 +32,9 @@ import pandas
 import pytest
 from hta.trace_analysis import TraceAnalysis  # a test dependency: requirements-test.txt, scripts/bootstrap.sh
 
+from openreg_trace import hta as openreg_hta
+from openreg_trace import open_trace
 from torch_openreg._local_ranks import LocalRanks, free_port, rank_environment
-from torch_openreg.trace import hta as openreg_hta
-from torch_openreg.trace import open_trace
 
 REPO = Path(__file__).resolve().parents[1]
 UNTAUGHT = os.environ.get("OPENREG_HTA_UNTAUGHT") == "1"
@@ -415,7 +415,7 @@ def test_teach_after_hta_parsed_a_trace_warns(one_rank):
     code = (
         "import logging, warnings; logging.disable(logging.WARNING)\n"
         "from hta.trace_analysis import TraceAnalysis\n"
-        "from torch_openreg.trace import hta\n"
+        "from openreg_trace import hta\n"
         f"analysis = TraceAnalysis(trace_dir={str(one_rank.folder)!r})  # alive: its trace stays parsed\n"
         "with warnings.catch_warnings(record=True) as caught:\n"
         "    warnings.simplefilter('always')\n"
@@ -425,7 +425,7 @@ def test_teach_after_hta_parsed_a_trace_warns(one_rank):
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == (
-        "['RuntimeWarning: torch_openreg.trace.hta.teach() ran after HTA parsed 1 trace(s): those keep microsecond "
+        "['RuntimeWarning: openreg_trace.hta.teach() ran after HTA parsed 1 trace(s): those keep microsecond "
         "rounding and untaught rows, and give wrong results; create TraceAnalysis after teach()']"
     )
 

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from torch_openreg.trace.memory_report import allocation_site  # noqa: E402
+from openreg_trace.memory_report import allocation_site  # noqa: E402
 
 MiB = 1 << 20
 SEG = 0x7F00_0000_0000  # CUDA-like addresses, below 2**53
@@ -92,7 +92,7 @@ def test_cuda_snapshot_json(tmp_path):
     r = run_memory(path, "--json")
     assert r.returncode == 0, r.stderr[-2000:]
     imported = {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
-    assert "torch_openreg.trace.memory_report" in imported and "torch" not in imported  # needs no torch
+    assert "openreg_trace.memory_report" in imported and "torch" not in imported  # needs no torch
     (device,) = json.loads(r.stdout)
     assert device["device"] == 0 and device["reserved"] == 20 * MiB and device["allocated"] == 10 * MiB
     assert device["peak"] == {"bytes": 14 * MiB, "time_us": 1002, "reserved": 20 * MiB}

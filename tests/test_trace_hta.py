@@ -33,8 +33,8 @@ if str(REPO) not in sys.path:
 from hta.trace_analysis import TraceAnalysis  # noqa: E402  (a test dependency: requirements-test.txt)
 from test_trace_verdicts import shared_trace  # noqa: E402
 
-from torch_openreg.trace import open_trace  # noqa: E402
-from torch_openreg.trace.synthetic import write_rank_traces  # noqa: E402
+from openreg_trace import open_trace  # noqa: E402
+from openreg_trace.synthetic import write_rank_traces  # noqa: E402
 
 HTA_CLASSES = {"COMPUTATION": "compute", "COMMUNICATION": "communication", "MEMORY": "memory"}
 # HTA's launch statistics pair only these runtime calls with their kernels.
@@ -262,7 +262,7 @@ def test_overlapping_records_give_hta_negative_idle_but_not_us(tmp_path):
     """Records that overlap on one stream (as MTIA's do): HTA measures each gap
     from the previous record's end and reports negative kernel wait; we measure
     from the end of everything before, so idle time is never negative."""
-    from torch_openreg.trace.synthetic import KinetoTraceWriter
+    from openreg_trace.synthetic import KinetoTraceWriter
 
     w = KinetoTraceWriter(host_pid=10, host_tid=10)
     w.host_rows().device_rows(0, [7]).span(0, 300_000)

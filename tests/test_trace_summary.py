@@ -17,8 +17,8 @@ if str(REPO) not in sys.path:
 
 from test_trace_tools import HOST, device_trace, run_cli  # noqa: E402
 
-from torch_openreg.trace import open_trace  # noqa: E402
-from torch_openreg.trace.synthetic import KinetoTraceWriter, write_rank_traces  # noqa: E402
+from openreg_trace import open_trace  # noqa: E402
+from openreg_trace.synthetic import KinetoTraceWriter, write_rank_traces  # noqa: E402
 
 MIB4 = 4 << 20  # 1 Mi f32 elements
 
@@ -75,7 +75,7 @@ def test_openreg_collectives_are_communication(tmp_path):
 
 
 def test_a_collective_name_arg_makes_any_kernel_communication(tmp_path):
-    from torch_openreg.trace.synthetic import KinetoTraceWriter
+    from openreg_trace.synthetic import KinetoTraceWriter
 
     w = KinetoTraceWriter(host_pid=10, host_tid=10)
     w.host_rows().device_rows(0, [7]).span(0, 100_000)
@@ -343,7 +343,7 @@ def test_trace_commands_do_not_import_torch(tmp_path, command):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     imported = {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
-    assert "torch_openreg.trace" in imported  # the measurement works
+    assert "openreg_trace" in imported  # the measurement works
     assert "torch" not in imported and "numpy" not in imported
 
 

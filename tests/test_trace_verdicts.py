@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from torch_openreg.trace import list_checks, open_trace  # noqa: E402
+from openreg_trace import list_checks, open_trace  # noqa: E402
 
 # $OPENREG_SHARED_TRACES, else ../shared/traces beside the tree (/work/main) or
 # beside the worktrees' folder (/work/wt/<branch>).

@@ -15,7 +15,7 @@ When torch or the compiled backend cannot be loaded (not built, a broken or
 mismatched library), the import still succeeds, with a ``RuntimeWarning``
 naming the cause, and registers nothing: ``backend_error`` holds the cause
 (``None`` when the device is registered). The trace tools
-(``torch_openreg.trace``, ``python -m torch_openreg summary/check/timeline``)
+(``openreg_trace``, ``python -m torch_openreg summary/check/timeline``)
 need neither torch nor the backend; and through autoload, a broken install
 would otherwise make every ``import torch`` in the environment fail, as a
 missing GPU driver does not.
@@ -88,17 +88,20 @@ def _synchronize_at_exit() -> None:
             warnings.warn(f"openreg: device {index} at exit: {error}", RuntimeWarning, stacklevel=1)
 
 
-# `python -m torch_openreg summary|check|diff|timeline|memory|critical-path|report` (or the `openreg`
-# script) imports this package on its way to __main__; those commands read
-# trace or snapshot files only, so torch is not imported for them (it costs most of
-# their run time). While -m locates __main__, sys.argv[0] is "-m".
-_TRACE_COMMANDS = ("summary", "check", "diff", "timeline", "memory", "critical-path", "report")
-
-
+# `python -m torch_openreg summary|check|...` (or the `openreg` script) imports this
+# package on its way to __main__; the trace tools' commands read trace or snapshot
+# files only, so torch is not imported for them (it costs most of their run time).
+# While -m locates __main__, sys.argv[0] is "-m".
 def _trace_command_only() -> bool:
-    if "torch" in sys.modules or len(sys.argv) < 2 or sys.argv[1] not in _TRACE_COMMANDS:
+    if "torch" in sys.modules or len(sys.argv) < 2:
         return False
-    return sys.argv[0] == "-m" or os.path.basename(sys.argv[0]) == "openreg"
+    if sys.argv[0] != "-m" and os.path.basename(sys.argv[0]) != "openreg":
+        return False
+    try:
+        from openreg_trace.cli import COMMANDS
+    except ImportError:  # the tools package is missing: __main__ says so
+        return False
+    return sys.argv[1] in COMMANDS
 
 
 def _load_backend() -> None:

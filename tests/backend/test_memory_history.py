@@ -17,7 +17,7 @@ import torch.cuda._memory_viz as memory_viz
 from backend_support import new_gate
 
 import torch_openreg
-from torch_openreg.trace.memory_report import load_snapshot
+from openreg_trace.memory_report import load_snapshot
 
 MiB = 1 << 20
 ACTIONS = {"alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom", "snapshot"}

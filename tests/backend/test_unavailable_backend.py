@@ -60,7 +60,7 @@ def test_import_torch_still_works_through_autoload(broken_install):
 
 
 def test_trace_tools_work(broken_install, tmp_path):
-    from torch_openreg.trace.synthetic import write_workload
+    from openreg_trace.synthetic import write_workload
 
     trace = tmp_path / "trace.json"
     write_workload(trace, target_events=2_000)

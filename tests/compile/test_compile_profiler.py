@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from compile_support import DEVICE
 from torch.profiler import ProfilerActivity, profile
 
-from torch_openreg.trace import open_trace
+from openreg_trace import open_trace
 
 THIS_FILE = __file__
 

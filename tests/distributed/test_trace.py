@@ -198,12 +198,12 @@ def overlap_percent(trace) -> float:
 
 def test_hta_reads_the_ranks_once_taught(run, capsys):
     """HTA finds communication by name (^nccl); the README's block, run as written, teaches it ours
-    (torch_openreg.trace.hta), after which HTA's overlap is the one the trace says."""
+    (openreg_trace.hta), after which HTA's overlap is the one the trace says."""
     folder, traces, _ = run
     import pandas as pd
     from hta.trace_analysis import TraceAnalysis
 
-    from torch_openreg.trace import hta as openreg_hta
+    from openreg_trace import hta as openreg_hta
 
     assert not openreg_hta.is_taught()
     # Untaught: none of our kernels is communication, so there is nothing to overlap.

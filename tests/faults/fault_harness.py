@@ -101,7 +101,7 @@ def run_scenario(body: str, folder: Path, env: dict | None = None, timeout: floa
 def assert_trace_valid(path: Path) -> Trace:
     """The trace tools' checker (libopenreg_trace, every error-level check)
     and the profiler tests' own invariants both pass."""
-    from torch_openreg.trace import open_trace
+    from openreg_trace import open_trace
 
     with open_trace(path) as native:
         result = native.check()

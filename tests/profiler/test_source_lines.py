@@ -53,7 +53,7 @@ def profile_tiny_model(trace: str) -> None:
 
 
 def test_eager_with_stack_names_the_model_lines(tmp_path):
-    from torch_openreg.trace import open_trace
+    from openreg_trace import open_trace
 
     trace = tmp_path / "tiny.pt.trace.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}

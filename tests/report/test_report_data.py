@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from report_support import SHARED, Expected, ns, read_trace
 
-from torch_openreg.report._native import report_data
+from openreg_trace.report._native import report_data
 
 TRACES = ["cuda_alexnet", "cuda_sampled_rank0", "mtia_inference", "rocm_mi250_train", "cpu_only", "cuda_triton"]
 
@@ -99,7 +99,7 @@ def test_memory_peak_and_live_allocations_on_an_openreg_run(openreg_run):
 
 
 def test_bad_trace_is_a_parse_error(tmp_path):
-    from torch_openreg.trace import TraceError
+    from openreg_trace import TraceError
 
     bad = tmp_path / "bad.json"
     bad.write_text('{"traceEvents": [')

@@ -200,7 +200,7 @@ def _print_results(results: list[dict], out: TextIO) -> None:
 
 
 def _report(options: DemoOptions, traces: list[Path], out: TextIO) -> int:
-    from torch_openreg.trace import commands
+    from openreg_trace import commands
 
     if not traces:
         print(f"error: no trace was written to {options.output}/", file=out)
@@ -212,7 +212,7 @@ def _report(options: DemoOptions, traces: list[Path], out: TextIO) -> int:
             status = EXIT_CHECK_FAILED
     print(f"\nSummary of all ranks' traces (python -m torch_openreg summary {options.output}):\n", file=out)
     commands.summary(traces, top=options.top, gaps=options.gaps, out=out)
-    from torch_openreg.report.demo import write_demo_report
+    from torch_openreg.demo.report import write_demo_report
 
     write_demo_report(traces, options.output, out)
     return status

@@ -1,7 +1,7 @@
 """The demo's steps: load the backend, train under torch.profiler, then report.
 
 Reporting reads the traces that tensorboard_trace_handler wrote, through
-libopenreg_trace (torch_openreg.trace): the summary and the checks are the
+libopenreg_trace (openreg_trace): the summary and the checks are the
 same ones `python -m torch_openreg summary|check` prints.
 """
 
@@ -80,7 +80,7 @@ def load_backend() -> None:
         raise BackendUnavailable(f"{error}; {build_hint}") from error
     if torch.profiler.ProfilerActivity.PrivateUse1 not in torch.profiler.supported_activities():
         raise BackendUnavailable("torch.profiler does not offer ProfilerActivity.PrivateUse1 (is Kineto missing?)")
-    from torch_openreg.trace import LibraryNotFound, library_path
+    from openreg_trace import LibraryNotFound, library_path
 
     try:
         library_path()
@@ -273,8 +273,8 @@ def _print_key_averages(prof: Any, options: DemoOptions, out: TextIO) -> None:
 
 
 def _report_traces(traces: list[Path], options: DemoOptions, out: TextIO, err: TextIO) -> int:
-    from torch_openreg.trace import open_trace
-    from torch_openreg.trace.format import check_text, size, summary_text
+    from openreg_trace import open_trace
+    from openreg_trace.format import check_text, size, summary_text
 
     if not traces:
         print(f"error: no trace was written to {options.output}/ (did the steps reach an active cycle?)", file=err)
@@ -308,7 +308,7 @@ def _report_traces(traces: list[Path], options: DemoOptions, out: TextIO, err: T
         f"python -m torch_openreg timeline {last} -o timeline.png",
         file=out,
     )
-    from torch_openreg.report.demo import write_demo_report
+    from torch_openreg.demo.report import write_demo_report
 
     write_demo_report([last], options.output, out)
     return status

@@ -17,7 +17,10 @@ from typing import Any
 LIBRARY_NAME = "libopenreg_trace.so"
 ENV_LIBRARY = "OPENREG_TRACE_LIB"
 
-_PACKAGE_DIR = Path(__file__).resolve().parent.parent  # torch_openreg/
+_PACKAGE_DIR = Path(__file__).resolve().parent  # openreg_trace/
+# In a source checkout the package is trace/python/openreg_trace: the checkout's own builds count too.
+_TRACE_PROJECT = _PACKAGE_DIR.parent.parent
+_CHECKOUT = _TRACE_PROJECT.parent if (_TRACE_PROJECT / "CMakeLists.txt").is_file() else None
 _lib: ctypes.CDLL | None = None
 
 
@@ -38,11 +41,13 @@ def _candidates() -> list[Path]:
     env = os.environ.get(ENV_LIBRARY)
     if env:
         found.append(Path(env))
+    # An installed wheel's library, or a checkout's: the editable install and the
+    # backend's release build (build/py) both write it there.
     found.append(_PACKAGE_DIR / "lib" / LIBRARY_NAME)
-    # Developer builds of a source checkout (cmake -B build/<name>), newest first.
-    repo = _PACKAGE_DIR.parent
-    dev = [Path(p) for p in glob.glob(str(repo / "build" / "*" / "trace" / LIBRARY_NAME))]
-    found.extend(sorted(dev, key=lambda p: p.stat().st_mtime, reverse=True))
+    if _CHECKOUT is not None:
+        # Other builds of the checkout (cmake -B build/<name>), newest first.
+        dev = [Path(p) for p in glob.glob(str(_CHECKOUT / "build" / "*" / "trace" / LIBRARY_NAME))]
+        found.extend(sorted(dev, key=lambda p: p.stat().st_mtime, reverse=True))
     return found
 
 
@@ -56,10 +61,10 @@ def library_path() -> Path:
             return path
     raise LibraryNotFound(
         "missing",
-        f"{LIBRARY_NAME} was not found (looked in ${ENV_LIBRARY}, {_PACKAGE_DIR / 'lib'}, "
-        f"and build/*/trace/). Build it with `pip install --no-build-isolation -e .`, or "
-        f"`cmake -S . -B build/dev -G Ninja && ninja -C build/dev openreg_trace`, "
-        f"or point ${ENV_LIBRARY} at it.",
+        f"{LIBRARY_NAME} was not found (looked in ${ENV_LIBRARY}, {_PACKAGE_DIR / 'lib'}"
+        + (f" and {_CHECKOUT / 'build'}/*/trace/" if _CHECKOUT is not None else "")
+        + "). Install the package with `pip install ./trace` from a source checkout "
+        "(`pip install -e ./trace` to work on it), or point $" + ENV_LIBRARY + " at the library.",
     )
 
 

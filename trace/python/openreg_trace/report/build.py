@@ -23,8 +23,10 @@ from ._native import report_data_text
 
 HERE = Path(__file__).resolve().parent
 TRACE_SUFFIXES = (".json", ".json.gz")
-# Chart.js from Debian's libjs-chart.js (scripts/bootstrap.sh installs it); $OPENREG_CHARTJS overrides.
+# Chart.js: $OPENREG_CHARTJS, else the wheel's own copy (trace/cmake/BundleChartJs.cmake), else Debian's
+# libjs-chart.js (scripts/bootstrap.sh installs it; a checkout's package has no copy of its own).
 CHARTJS_CANDIDATES = (
+    str(HERE / "vendor" / "chart.min.js"),
     "/usr/share/javascript/chart.js/chart.umd.min.js",
     "/usr/share/javascript/chart.js/chart.min.js",
     "/usr/share/nodejs/chart.js/dist/chart.min.js",
@@ -43,7 +45,7 @@ def chartjs_path() -> Path:
     raise ReportError(
         "Chart.js was not found (looked in $OPENREG_CHARTJS and "
         + ", ".join(CHARTJS_CANDIDATES)
-        + "): install Debian's libjs-chart.js (scripts/bootstrap.sh does)"
+        + "): install Debian's libjs-chart.js, or point $OPENREG_CHARTJS at chart.umd.min.js"
     )
 
 
@@ -66,7 +68,7 @@ def report_traces(paths: Sequence[str | os.PathLike]) -> list[Path]:
 
 
 def _trace_text(path: Path, classification: dict[str, Any] | None, events: bool) -> str:
-    from torch_openreg.trace import TraceError
+    from openreg_trace import TraceError
 
     try:
         return report_data_text(path, classification, events=events)
@@ -76,7 +78,7 @@ def _trace_text(path: Path, classification: dict[str, Any] | None, events: bool)
 
 
 def _snapshot(path: str | os.PathLike) -> Any:
-    from torch_openreg.trace import memory_report
+    from openreg_trace import memory_report
 
     try:
         reports = memory_report.analyse(memory_report.load_snapshot(str(path)))
@@ -117,7 +119,7 @@ def build_page(
         timelines.append(timeline)
     ranks = None
     if len(files) > 1:
-        from torch_openreg.trace.ranks import compare_ranks
+        from openreg_trace.ranks import compare_ranks
 
         summaries = [(str(f), json.loads(t)["summary"]) for f, t in zip(files, texts)]
         ranks = compare_ranks(summaries, top=20)

@@ -9,7 +9,7 @@ from typing import TextIO
 def write_demo_report(traces: list[Path], output_folder: Path, out: TextIO) -> Path | None:
     """Writes <output_folder>/report.html from the run's traces (several: one per rank, compared);
     a failure is printed, not raised: the run itself succeeded."""
-    from .build import ReportError, write_report
+    from openreg_trace.report.build import ReportError, write_report
 
     target = Path(output_folder) / "report.html"
     try:

@@ -1,6 +1,6 @@
 """Teaches the installed HolisticTraceAnalysis (HTA) openreg's traces, without renaming anything in them.
 
-    from torch_openreg.trace import hta as openreg_hta
+    from openreg_trace import hta as openreg_hta
     from hta.trace_analysis import TraceAnalysis
 
     openreg_hta.teach()  # once per process, before TraceAnalysis(...); calling it again does nothing
@@ -140,7 +140,7 @@ def teach() -> str:
         return version
     if version not in SUPPORTED:
         raise RuntimeError(
-            f"torch_openreg.trace.hta supports HolisticTraceAnalysis {' and '.join(SUPPORTED)}, "
+            f"openreg_trace.hta supports HolisticTraceAnalysis {' and '.join(SUPPORTED)}, "
             f"not the installed {version}: its tables and functions may differ; see README.md, "
             "section HolisticTraceAnalysis"
         )
@@ -281,7 +281,7 @@ def _warn_if_parsed_already(trace_module: Any) -> None:
     parsed = sum(1 for o in gc.get_objects() if issubclass(type(o), trace_type) and getattr(o, "is_parsed", False))
     if parsed:
         warnings.warn(
-            f"torch_openreg.trace.hta.teach() ran after HTA parsed {parsed} trace(s): those keep microsecond "
+            f"openreg_trace.hta.teach() ran after HTA parsed {parsed} trace(s): those keep microsecond "
             "rounding and untaught rows, and give wrong results; create TraceAnalysis after teach()",
             RuntimeWarning,
             stacklevel=5,  # teach()'s caller (through _teach_<version> and _teach_lookups)

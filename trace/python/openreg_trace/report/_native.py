@@ -1,5 +1,5 @@
 """ctypes binding of the report's entry point (trace/include/openreg/trace_report.h),
-on the same library handle as torch_openreg.trace._native."""
+on the same library handle as openreg_trace._native."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from torch_openreg.trace import _native
+from openreg_trace import _native
 
 
 def _function() -> Any:
