@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 
 #include "critical_path.h"
@@ -86,6 +87,10 @@ void joinCollectives(CpGraph& g) {
     }
     g.collectives.push_back(std::move(c));
   }
+  // In the order they ran (the last rank's arrival), not by name: the reader follows the step.
+  std::sort(g.collectives.begin(), g.collectives.end(), [](const CpCollective& a, const CpCollective& b) {
+    return std::tie(a.lastArrival, a.group, a.seq) < std::tie(b.lastArrival, b.group, b.seq);
+  });
 }
 
 }  // namespace

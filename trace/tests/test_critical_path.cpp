@@ -196,10 +196,17 @@ TEST(CriticalPath, WhatIfOffThePathChangesNothingOnItSavesAtMostItsTime) {
 // Rank 1 computes 80 us before its all_reduce, so rank 0 (which arrived at
 // 15 us) waits until 90 us; the path runs on rank 1 to the collective, then on
 // rank 0 (whose sync and op end last).
-std::string rankTrace(int rank, int64_t o = 0, int step = 1) {
+std::string rankTrace(int rank, int64_t o = 0, int step = 1, bool broadcastFirst = false) {
   TraceBuilder b;
   b.lanes(0, {7, 9}).span(o, 200 * kUs);
   b.op("ProfilerStep#" + std::to_string(step), o, 200 * kUs, 1, "user_annotation");
+  if (broadcastFirst) {  // 0.5 us of work, rank 1 arrives 1 us after rank 0
+    const std::string bcast = R"("Collective name":"broadcast","Process Group Name":"0","Seq":2,"dtype":"Float",)"
+                              R"("In msg nelems":16,"Out msg nelems":16,"Group size":2,"device":0,"stream":9,)"
+                              R"("correlation":9,"External id":8)";
+    b.op("c10d::broadcast_", o + 200, 500, 8).runtime("orLaunchCollective", o + 300, 200, 9, 8);
+    b.kernel("ncclDevKernel_Broadcast", o + (rank == 0 ? 600 : 1600), 500, 0, 9, 9, 8, "kernel", bcast);
+  }
   const std::string comm = R"("Collective name":"allreduce","Process Group Name":"0","Seq":3,"dtype":"Float",)"
                            R"("In msg nelems":1024,"Out msg nelems":1024,"Group size":2,"device":0,"stream":9,)"
                            R"("correlation":1,"External id":3)";
@@ -238,6 +245,19 @@ TEST(CriticalPath, LateRankAtAnAllReduceCarriesThePathAcrossRanks) {
   // One trace alone: rank 0's 100 us collective is its own path.
   const CpGraph one = buildCriticalPathGraph({r0.get()}, step1());
   EXPECT_EQ(longestPath(one).length, 1 * kUs + 4 * kUs + 100 * kUs + 11 * kUs);
+}
+
+// A broadcast (Seq 2) before the all_reduce (Seq 3), rank 1 last at both:
+// listed in the order they ran, though "AllReduce" sorts first by name.
+TEST(CriticalPath, CollectivesAreListedInTheOrderTheyRan) {
+  auto r0 = load(rankTrace(0, 0, 1, true)), r1 = load(rankTrace(1, 0, 1, true));
+  const CpGraph g = buildCriticalPathGraph({r0.get(), r1.get()}, step1());
+  ASSERT_EQ(g.collectives.size(), 2u);
+  EXPECT_EQ(g.collectives[0].seq, 2);
+  EXPECT_EQ(g.collectives[0].lastRank, 1u);
+  EXPECT_EQ(g.collectives[1].seq, 3);
+  const std::string j = criticalPathJson({r0.get(), r1.get()}, step1());
+  EXPECT_LT(j.find(R"("collective":"Broadcast")"), j.find(R"("collective":"AllReduce")")) << j;
 }
 
 TEST(CriticalPath, ReportJsonNamesTheBoundingRankAndTheWaits) {
