@@ -17,6 +17,7 @@ behind.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
 import subprocess
@@ -41,9 +42,11 @@ from .run import (
 BACKEND = "cpu:gloo,openreg:orccl"
 _OPTIONS_ENV = "OPENREG_DEMO_OPTIONS"
 _RESULT_ENV = "OPENREG_DEMO_RESULT"
-# "R:MS[:after],...": rank R spends MS ms in one host op (openreg_demo::host_delay, sleeping) before each
-# step, so that it arrives late at every collective, or with ":after" at the end of each step (work after the
-# last collective): the critical path across ranks then runs through the late rank into the other (its tests).
+# "R:MS[:after],...": rank R spends at least MS ms in one host op (openreg_demo::host_delay) before each step,
+# counted from when every other rank has begun that step (a key in the process group's store), so that it arrives
+# late at the step's first collective by MS whatever the load on the machine; with ":after", MS ms (sleeping) at
+# the end of each step (work after the last collective): the critical path across ranks then runs through the
+# late rank into the other (its tests).
 _DELAY_ENV = "OPENREG_DEMO_DELAY"
 # DDP's default buckets (25 MiB) hold the whole demo model: its one all_reduce
 # would start after the backward, with nothing left to hide behind. Buckets of
@@ -66,12 +69,15 @@ def _delay_s(rank: int) -> tuple[float, float]:
 
 
 _delay_op: Any = None
+_delay_wait: Any = None  # what the next host_delay runs before it sleeps
+_STEP_KEY = "openreg_demo/step{step}/rank{rank}"
 
 
-def _host_delay(seconds: float) -> None:
-    """One host op of about `seconds` ("openreg_demo::host_delay", a cpu_op in the trace) that sleeps: it holds
-    no core, so the other rank's simulated device is not slowed by it on a small machine."""
-    global _delay_op
+def _host_delay(seconds: float, wait_for: Any = None) -> None:
+    """One host op ("openreg_demo::host_delay", a cpu_op in the trace) that first calls `wait_for` (when given),
+    then sleeps `seconds`: it holds no core, so the other rank's simulated device is not slowed by it on a small
+    machine."""
+    global _delay_op, _delay_wait
     import torch
 
     if _delay_op is None:
@@ -80,11 +86,27 @@ def _host_delay(seconds: float) -> None:
             "openreg_demo::host_delay", mutates_args=(), schema="(Tensor x, float seconds) -> Tensor"
         )
         def host_delay(x, seconds):
+            if _delay_wait is not None:
+                _delay_wait()
             time.sleep(seconds)
             return x.clone()
 
         _delay_op = host_delay
-    _delay_op(torch.zeros(1), seconds)
+    _delay_wait = wait_for
+    try:
+        _delay_op(torch.zeros(1), seconds)
+    finally:
+        _delay_wait = None
+
+
+def _step_begins(store: Any, step: int, rank: int, world_size: int, late: bool) -> Any:
+    """Says in `store` that this rank has begun `step`; for a late rank, returns the wait for every other rank's
+    word (bounded), which its delay runs first."""
+    store.set(_STEP_KEY.format(step=step, rank=rank), "1")
+    if not late:
+        return None
+    others = [_STEP_KEY.format(step=step, rank=r) for r in range(world_size) if r != rank]
+    return lambda: store.wait(others, datetime.timedelta(seconds=_PER_STEP_S))
 
 
 def _encode(options: DemoOptions) -> str:
@@ -250,6 +272,7 @@ def rank_main() -> int:
         vocabulary.encode(TEXT), config.batch_size, config.context, device, options.seed + 1000 * rank
     )
     delay_s = _delay_s(rank)
+    store = dist.distributed_c10d._get_default_store() if any(delay_s) else None
     before = _trace_files(options.output)
     handler = tensorboard_trace_handler(str(options.output), worker_name=f"rank{rank}", use_gzip=options.gzip)
     losses = []
@@ -262,9 +285,10 @@ def rank_main() -> int:
         with_stack=True,
         acc_events=True,
     ) as prof:
-        for _ in range(options.total_steps):
+        for step in range(options.total_steps):
+            wait = _step_begins(store, step, rank, dist.get_world_size(), bool(delay_s[0])) if store else None
             if delay_s[0]:
-                _host_delay(delay_s[0])
+                _host_delay(delay_s[0], wait_for=wait)
             losses.append(train_step(model, optimizer, batches))
             if delay_s[1]:
                 _host_delay(delay_s[1])
