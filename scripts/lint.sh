@@ -38,8 +38,8 @@ fi
 # registration tables exempt) and no Python module importing one that imports it.
 echo "lint: function length (lizard) on ${#cxx_files[@]} files"
 "$PYTHON" scripts/long_functions.py --max-lines 120 "${cxx_files[@]}" || failed+=("long functions")
-echo "lint: import cycles in torch_openreg"
-"$PYTHON" scripts/import_cycles.py torch_openreg || failed+=("import cycles")
+echo "lint: import cycles in torch_openreg and openreg_trace"
+"$PYTHON" scripts/import_cycles.py torch_openreg trace/python/openreg_trace || failed+=("import cycles")
 
 # clang-tidy reads the compile commands of the torch build. Its PCH is gcc's,
 # which clang cannot read, so the commands are rewritten without it.

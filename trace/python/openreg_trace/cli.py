@@ -152,7 +152,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     _add_classification(diff)
     diff.set_defaults(func=_cmd_diff)
 
-    timeline = sub.add_parser("timeline", help="draw host ops, device streams and memory to an image")
+    timeline = sub.add_parser(
+        "timeline",
+        help="draw host ops, device streams and memory to an image (matplotlib: openreg-trace[plot])",
+    )
     timeline.add_argument("trace", help="trace file (.json or .json.gz)")
     timeline.add_argument("-o", "--output", required=True, help="image file (png, svg, pdf...)")
     timeline.add_argument("--width", type=int, default=2000, help="time buckets across the plot (default 2000)")

@@ -153,9 +153,10 @@ def timeline(
     classification: dict[str, Any] | None = None,
     out: TextIO | None = None,
 ) -> int:
-    """Draws the trace's host ops, device streams and memory to an image."""
-    from .timeline import draw
+    """Draws the trace's host ops, device streams and memory to an image (needs matplotlib: TraceError without)."""
+    from .timeline import draw, require_matplotlib
 
+    require_matplotlib()  # before reading the trace
     out = out or sys.stdout
     with open_trace(trace, **(classification or {})) as t:
         data = t.timeline(width=width)

@@ -1,11 +1,28 @@
 """Draws a trace's timeline to an image: host op ranges, device stream rows,
 and the device memory curve. The library has already reduced the data to
-the drawing resolution, so this only plots rectangles and points."""
+the drawing resolution, so this only plots rectangles and points.
+
+matplotlib is the package's one optional dependency (the extra ``openreg-trace[plot]``): without it every
+other command works, and this one says what to install."""
 
 from __future__ import annotations
 
+import importlib.util
 import zlib
 from typing import Any
+
+from ._native import TraceError
+
+INSTALL_HINT = "pip install 'openreg-trace[plot]'"
+
+
+def require_matplotlib() -> None:
+    """Raises TraceError (status "missing") naming what to install when matplotlib is not importable."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise TraceError(
+            "missing",
+            f"timeline draws with matplotlib, which is not installed: {INSTALL_HINT} (or pip install matplotlib)",
+        )
 
 
 def _color(name: str, cmap: Any) -> Any:
@@ -28,6 +45,7 @@ def _rows(ax: Any, rows: list[dict[str, Any]], names: list[str], cmap: Any, labe
 
 
 def draw(data: dict[str, Any], output: str, title: str = "", dpi: int = 120) -> None:
+    require_matplotlib()
     import matplotlib
 
     matplotlib.use("Agg")
