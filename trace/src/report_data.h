@@ -1,4 +1,4 @@
-// The data of the HTML report (torch_openreg/report): what the summary does
+// The data of the HTML report (openreg_trace.report, python/openreg_trace/report): what the summary does
 // not hold but the page shows. Per step, what bound it; the ops table (host
 // time per op and input shapes) and the kernels table (the op that launched
 // each kernel, its source line); the memory curve with what was live at the

@@ -1,5 +1,5 @@
 /*
- * libopenreg_trace: the data of the HTML report (torch_openreg/report).
+ * libopenreg_trace: the data of the HTML report (openreg_trace.report, python/openreg_trace/report).
  * Same contract as trace_analysis.h (ownership, errors, threading, options).
  */
 #ifndef OPENREG_TRACE_REPORT_H_
