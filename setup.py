@@ -1,7 +1,9 @@
 """Builds the C++ layers with CMake + Ninja against the installed torch.
 
 Install with:  pip install --no-build-isolation -e .
-The shared libraries land in torch_openreg/lib/ (see csrc/CMakeLists.txt).
+The shared libraries land in torch_openreg/lib/ (see csrc/CMakeLists.txt); the trace
+tools' libopenreg_trace lands in their own package (trace/python/openreg_trace/lib),
+which is installed first (pip install -e ./trace; scripts/bootstrap.sh does both).
 """
 
 import os
