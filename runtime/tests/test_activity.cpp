@@ -341,6 +341,35 @@ TEST(Activity, LateClockSamplesAreCounted) {
   EXPECT_GE(late, uint64_t(devices)) << "the stall made every device's next sample late";
 }
 
+namespace {
+// A client clock far coarser than ns: a 30 ms stall is 10 ticks in it.
+std::atomic<uint64_t> gCoarseTicks{1};
+uint64_t coarseClock() { return gCoarseTicks.fetch_add(1, std::memory_order_relaxed); }
+}  // namespace
+
+// Lateness is real time: a sample 30 ms late is late whatever units the
+// client's host clock counts in (torch's TSC ticks are not ns).
+TEST(Activity, LateClockSamplesAreCountedUnderTheClientsClock) {
+  const orActivityStats before = activityStats();
+  int devices = 0;
+  ASSERT_OR(orGetDeviceCount(&devices));
+  ASSERT_OR(orActivityRegisterTimestampCallback(coarseClock));
+  ActivityCollector collector(4096);
+  ASSERT_OR(orActivityEnable(OR_ACTIVITY_KIND_CLOCK_SYNC));
+  ASSERT_OR(orActivityEnable(OR_ACTIVITY_KIND_KERNEL));
+  collector.stallNextBackgroundDelivery(std::chrono::milliseconds(30));
+  ASSERT_OR(orActivityEnableTracing());
+  for (int i = 0; i < 200; ++i) ASSERT_OR(orLaunchKernel(nullptr, "fills_a_buffer", noop, nullptr));
+  ASSERT_OR(orDeviceSynchronize());
+  for (int i = 0; i < 1000 && !collector.stalled(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(collector.stalled()) << "no buffer was delivered by the runtime's thread within 5 s";
+  ASSERT_OR(orActivityDisableTracing());
+  ASSERT_OR(orActivityRegisterTimestampCallback(nullptr));
+  collector.flush();
+  EXPECT_GE(activityStats().lateClockSyncs - before.lateClockSyncs, uint64_t(devices))
+      << "the stall made every device's next sample late";
+}
+
 // Nobody but the runtime writes samples while the window stays open, and
 // they keep coming (the wait is bounded, not timed).
 TEST(Activity, ClockSamplesKeepComingWhileTheWindowIsOpen) {

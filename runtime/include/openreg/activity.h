@@ -383,7 +383,8 @@ OR_API orError_t orActivityGetNumDroppedRecords(int device, uint64_t* dropped);
  * change when kinds are added). */
 #define OR_ACTIVITY_STATS_KINDS 32
 /* The contract's longest gap between two CLOCK_SYNC records of a device while
- * the window is open (host clock); a longer one is counted in lateClockSyncs. */
+ * the window is open (real time, whatever clock the host records use); a
+ * longer one is counted in lateClockSyncs. */
 #define OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS 10000000ull
 
 typedef struct orActivityStats {
@@ -398,7 +399,8 @@ typedef struct orActivityStats {
   uint64_t bufferCompletedNs; /* time spent in the completed callback */
   uint64_t flushNs;           /* time spent in orActivityFlushAll */
   /* CLOCK_SYNC samples taken more than OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS
-   * (host clock) after the previous one of their device in the same window:
+   * (real time, also under a client's host clock) after the previous one of
+   * their device in the same window:
    * the runtime's sampling thread was not scheduled in time. */
   uint64_t lateClockSyncs;
   /* recordsDropped by the kind of the dropped record (index: orActivityKind;

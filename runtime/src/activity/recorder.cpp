@@ -178,11 +178,13 @@ bool write(const void* record, size_t size, int device) {
 
 namespace {
 
-// Each device's previous CLOCK_SYNC sample in this window (0: none yet). The
-// mutex also orders the samples, so the gaps counted are those the records show.
+// When each device's previous CLOCK_SYNC sample in this window was taken, on
+// the steady clock (0: none yet): the gaps are real time whatever clock the
+// client gave the host records (torch's TSC ticks are not ns). The mutex also
+// orders the samples, so the gaps counted are those between the records.
 struct ClockSyncGaps {
   std::mutex mutex;
-  uint64_t previousHostNs[kMaxDevices] = {};
+  uint64_t previousSteadyNs[kMaxDevices] = {};
   std::atomic<uint64_t> late{0};
 };
 
@@ -196,7 +198,7 @@ ClockSyncGaps& clockSyncGaps() {
 void restartClockSyncGaps() {
   ClockSyncGaps& gaps = clockSyncGaps();
   std::lock_guard lock(gaps.mutex);
-  std::fill(std::begin(gaps.previousHostNs), std::end(gaps.previousHostNs), 0);
+  std::fill(std::begin(gaps.previousSteadyNs), std::end(gaps.previousSteadyNs), 0);
 }
 
 uint64_t lateClockSyncs() { return clockSyncGaps().late.load(std::memory_order_relaxed); }
@@ -214,12 +216,11 @@ void writeClockSyncRecords() {
   BufferWriter writer(threadContext());
   for (auto& device : runtime->devices) {
     const ClockPair pair = sampleClocks();
-    uint64_t& previous = gaps.previousHostNs[device->index];
-    // A host clock that stepped back is not a late sample.
-    if (previous != 0 && pair.hostNs > previous && pair.hostNs - previous > OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS) {
+    uint64_t& previous = gaps.previousSteadyNs[device->index];
+    if (previous != 0 && pair.steadyNs > previous && pair.steadyNs - previous > OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS) {
       gaps.late.fetch_add(1, std::memory_order_relaxed);
     }
-    previous = pair.hostNs;
+    previous = pair.steadyNs;
     orActivityClockSync record{};
     record.header = {OR_ACTIVITY_KIND_CLOCK_SYNC, sizeof(record)};
     record.device = device->index;
