@@ -12,6 +12,7 @@ library, a single copy.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -233,6 +234,17 @@ def test_no_module_imports_torch_nor_torch_openreg(tools):
     }
     expected = {n.removesuffix(".__init__") for n in expected} - {"openreg_trace", "openreg_trace.__main__"}
     assert set(here["modules"]) == expected
+
+
+def test_the_command_names_torch_openreg_skips_torch_for_are_the_parser_s(tools):
+    """torch_openreg/__init__.py leaves torch unimported for the commands in cli.COMMANDS: exactly the parser's."""
+    from openreg_trace import cli
+
+    (sub,) = (a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert tuple(sub.choices) == cli.COMMANDS
+    done = installed(tools, ["--help"], tools.root / "help")
+    assert done.returncode == 0 and done.stdout.startswith("usage: openreg-trace [-h]")
+    assert "{" + ",".join(cli.COMMANDS) + "}" in done.stdout.split("\n\n")[0]
 
 
 # ------------------------------------------------------------------------------ every command, both ways
