@@ -340,6 +340,22 @@ def test_memory_reads_a_real_snapshot_the_same(tools, tmp_path):
     assert [(g["bytes"], g["blocks"]) for g in device["live_at_peak"]] == [(3 * (4 << 20), 3)]
 
 
+def test_the_front_page_python_example_runs_in_the_venv(tools, tmp_path):
+    """trace/README.md's first example under "From Python", as written, without torch: it prints what its
+    comments say and writes the report."""
+    section = (TRACE_PROJECT / "README.md").read_text().split("\n## From Python\n", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    expected = [line.split("  # ", 1)[1] for line in example.splitlines() if line.startswith("print(")]
+    assert len(expected) == 2
+    (tmp_path / "cuda_sampled_rank0.json.gz").write_bytes(Path(trace("cuda_sampled_rank0")).read_bytes())
+    done = subprocess.run(
+        [str(tools.python), "-c", example], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=clean_env()
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == expected
+    assert (tmp_path / "report.html").stat().st_size > 100_000
+
+
 # ----------------------------------------------------------------------------- timeline: an optional part
 
 
