@@ -4,6 +4,7 @@
 // for any functional or in-place op; calls are counted per operator so that
 // tests and `python -m torch_openreg.ops` can show what ran here.
 #include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/CPUFallback.h>
 #include <c10/util/env.h>
 #include <torch/library.h>
@@ -44,7 +45,9 @@ void runCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) { c
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>()); }
 
-// Autocast on openreg follows CUDA's policy lists.
+// Autocast on openreg follows CUDA's policy, entry for entry: the shared policy
+// lists, CUDA's own entries, and its one refused op
+// (tests/backend/test_autocast.py compares the tables and runs each op on both).
 #define OPENREG_AUTOCAST_LOWER_PRECISION(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
 #define OPENREG_AUTOCAST_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
 #define OPENREG_AUTOCAST_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
@@ -55,6 +58,22 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromB
                                                       REDISPATCH_SIGNATURE, POLICY)
 
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
+
+namespace {
+
+// CUDA refuses binary_cross_entropy under autocast rather than run it in
+// either precision. The refusal is CUDA's own kernel, reached directly, so
+// the error is the one CUDA users know, word for word.
+at::Tensor binaryCrossEntropyUnderAutocast(const at::Tensor& self, const at::Tensor& target,
+                                           const std::optional<at::Tensor>& weight, int64_t reduction) {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("aten::binary_cross_entropy", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, int64_t)>();
+  return op.redispatch(c10::DispatchKeySet(c10::DispatchKey::AutocastCUDA), self, target, weight, reduction);
+}
+
+}  // namespace
 
 // The policy lists spell ATen types unqualified.
 namespace autocast_lists {
@@ -69,6 +88,11 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   AT_FORALL_FP32_SET_OPT_DTYPE(OPENREG_AUTOCAST_FP32_SET_OPT_DTYPE)
   AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(OPENREG_AUTOCAST_DIFFERENT_SIGNATURE)
   AT_FORALL_PROMOTE(OPENREG_AUTOCAST_PROMOTE)
+  // CUDA's table adds its cuDNN convolutions; openreg has none (a call fails
+  // after the cast as before it), but the tables stay equal entry for entry.
+  KERNEL_PRIVATEUSEONE(cudnn_convolution, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(cudnn_convolution_transpose, lower_precision_fp)
+  m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN(binaryCrossEntropyUnderAutocast));
 }
 
 }  // namespace autocast_lists
