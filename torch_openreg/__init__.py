@@ -127,9 +127,11 @@ def _load_backend() -> None:
     else:
         __all__.append("openreg")
         _register()
+        # Before the profiler's exit hook (atexit runs the last registered
+        # first): an on-demand trace in progress ends before this last sync.
+        atexit.register(_synchronize_at_exit)
         _load_profiler()
         _register_distributed()
-        atexit.register(_synchronize_at_exit)
 
 
 if _trace_command_only():

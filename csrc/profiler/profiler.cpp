@@ -1,7 +1,8 @@
 // The Kineto plugin: registered with REGISTER_PRIVATEUSE1_PROFILER when
 // libopenreg_profiler.so is loaded, forwarded to Kineto by torch the first
-// time a trace runs in state KINETO_PRIVATEUSE1. Kineto then keeps this one
-// object for the life of the process and calls configure() for every trace.
+// time a trace runs in state KINETO_PRIVATEUSE1, or at once in daemon mode
+// (ondemand.h). Kineto then keeps this one object for the life of the process
+// and calls configure() for every trace.
 #include <c10/util/ApproximateClock.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
@@ -9,6 +10,7 @@
 #include <cstdlib>
 
 #include "activity_api.h"
+#include "ondemand.h"
 #include "session.h"
 
 namespace libkineto {
@@ -31,31 +33,49 @@ class TorchHostClock final : public HostClock {
     return [] { return static_cast<uint64_t>(c10::getApproximateTime()); };
   }
 
-  std::unique_ptr<Trace> begin() const override {
-    constexpr int64_t kToleranceNs = 1000000;
-    class Pairs final : public Trace {
-     public:
-      std::function<int64_t(uint64_t)> finish(std::string* source) override {
-        // torch's line for this trace, if it set one: it maps now to now.
-        // Else (a session Kineto drives without torch's profiler) a line of
-        // our own, through pairs taken around this window.
-        const auto& torchLine = libkineto::get_time_converter();
-        const int64_t mapped = torchLine ? torchLine(static_cast<uint64_t>(c10::getApproximateTime())) : 0;
-        const int64_t now = c10::getTimeSinceEpoch();
-        if (mapped > now - kToleranceNs && mapped < now + kToleranceNs) {
-          *source = "torch.profiler's TSC line";
-          return torchLine;
-        }
-        *source = "TSC, own line";
-        auto own = converter_.makeConverter();
-        return [own](uint64_t t) { return static_cast<int64_t>(own(static_cast<c10::approx_time_t>(t))); };
-      }
+  std::unique_ptr<Trace> begin() const override { return std::make_unique<Pairs>(); }
 
-     private:
-      c10::ApproximateClockToUnixTimeConverter converter_;  // measures the start pairs
-    };
-    return std::make_unique<Pairs>();
-  }
+ private:
+  class Pairs final : public Trace {
+   public:
+    std::function<int64_t(uint64_t)> finish(std::string* source) override {
+      auto ownLine = converter_.makeConverter();  // through the pairs taken at begin() and now
+      std::function<int64_t(uint64_t)> own = [ownLine](uint64_t t) {
+        return static_cast<int64_t>(ownLine(static_cast<c10::approx_time_t>(t)));
+      };
+      // torch's line for this trace, if it set one: it maps now to now.
+      std::function<int64_t(uint64_t)> torchLine = libkineto::get_time_converter();
+      if (!torchLine || !near(torchLine, own, static_cast<uint64_t>(c10::getApproximateTime()))) {
+        *source = "TSC, own line";  // a session Kineto drives without torch's profiler
+        return own;
+      }
+      if (near(torchLine, own, beginStamp_)) {
+        *source = "torch.profiler's TSC line";
+        return torchLine;
+      }
+      // torch drew its line from a later point than this window's start:
+      // Kineto starts an on-demand trace's sessions before torch's own
+      // collection, whose line starts there and maps earlier stamps to
+      // nonsense (it subtracts unsigned TSC values). No torch op lies before
+      // that point, so ours serves there.
+      *source = "torch.profiler's TSC line, own line before torch's collection began";
+      return [torchLine, own](uint64_t t) {
+        const int64_t theirs = torchLine(t);
+        return std::llabs(theirs - own(t)) < kToleranceNs ? theirs : own(t);
+      };
+    }
+
+   private:
+    static constexpr int64_t kToleranceNs = 1000000;
+
+    static bool near(const std::function<int64_t(uint64_t)>& line, const std::function<int64_t(uint64_t)>& own,
+                     uint64_t stamp) {
+      return std::llabs(line(stamp) - own(stamp)) < kToleranceNs;
+    }
+
+    c10::ApproximateClockToUnixTimeConverter converter_;  // measures the start pairs
+    uint64_t beginStamp_ = static_cast<uint64_t>(c10::getApproximateTime());
+  };
 };
 
 class OpenregActivityProfiler final : public libkineto::IActivityProfiler {
@@ -92,6 +112,7 @@ class OpenregActivityProfiler final : public libkineto::IActivityProfiler {
       request.requestedStartNs = tsMs > 0 ? tsMs * 1000000 : 0;
       request.durationNs = durationMs > 0 ? durationMs * 1000000 : 0;
       request.onDemand = !config.activitiesLogToMemory();
+      if (request.onDemand) describeOnDemandRequest(config, request);
       const ActivityApi& api = ActivityApi::instance();
       if (!api.available()) {
         TORCH_WARN("openreg profiler: ", api.error(), "; the openreg device lanes of this trace stay empty");
@@ -124,6 +145,13 @@ namespace openreg::profiler {
 const bool kHostClockSet = [] {
   static const TorchHostClock kClock;
   if (std::getenv("OPENREG_PROFILER_REALTIME_HOST_CLOCK") == nullptr) setHostClock(&kClock);
+  return true;
+}();
+
+// In daemon mode, the plugin goes to Kineto now (ondemand.h). After the
+// registrar and the host clock above: same file, so in that order.
+const bool kHandedToDaemonMode = [] {
+  handPluginToKinetoInDaemonMode();
   return true;
 }();
 

@@ -38,6 +38,10 @@ std::atomic<const HostClock*> gHostClock{nullptr};
 
 std::atomic<uint64_t> gNextGeneration{1};
 
+// The on-demand session Kineto holds now (see OpenregSession::onDemandStatus).
+std::mutex gOnDemandMutex;
+OpenregSession* gOnDemand = nullptr;
+
 RecordBufferPool& bufferPool() {
   // Leaked: the runtime may deliver a buffer while statics are destroyed.
   static auto* pool =
@@ -134,7 +138,11 @@ std::string SessionRequest::describe() const {
 }
 
 OpenregSession::OpenregSession(const ActivityApi& api, SessionRequest request)
-    : api_(api), request_(request), generation_(gNextGeneration.fetch_add(1)) {
+    : api_(api), request_(std::move(request)), generation_(gNextGeneration.fetch_add(1)) {
+  if (request_.onDemand) {
+    std::lock_guard<std::mutex> guard(gOnDemandMutex);
+    gOnDemand = this;
+  }
   if (!api_.available()) {
     state_ = State::Inert;
     addError(api_.error(), false);  // configure() already warned
@@ -160,10 +168,15 @@ OpenregSession::OpenregSession(const ActivityApi& api, SessionRequest request)
 }
 
 OpenregSession::~OpenregSession() {
+  if (request_.onDemand) {
+    std::lock_guard<std::mutex> guard(gOnDemandMutex);
+    if (gOnDemand == this) gOnDemand = nullptr;
+  }
   try {
     if (state_ == State::Running) {
       stop();
     }
+    warnIfCancelled();
   } catch (...) {
     // A destructor must not throw; stop() already recorded what went wrong.
   }
@@ -187,6 +200,52 @@ void OpenregSession::addError(const std::string& message, bool warn) {
 std::vector<std::string> OpenregSession::errors() {
   std::lock_guard<std::mutex> guard(errorsMutex_);
   return errors_;
+}
+
+std::optional<OnDemandStatus> OpenregSession::onDemandStatus() {
+  std::lock_guard<std::mutex> guard(gOnDemandMutex);
+  if (gOnDemand == nullptr) return std::nullopt;
+  const SessionRequest& request = gOnDemand->request_;
+  OnDemandStatus status;
+  status.phase = gOnDemand->onDemandPhase_.load();
+  status.iterations = request.iterations;
+  if (request.iterations == 0 && request.requestedStartNs > 0 && request.durationNs > 0) {
+    status.endNs = request.requestedStartNs + request.durationNs;
+  }
+  status.logFile = request.logFile;
+  status.traceId = request.traceId;
+  return status;
+}
+
+void OpenregSession::markOnDemandEndingAtExit(bool early) {
+  std::lock_guard<std::mutex> guard(gOnDemandMutex);
+  if (gOnDemand == nullptr) return;
+  gOnDemand->endingAtExit_ = true;
+  if (early) gOnDemand->endedEarly_ = true;
+}
+
+void OpenregSession::warnIfCancelled() const {
+  if (!request_.onDemand || processed_ || endingAtExit_) return;
+  TORCH_WARN("openreg profiler: the on-demand trace (REQUEST_TRACE_ID=", request_.traceId, ", log file ",
+             request_.logFile,
+             ") was cancelled before it was written: a torch.profiler.profile started in this process, and Kineto "
+             "stops an on-demand trace for it (its own message is hidden at daemon mode's log level); request the "
+             "trace again once that profile() has ended");
+}
+
+void OpenregSession::writeOnDemand(common::JsonWriter& out) const {
+  out.key("on_demand");
+  if (!request_.onDemand) {
+    out.null();
+    return;
+  }
+  out.beginObject()
+      .field("trace_id", request_.traceId)
+      .field("log_file", request_.logFile)
+      .field("iterations", request_.iterations)
+      .field("types_by_default", request_.typesByDefault)
+      .field("ended_early_at_exit", endedEarly_.load())
+      .endObject();
 }
 
 bool OpenregSession::toggleRunningCollection(bool on) {
@@ -271,6 +330,7 @@ void OpenregSession::convertHostTimes() {
 }
 
 void OpenregSession::start() {
+  if (state_ == State::Configured) onDemandPhase_ = OnDemandStatus::Phase::Collecting;
   if (state_ != State::Configured) {
     if (state_ != State::Inert) {
       addError("start() called on a session that already started", true);
@@ -324,6 +384,7 @@ void OpenregSession::start() {
 }
 
 void OpenregSession::stop() {
+  onDemandPhase_ = OnDemandStatus::Phase::Collected;
   if (state_ != State::Running) {
     if (state_ == State::Configured) {
       // Kineto stops sessions it never started when a trace is abandoned.
@@ -497,6 +558,7 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger) {
 void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
                                   libkineto::getLinkedActivityCallback getLinkedActivity, int64_t startTime,
                                   int64_t endTime) {
+  processed_ = true;  // Kineto writes the trace after this
   if (state_ == State::Inert || emitted_) {
     return;
   }
@@ -773,8 +835,9 @@ std::unordered_map<std::string, std::string> OpenregSession::getMetadata() {
       .field("host_clock", hostClockSource_)
       .field("requested_start_ms", request_.requestedStartNs / 1000000)
       .field("requested_duration_ms", request_.durationNs / 1000000)
-      .field("deferred_start", deferredStart())
-      .endObject();
+      .field("deferred_start", deferredStart());
+  writeOnDemand(w);
+  w.endObject();
   out["openreg_profiler"] = w.take();
   return out;
 }

@@ -6,6 +6,7 @@
 // push/pop of correlation ids arrive from any thread, unlocked.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,6 +43,11 @@ struct SessionRequest {
   // torch.profiler collects in memory: only there do ts_ms and duration_ms
   // bound the trace; torch's synchronous path passes placeholders.
   bool onDemand = false;
+  // An on-demand request's own words, for its messages and the metadata.
+  bool typesByDefault = false;  // it named no ACTIVITY_TYPES (Kineto's default set)
+  std::string logFile;          // ACTIVITIES_LOG_FILE as given (Kineto adds _<pid>)
+  std::string traceId;          // REQUEST_TRACE_ID
+  int iterations = 0;           // ACTIVITIES_ITERATIONS of an iteration-based request, else 0
 
   bool anyDeviceActivity() const { return kernels || memcpy || memset || userAnnotations; }
   static SessionRequest fromActivityTypes(const std::set<libkineto::ActivityType>& types);
@@ -116,6 +122,17 @@ class WindowLease {
   bool held_ = false;
 };
 
+// Where the on-demand trace Kineto drives now stands (at most one: Kineto
+// runs one on-demand request at a time).
+struct OnDemandStatus {
+  enum class Phase { Requested, Collecting, Collected };
+  Phase phase = Phase::Requested;  // configured; start()ed; stop()ped, not yet written
+  int iterations = 0;              // of an iteration-based request; 0: duration-based
+  int64_t endNs = 0;               // when a duration-based one ends (epoch ns), 0 if not known
+  std::string logFile;
+  std::string traceId;
+};
+
 class OpenregSession final : public libkineto::IActivityProfilerSession {
  public:
   OpenregSession(const ActivityApi& api, SessionRequest request);
@@ -130,6 +147,11 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   // launched while off is absent from the trace, work launched before stays.
   // Returns false when no session is running. Any thread.
   static bool toggleRunningCollection(bool on);
+  // The on-demand trace in progress, if any. Any thread.
+  static std::optional<OnDemandStatus> onDemandStatus();
+  // The process is exiting: the on-demand trace in progress (if any) ends
+  // now. `early`: before its requested iterations, which its metadata says.
+  static void markOnDemandEndingAtExit(bool early);
   std::vector<std::string> errors() override;
 
   void processTrace(libkineto::ActivityLogger& logger) override;
@@ -177,6 +199,10 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   std::string describeDropsByKind() const;
   // late_clock_syncs and dropped_by_kind of the metadata (null when not known).
   void writeRuntimeCounters(common::JsonWriter& out) const;
+  // The "on_demand" field of the metadata (null for other traces).
+  void writeOnDemand(common::JsonWriter& out) const;
+  // Says so when Kineto drops this on-demand trace unwritten.
+  void warnIfCancelled() const;
   // OPENREG_PROFILER_DEBUG's line on stderr.
   void writeDebugLine(int64_t windowStart, int64_t windowEnd, int64_t processNs) const;
 
@@ -187,7 +213,12 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
 
   enum class State { Configured, Running, Stopped, Inert };
   State state_ = State::Configured;
-  WindowLease window_;  // held from start() to stop()
+  // An on-demand trace's phase, read by onDemandStatus() from other threads.
+  std::atomic<OnDemandStatus::Phase> onDemandPhase_{OnDemandStatus::Phase::Requested};
+  std::atomic<bool> processed_{false};     // processTrace ran: Kineto is writing the trace
+  std::atomic<bool> endingAtExit_{false};  // markOnDemandEndingAtExit()
+  std::atomic<bool> endedEarly_{false};    // ... with early = true
+  WindowLease window_;                     // held from start() to stop()
   int64_t startedNs_ = 0;
   int64_t stoppedNs_ = 0;
 
