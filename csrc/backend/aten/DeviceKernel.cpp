@@ -389,6 +389,10 @@ at::Tensor emptyDevice(c10::IntArrayRef sizes, c10::ScalarType dtype) {
   return at::detail::empty_generic(sizes, deviceAllocator(), kOpenRegKeys, dtype, std::nullopt);
 }
 
+at::Tensor emptyDeviceStrided(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype) {
+  return at::detail::empty_strided_generic(sizes, strides, deviceAllocator(), kOpenRegKeys, dtype);
+}
+
 KernelArgs::KernelArgs(c10::ArrayRef<c10::IValue> values) : owned_(argRefs(values)), refs_(owned_) {}
 
 void launchCpuOp(const c10::OperatorHandle& op, const KernelArgs& args, c10::DeviceIndex device, KernelNameRef kernel,

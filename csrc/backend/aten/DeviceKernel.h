@@ -54,6 +54,8 @@ c10::OperatorHandle findOp(const char* name, const char* overload);
 at::Tensor emptyDeviceLike(const at::Tensor& like);
 // A new contiguous openreg tensor on the current device.
 at::Tensor emptyDevice(c10::IntArrayRef sizes, c10::ScalarType dtype);
+// A new openreg tensor on the current device with these sizes and strides.
+at::Tensor emptyDeviceStrided(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype);
 
 // How a kernel's name and launch shape derive from its arguments.
 enum class KernelStyle {

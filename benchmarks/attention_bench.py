@@ -1,0 +1,171 @@
+"""openreg's fused attention against the math path, side by side in one run.
+
+Two measurements, each alternating the two paths in rounds (the order rotates
+each round, so drift in the machine's load hits both alike):
+
+    gpt step     the demo GPT's training step (torch_openreg/demo), forward,
+                 backward and AdamW, loss read back each step
+    attention    scaled_dot_product_attention alone, causal, forward and
+                 forward + backward, at a few shapes; each call ends in a
+                 synchronisation
+
+`fused` is the default choice (SDPBackend.OVERRIDEABLE: one flash-style kernel
+per pass); `math` forces the math path with
+torch.nn.attention.sdpa_kernel(SDPBackend.MATH). Prints per path the median
+time, the device kernels per call, the peak device memory a call adds, and the
+math / fused ratio of the medians.
+
+    python benchmarks/attention_bench.py [--rounds 7] [--steps 20] [--size small] [--calls 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+import torch_openreg  # noqa: E402,F401
+from torch_openreg.demo.data import TEXT, CharacterVocabulary, PrefetchingBatches  # noqa: E402
+from torch_openreg.demo.model import GPT, config_for  # noqa: E402
+from torch_openreg.demo.run import train_step  # noqa: E402
+
+DEVICE = torch.device("openreg", 0)
+PATHS = {"fused": contextlib.nullcontext, "math": lambda: sdpa_kernel(SDPBackend.MATH)}
+# (batch, heads, sequence, head dim)
+ATTENTION_SHAPES = [(8, 4, 32, 16), (8, 8, 256, 64), (2, 8, 1024, 64)]
+
+
+def interleaved(rounds: int, measure) -> dict[str, list[float]]:
+    """measure(path) -> list of seconds, run for each path in each round, the order rotating."""
+    names = list(PATHS)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            with PATHS[name]():
+                times[name] += measure(name)
+    return times
+
+
+def kernels_per_call(fn) -> int:
+    with profile(activities=[ProfilerActivity.PrivateUse1]) as prof:
+        fn()
+        torch.openreg.synchronize()
+    return sum(
+        1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1 and "Sync" not in e.name
+    )
+
+
+def peak_added_bytes(fn) -> int:
+    torch.openreg.synchronize()
+    before = torch.openreg.memory_allocated()
+    torch.openreg.reset_peak_memory_stats()
+    fn()
+    torch.openreg.synchronize()
+    return torch.openreg.max_memory_allocated() - before
+
+
+def report(title: str, times: dict[str, list[float]], kernels: dict[str, int], memory: dict[str, int] | None):
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    extra = (
+        "" if memory is None else f"  peak MiB fused {memory['fused'] / 2**20:7.2f} math {memory['math'] / 2**20:7.2f}"
+    )
+    print(
+        f"{title:<44} fused {medians['fused'] * 1e3:8.3f} ms ({kernels['fused']:3d} kernels)  "
+        f"math {medians['math'] * 1e3:8.3f} ms ({kernels['math']:3d} kernels)  "
+        f"math/fused {medians['math'] / medians['fused']:5.2f}{extra}"
+    )
+
+
+def gpt_step(args) -> None:
+    torch.manual_seed(0)
+    vocabulary = CharacterVocabulary(TEXT)
+    config = config_for(args.size, len(vocabulary))
+    model = GPT(config).to(DEVICE)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1, foreach=True)
+    batches = PrefetchingBatches(vocabulary.encode(TEXT), config.batch_size, config.context, DEVICE, 0)
+    step = lambda: train_step(model, optimizer, batches)  # noqa: E731
+
+    kernels = {}
+    for name in PATHS:
+        with PATHS[name]():
+            for _ in range(3):  # warm-up: allocator pools, GEMM micro-kernels
+                step()
+            kernels[name] = kernels_per_call(step)
+
+    def measure(_name):
+        walls = []
+        for _ in range(args.steps):
+            start = time.perf_counter()
+            step()
+            walls.append(time.perf_counter() - start)
+        return walls
+
+    times = interleaved(args.rounds, measure)
+    title = f"gpt step '{args.size}' (context {config.context}, width {config.width}, {config.heads} heads)"
+    report(title, times, kernels, None)
+
+
+def attention(args, shape, backward: bool) -> None:
+    batch, heads, length, dim = shape
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(batch, heads, length, dim, device=DEVICE, requires_grad=backward) for _ in range(3))
+    grad = torch.randn(batch, heads, length, dim, device=DEVICE)
+
+    def call():
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if backward:
+            q.grad = k.grad = v.grad = None
+            out.backward(grad)
+        return out
+
+    kernels, memory = {}, {}
+    for name in PATHS:
+        with PATHS[name]():
+            call()
+            kernels[name] = kernels_per_call(call)
+            memory[name] = peak_added_bytes(call)
+
+    def measure(_name):
+        walls = []
+        for _ in range(args.calls):
+            start = time.perf_counter()
+            call()
+            torch.openreg.synchronize()
+            walls.append(time.perf_counter() - start)
+        return walls
+
+    times = interleaved(args.rounds, measure)
+    report(f"attention {shape} causal {'fwd+bwd' if backward else 'fwd'}", times, kernels, memory)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--size", default="small", choices=["tiny", "small", "medium"])
+    args = parser.parse_args()
+    load = os.getloadavg()
+    print(
+        f"{args.rounds} rounds per measurement, paths interleaved; load average {load[0]:.2f} {load[1]:.2f} "
+        f"{load[2]:.2f} on {os.cpu_count()} CPUs; float32"
+    )
+    gpt_step(args)
+    for shape in ATTENTION_SHAPES:
+        for backward in (False, True):
+            attention(args, shape, backward)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

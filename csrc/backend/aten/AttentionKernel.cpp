@@ -1,0 +1,657 @@
+// Flash-style attention on an executor thread (see AttentionKernel.h).
+//
+// Per (batch, key/value head) the keys and values are converted once into
+// contiguous buffers of the compute type (float; double for float64), then
+// each query tile of every query head sharing them walks the key tiles:
+// scores = Q K^T, scaled, biased and causally masked, enter an online softmax
+// (running row maximum and sum, the partial output rescaled when the maximum
+// grows), and the probabilities times V accumulate into the output. The
+// products are ATen's CPU GEMM micro-kernels (cpublas::brgemm) on the tiles.
+// The backward recomputes each score tile from the log-sum-exp the forward
+// saved, and accumulates dK and dV per key/value head, dQ per query tile.
+#include "backend/aten/AttentionKernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include <ATen/OpMathType.h>
+#include <ATen/core/PhiloxRNGEngine.h>
+#include <ATen/native/CPUBlas.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Exception.h>
+#include <c10/util/Half.h>
+
+namespace openreg::backend::attention {
+
+namespace {
+
+// The row loops are inlined into both of their compilations (see softmaxStep).
+#if defined(__GNUC__) || defined(__clang__)
+#define OPENREG_ROW_LOOP __attribute__((always_inline)) inline
+#else
+#define OPENREG_ROW_LOOP inline
+#endif
+
+// c (m x n, row-major, leading dimension ldc) = a (m x k) b (k x n), plus c
+// itself when `accumulate`.
+void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+          int64_t ldc, bool accumulate) {
+  if (m == 0 || n == 0) return;
+  at::native::cpublas::brgemm(m, n, k, lda, ldb, ldc, accumulate, a, b, c, /*is_vnni=*/false);
+}
+
+// ATen has no double micro-kernel; float64 attention serves checks, not speed.
+void gemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb, double* c,
+          int64_t ldc, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i) {
+    double* cRow = c + i * ldc;
+    if (!accumulate) std::fill(cRow, cRow + n, 0.0);
+    for (int64_t p = 0; p < k; ++p) {
+      const double av = a[i * lda + p];
+      const double* bRow = b + p * ldb;
+      for (int64_t j = 0; j < n; ++j) cRow[j] += av * bRow[j];
+    }
+  }
+}
+
+template <class T>
+T* rowPointer(const Strided4& t, int64_t b, int64_t h, int64_t i) {
+  return static_cast<T*>(t.data) + b * t.strides[0] + h * t.strides[1] + i * t.strides[2];
+}
+
+// dst[r * ld + c] = t(b, h, row0 + r, c), converted to the compute type.
+template <class T, class A>
+void loadRows(const Strided4& t, int64_t b, int64_t h, int64_t row0, int64_t rows, int64_t cols, A* dst, int64_t ld) {
+  const int64_t step = t.strides[3];
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* src = rowPointer<T>(t, b, h, row0 + r);
+    A* out = dst + r * ld;
+    for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<A>(src[c * step]);
+  }
+}
+
+// dst[c * ld + r] = t(b, h, r, c): the transpose, for the products that need it.
+template <class T, class A>
+void loadColumns(const Strided4& t, int64_t b, int64_t h, int64_t rows, int64_t cols, A* dst, int64_t ld) {
+  const int64_t step = t.strides[3];
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* src = rowPointer<T>(t, b, h, r);
+    for (int64_t c = 0; c < cols; ++c) dst[c * ld + r] = static_cast<A>(src[c * step]);
+  }
+}
+
+// t(b, h, row0 + r, c) = src[r * ld + c].
+template <class T, class A>
+void storeRows(const A* src, int64_t ld, const Strided4& t, int64_t b, int64_t h, int64_t row0, int64_t rows,
+               int64_t cols) {
+  const int64_t step = t.strides[3];
+  for (int64_t r = 0; r < rows; ++r) {
+    T* out = rowPointer<T>(t, b, h, row0 + r);
+    const A* in = src + r * ld;
+    for (int64_t c = 0; c < cols; ++c) out[c * step] = static_cast<T>(in[c]);
+  }
+}
+
+// The Philox words that decide which probabilities dropout keeps.
+class DropoutDraws {
+ public:
+  explicit DropoutDraws(const Dropout& dropout)
+      : enabled_(dropout.p > 0.0),
+        seed_(dropout.seed),
+        threshold_(static_cast<uint64_t>(std::ldexp(std::max(0.0, 1.0 - dropout.p), 32))),
+        keepScale_(dropout.p < 1.0 ? 1.0 / (1.0 - dropout.p) : 0.0) {}
+
+  bool enabled() const { return enabled_; }
+  double keepScale() const { return keepScale_; }
+
+  // keep[c] for the elements (row, j0 + c) of one score row: word j0 + c of
+  // the row's subsequence, whatever the tiling.
+  void keepRow(uint64_t row, int64_t j0, int64_t count, uint8_t* keep) const {
+    at::Philox4_32 engine(seed_, row, static_cast<uint64_t>(j0) / 4);
+    for (int64_t skip = 0; skip < j0 % 4; ++skip) engine();
+    for (int64_t c = 0; c < count; ++c) keep[c] = static_cast<uint64_t>(engine()) < threshold_ ? 1 : 0;
+  }
+
+ private:
+  bool enabled_;
+  uint64_t seed_;
+  uint64_t threshold_;
+  double keepScale_;
+};
+
+// Which score tile: rows i0.. of query head h in batch b, keys j0...
+struct TileIndex {
+  int64_t b = 0;
+  int64_t h = 0;
+  int64_t i0 = 0;
+  int64_t rows = 0;
+  int64_t j0 = 0;
+  int64_t cols = 0;
+};
+
+// The keys a query tile sees: all, or with a causal mask those up to its last row.
+int64_t keyEnd(const Geometry& g, int64_t i0, int64_t rows) {
+  return g.causal ? std::min(g.keyLength, i0 + rows) : g.keyLength;
+}
+
+template <class B, class A>
+void addBiasValues(A* row, const Bias& bias, const TileIndex& t, int64_t i) {
+  const int64_t step = bias.tensor.strides[3];
+  const B* values = rowPointer<const B>(bias.tensor, t.b, t.h, i) + t.j0 * step;
+  for (int64_t c = 0; c < t.cols; ++c) row[c] += static_cast<A>(values[c * step]);
+}
+
+template <class T, class A>
+void addBiasRow(A* row, const Bias& bias, const TileIndex& t, int64_t i) {
+  if (bias.dtype == c10::ScalarType::Bool) {
+    const int64_t step = bias.tensor.strides[3];
+    const bool* mask = rowPointer<const bool>(bias.tensor, t.b, t.h, i) + t.j0 * step;
+    for (int64_t c = 0; c < t.cols; ++c) {
+      if (!mask[c * step]) row[c] = -std::numeric_limits<A>::infinity();
+    }
+  } else if (bias.dtype == c10::ScalarType::Float) {
+    addBiasValues<float>(row, bias, t, i);
+  } else {
+    addBiasValues<T>(row, bias, t, i);
+  }
+}
+
+// Raw products -> scores: scaled, biased, causally masked.
+template <class T, class A>
+void finishScores(A* scores, int64_t ld, const TileIndex& t, const Geometry& g, const std::optional<Bias>& bias) {
+  const auto scale = static_cast<A>(g.scale);
+  constexpr A kMinusInf = -std::numeric_limits<A>::infinity();
+  for (int64_t r = 0; r < t.rows; ++r) {
+    A* row = scores + r * ld;
+    const int64_t i = t.i0 + r;
+    for (int64_t c = 0; c < t.cols; ++c) row[c] *= scale;
+    if (bias.has_value()) addBiasRow<T>(row, *bias, t, i);
+    if (g.causal) {
+      for (int64_t c = std::max<int64_t>(0, i + 1 - t.j0); c < t.cols; ++c) row[c] = kMinusInf;
+    }
+  }
+}
+
+// exp(x) for the shifted scores (x <= 0 up to rounding): Cephes' float
+// polynomial after a reduction by ln 2, within 1 ulp of exp on [-87, 0];
+// exactly 0 below -87 (masked scores are -inf), NaN kept. Branch-free and
+// without float-to-int conversions, so that the loops calling it vectorize
+// (with -fno-trapping-math, see CMakeLists.txt): libm's expf, one call per
+// score, was most of the kernel's time.
+OPENREG_ROW_LOOP float expShifted(float x) {
+  constexpr float kLowest = -87.0f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer, in the low bits
+  constexpr int32_t kRoundBits = 0x4b400000;
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2High = 0.693359375f;
+  constexpr float kLn2Low = -2.12194440e-4f;
+  const float clamped = std::max(x, kLowest);  // a NaN x stays NaN
+  const float rounded = clamped * kLog2e + kRound;
+  const float n = rounded - kRound;
+  int32_t exponent;
+  std::memcpy(&exponent, &rounded, sizeof(exponent));
+  exponent -= kRoundBits;
+  const float r = clamped - n * kLn2High - n * kLn2Low;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (exponent + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return x < kLowest ? 0.0f : p * scale;
+}
+
+OPENREG_ROW_LOOP double expShifted(double x) { return std::exp(x); }
+
+template <class A>
+OPENREG_ROW_LOOP A rowMaximum(const A* row, int64_t cols) {
+  constexpr int kLanes = 8;  // independent maxima: the loop vectorizes
+  A lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, -std::numeric_limits<A>::infinity());
+  int64_t c = 0;
+  for (; c + kLanes <= cols; c += kLanes) {
+    for (int k = 0; k < kLanes; ++k) lanes[k] = row[c + k] > lanes[k] ? row[c + k] : lanes[k];
+  }
+  A result = *std::max_element(lanes, lanes + kLanes);
+  for (; c < cols; ++c) result = std::max(result, row[c]);
+  return result;
+}
+
+template <class A>
+OPENREG_ROW_LOOP A rowSum(const A* row, int64_t cols) {
+  constexpr int kLanes = 8;
+  A lanes[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= cols; c += kLanes) {
+    for (int k = 0; k < kLanes; ++k) lanes[k] += row[c + k];
+  }
+  A result = 0;
+  for (int k = 0; k < kLanes; ++k) result += lanes[k];
+  for (; c < cols; ++c) result += row[c];
+  return result;
+}
+
+// row[c] = exp(row[c] - shift)
+template <class A>
+OPENREG_ROW_LOOP void expRowBody(A* row, int64_t cols, A shift) {
+  for (int64_t c = 0; c < cols; ++c) row[c] = expShifted(row[c] - shift);
+}
+
+// One step of the online softmax for a row of scores: the running maximum
+// and sum take the row in; the row becomes exp(score - new maximum). Returns
+// the factor by which earlier partial results must be rescaled.
+template <class A>
+OPENREG_ROW_LOOP A softmaxStepBody(A* row, int64_t cols, A& maximum, A& sum) {
+  const A newMax = std::max(maximum, rowMaximum(row, cols));
+  if (newMax == -std::numeric_limits<A>::infinity()) {  // nothing seen yet: every score so far masked out
+    std::fill(row, row + cols, A(0));
+    return A(1);
+  }
+  const A correction = expShifted(maximum - newMax);
+  expRowBody(row, cols, newMax);
+  sum = sum * correction + rowSum(row, cols);
+  maximum = newMax;
+  return correction;
+}
+
+// The float row loops are compiled a second time for AVX2 and picked at run
+// time: 8 lanes instead of SSE2's 4. A plain branch on the CPU's features,
+// not the compiler's multiversioning, whose ifunc resolvers crash under
+// ThreadSanitizer.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define OPENREG_TARGET_AVX2 __attribute__((target("avx2,fma")))
+bool hostHasAvx2() {
+  static const bool kHas = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return kHas;
+}
+#else
+#define OPENREG_TARGET_AVX2
+bool hostHasAvx2() { return false; }
+#endif
+
+OPENREG_TARGET_AVX2 void expRowAvx2(float* row, int64_t cols, float shift) { expRowBody(row, cols, shift); }
+OPENREG_TARGET_AVX2 float softmaxStepAvx2(float* row, int64_t cols, float& maximum, float& sum) {
+  return softmaxStepBody(row, cols, maximum, sum);
+}
+
+template <class A>
+void expRow(A* row, int64_t cols, A shift) {
+  if constexpr (std::is_same_v<A, float>) {
+    if (hostHasAvx2()) return expRowAvx2(row, cols, shift);
+  }
+  expRowBody(row, cols, shift);
+}
+
+template <class A>
+A softmaxStep(A* row, int64_t cols, A& maximum, A& sum) {
+  if constexpr (std::is_same_v<A, float>) {
+    if (hostHasAvx2()) return softmaxStepAvx2(row, cols, maximum, sum);
+  }
+  return softmaxStepBody(row, cols, maximum, sum);
+}
+
+// The log-sum-exp of a row; +inf when the row saw no key, so that the
+// backward's exp(score - lse) is 0 there (the math path's safe softmax gives
+// such rows a zero output and zero gradients).
+template <class A>
+A logSumExp(A maximum, A sum) {
+  return sum > 0 ? maximum + std::log(sum) : std::numeric_limits<A>::infinity();
+}
+
+// A zeroed buffer of n elements (at least one, so that data() is never null).
+template <class A>
+std::vector<A> zeros(int64_t n) {
+  return std::vector<A>(static_cast<size_t>(std::max<int64_t>(n, 1)), A(0));
+}
+
+template <class T>
+class ForwardPass {
+ public:
+  using A = at::opmath_type<T>;
+
+  explicit ForwardPass(const ForwardArgs& args)
+      : args_(args),
+        g_(args.geometry),
+        draws_(args.dropout),
+        keysT_(zeros<A>(g_.headDim * g_.keyLength)),
+        values_(zeros<A>(g_.keyLength * g_.valueDim)),
+        queries_(zeros<A>(kQueryTile * g_.headDim)),
+        scores_(zeros<A>(kQueryTile * kKeyTile)),
+        output_(zeros<A>(kQueryTile * g_.valueDim)),
+        rowMax_(zeros<A>(kQueryTile)),
+        rowSum_(zeros<A>(kQueryTile)),
+        keep_(static_cast<size_t>(kKeyTile)) {}
+
+  void run() {
+    const int64_t group = g_.heads / g_.kvHeads;
+    for (int64_t b = 0; b < g_.batch; ++b) {
+      for (int64_t kvHead = 0; kvHead < g_.kvHeads; ++kvHead) {
+        loadColumns<T>(args_.key, b, kvHead, g_.keyLength, g_.headDim, keysT_.data(), g_.keyLength);
+        loadRows<T>(args_.value, b, kvHead, 0, g_.keyLength, g_.valueDim, values_.data(), g_.valueDim);
+        for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
+          for (int64_t i0 = 0; i0 < g_.queryLength; i0 += kQueryTile) queryTile(b, h, i0);
+        }
+      }
+    }
+  }
+
+ private:
+  void queryTile(int64_t b, int64_t h, int64_t i0) {
+    const int64_t rows = std::min(kQueryTile, g_.queryLength - i0);
+    loadRows<T>(args_.query, b, h, i0, rows, g_.headDim, queries_.data(), g_.headDim);
+    std::fill(rowMax_.begin(), rowMax_.end(), -std::numeric_limits<A>::infinity());
+    std::fill(rowSum_.begin(), rowSum_.end(), A(0));
+    std::fill(output_.begin(), output_.end(), A(0));
+    const int64_t end = keyEnd(g_, i0, rows);
+    for (int64_t j0 = 0; j0 < end; j0 += kKeyTile) {
+      const TileIndex tile{b, h, i0, rows, j0, std::min(kKeyTile, end - j0)};
+      gemm(rows, tile.cols, g_.headDim, queries_.data(), g_.headDim, keysT_.data() + j0, g_.keyLength, scores_.data(),
+           kKeyTile, false);
+      finishScores<T>(scores_.data(), kKeyTile, tile, g_, args_.bias);
+      for (int64_t r = 0; r < rows; ++r) probabilityRow(tile, r);
+      gemm(rows, g_.valueDim, tile.cols, scores_.data(), kKeyTile, values_.data() + j0 * g_.valueDim, g_.valueDim,
+           output_.data(), g_.valueDim, true);
+    }
+    finishTile(b, h, i0, rows);
+  }
+
+  // Softmax step for row r, the output row rescaled, then dropout.
+  void probabilityRow(const TileIndex& tile, int64_t r) {
+    A* row = scores_.data() + r * kKeyTile;
+    const A correction = softmaxStep(row, tile.cols, rowMax_[r], rowSum_[r]);
+    if (correction != A(1)) {
+      A* out = output_.data() + r * g_.valueDim;
+      for (int64_t c = 0; c < g_.valueDim; ++c) out[c] *= correction;
+    }
+    if (!draws_.enabled()) return;
+    const int64_t i = tile.i0 + r;
+    draws_.keepRow(static_cast<uint64_t>((tile.b * g_.heads + tile.h) * g_.queryLength + i), tile.j0, tile.cols,
+                   keep_.data());
+    const auto scale = static_cast<A>(draws_.keepScale());
+    for (int64_t c = 0; c < tile.cols; ++c) row[c] = keep_[c] ? row[c] * scale : A(0);
+    if (args_.keepMask != nullptr) {
+      bool* mask = args_.keepMask + ((tile.b * g_.heads + tile.h) * g_.queryLength + i) * g_.keyLength + tile.j0;
+      for (int64_t c = 0; c < tile.cols; ++c) mask[c] = keep_[c] != 0;
+    }
+  }
+
+  void finishTile(int64_t b, int64_t h, int64_t i0, int64_t rows) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const A sum = rowSum_[r];
+      const A inverse = sum > 0 ? A(1) / sum : A(0);
+      A* out = output_.data() + r * g_.valueDim;
+      for (int64_t c = 0; c < g_.valueDim; ++c) out[c] *= inverse;
+      args_.logSumExp[(b * g_.heads + h) * g_.queryLength + i0 + r] = static_cast<float>(logSumExp(rowMax_[r], sum));
+    }
+    storeRows<T>(output_.data(), g_.valueDim, args_.output, b, h, i0, rows, g_.valueDim);
+    if (args_.keepMask != nullptr && keyEnd(g_, i0, rows) < g_.keyLength) drawUnvisitedKeepBits(b, h, i0, rows);
+  }
+
+  // The keys past a causal tile's end were not visited: their keep bits are
+  // drawn here, so that the debug mask holds every element's draw.
+  void drawUnvisitedKeepBits(int64_t b, int64_t h, int64_t i0, int64_t rows) {
+    const int64_t end = keyEnd(g_, i0, rows);
+    std::vector<uint8_t> keep(static_cast<size_t>(g_.keyLength - end));
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t row = (b * g_.heads + h) * g_.queryLength + i0 + r;
+      draws_.keepRow(static_cast<uint64_t>(row), end, g_.keyLength - end, keep.data());
+      bool* mask = args_.keepMask + row * g_.keyLength + end;
+      for (size_t c = 0; c < keep.size(); ++c) mask[c] = keep[c] != 0;
+    }
+  }
+
+  const ForwardArgs& args_;
+  const Geometry& g_;
+  DropoutDraws draws_;
+  std::vector<A> keysT_;    // headDim x keyLength
+  std::vector<A> values_;   // keyLength x valueDim
+  std::vector<A> queries_;  // kQueryTile x headDim
+  std::vector<A> scores_;   // kQueryTile x kKeyTile
+  std::vector<A> output_;   // kQueryTile x valueDim
+  std::vector<A> rowMax_;
+  std::vector<A> rowSum_;
+  std::vector<uint8_t> keep_;
+};
+
+template <class T>
+class BackwardPass {
+ public:
+  using A = at::opmath_type<T>;
+
+  explicit BackwardPass(const BackwardArgs& args)
+      : args_(args),
+        g_(args.geometry),
+        draws_(args.dropout),
+        keys_(zeros<A>(g_.keyLength * g_.headDim)),
+        keysT_(zeros<A>(g_.headDim * g_.keyLength)),
+        valuesT_(zeros<A>(g_.valueDim * g_.keyLength)),
+        gradKeys_(zeros<A>(g_.keyLength * g_.headDim)),
+        gradValues_(zeros<A>(g_.keyLength * g_.valueDim)),
+        queries_(zeros<A>(kQueryTile * g_.headDim)),
+        gradOut_(zeros<A>(kQueryTile * g_.valueDim)),
+        gradQueries_(zeros<A>(kQueryTile * g_.headDim)),
+        probs_(zeros<A>(kQueryTile * kKeyTile)),
+        gradScores_(zeros<A>(kQueryTile * kKeyTile)),
+        transposed_(zeros<A>(kKeyTile * kQueryTile)),
+        rowDot_(zeros<A>(kQueryTile)),
+        rowLse_(zeros<A>(kQueryTile)),
+        keep_(static_cast<size_t>(kQueryTile * kKeyTile)) {
+    if (args.gradBias.has_value()) {
+      const auto& s = args.gradBiasSizes;
+      gradBias_ = zeros<A>(s[0] * s[1] * s[2] * s[3]);
+    }
+  }
+
+  void run() {
+    const int64_t group = g_.heads / g_.kvHeads;
+    for (int64_t b = 0; b < g_.batch; ++b) {
+      for (int64_t kvHead = 0; kvHead < g_.kvHeads; ++kvHead) {
+        loadRows<T>(args_.key, b, kvHead, 0, g_.keyLength, g_.headDim, keys_.data(), g_.headDim);
+        loadColumns<T>(args_.key, b, kvHead, g_.keyLength, g_.headDim, keysT_.data(), g_.keyLength);
+        loadColumns<T>(args_.value, b, kvHead, g_.keyLength, g_.valueDim, valuesT_.data(), g_.keyLength);
+        std::fill(gradKeys_.begin(), gradKeys_.end(), A(0));
+        std::fill(gradValues_.begin(), gradValues_.end(), A(0));
+        for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
+          for (int64_t i0 = 0; i0 < g_.queryLength; i0 += kQueryTile) queryTile(b, h, i0);
+        }
+        storeRows<T>(gradKeys_.data(), g_.headDim, args_.gradKey, b, kvHead, 0, g_.keyLength, g_.headDim);
+        storeRows<T>(gradValues_.data(), g_.valueDim, args_.gradValue, b, kvHead, 0, g_.keyLength, g_.valueDim);
+      }
+    }
+    if (args_.gradBias.has_value()) storeGradBias();
+  }
+
+ private:
+  void queryTile(int64_t b, int64_t h, int64_t i0) {
+    const int64_t rows = std::min(kQueryTile, g_.queryLength - i0);
+    loadRows<T>(args_.query, b, h, i0, rows, g_.headDim, queries_.data(), g_.headDim);
+    loadRows<T>(args_.gradOutput, b, h, i0, rows, g_.valueDim, gradOut_.data(), g_.valueDim);
+    loadRowStatistics(b, h, i0, rows);
+    std::fill(gradQueries_.begin(), gradQueries_.end(), A(0));
+    const int64_t end = keyEnd(g_, i0, rows);
+    for (int64_t j0 = 0; j0 < end; j0 += kKeyTile) keyTile(TileIndex{b, h, i0, rows, j0, std::min(kKeyTile, end - j0)});
+    storeRows<T>(gradQueries_.data(), g_.headDim, args_.gradQuery, b, h, i0, rows, g_.headDim);
+  }
+
+  // rowDot = rowsum(dO * O) (the softmax backward's correction term; it also
+  // holds under dropout), and each row's log-sum-exp.
+  void loadRowStatistics(int64_t b, int64_t h, int64_t i0, int64_t rows) {
+    const int64_t step = args_.output.strides[3];
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* out = rowPointer<const T>(args_.output, b, h, i0 + r);
+      const A* gradOut = gradOut_.data() + r * g_.valueDim;
+      A dot = 0;
+      for (int64_t c = 0; c < g_.valueDim; ++c) dot += gradOut[c] * static_cast<A>(out[c * step]);
+      rowDot_[r] = dot;
+    }
+    if constexpr (std::is_same_v<A, double>) {
+      recomputeLogSumExp(b, h, i0, rows);  // the saved one is float: too coarse for float64
+    } else {
+      const float* lse = args_.logSumExp + (b * g_.heads + h) * g_.queryLength + i0;
+      for (int64_t r = 0; r < rows; ++r) rowLse_[r] = lse[r];
+    }
+  }
+
+  void recomputeLogSumExp(int64_t b, int64_t h, int64_t i0, int64_t rows) {
+    std::vector<A> maximum(static_cast<size_t>(rows), -std::numeric_limits<A>::infinity());
+    std::vector<A> sum(static_cast<size_t>(rows), A(0));
+    const int64_t end = keyEnd(g_, i0, rows);
+    for (int64_t j0 = 0; j0 < end; j0 += kKeyTile) {
+      const TileIndex tile{b, h, i0, rows, j0, std::min(kKeyTile, end - j0)};
+      scoreTile(tile);
+      for (int64_t r = 0; r < rows; ++r) softmaxStep(probs_.data() + r * kKeyTile, tile.cols, maximum[r], sum[r]);
+    }
+    for (int64_t r = 0; r < rows; ++r) rowLse_[r] = logSumExp(maximum[r], sum[r]);
+  }
+
+  void scoreTile(const TileIndex& tile) {
+    gemm(tile.rows, tile.cols, g_.headDim, queries_.data(), g_.headDim, keysT_.data() + tile.j0, g_.keyLength,
+         probs_.data(), kKeyTile, false);
+    finishScores<T>(probs_.data(), kKeyTile, tile, g_, args_.bias);
+  }
+
+  void keyTile(const TileIndex& tile) {
+    scoreTile(tile);
+    for (int64_t r = 0; r < tile.rows; ++r) expRow(probs_.data() + r * kKeyTile, tile.cols, rowLse_[r]);
+    // dP (of the dropped-out probabilities) = dO V^T
+    gemm(tile.rows, tile.cols, g_.valueDim, gradOut_.data(), g_.valueDim, valuesT_.data() + tile.j0, g_.keyLength,
+         gradScores_.data(), kKeyTile, false);
+    drawKeeps(tile);
+    accumulateGradValues(tile);
+    scoreGradients(tile);
+    // dQ += dS K; dK += dS^T Q
+    gemm(tile.rows, g_.headDim, tile.cols, gradScores_.data(), kKeyTile, keys_.data() + tile.j0 * g_.headDim,
+         g_.headDim, gradQueries_.data(), g_.headDim, true);
+    transpose(gradScores_.data(), tile);
+    gemm(tile.cols, g_.headDim, tile.rows, transposed_.data(), kQueryTile, queries_.data(), g_.headDim,
+         gradKeys_.data() + tile.j0 * g_.headDim, g_.headDim, true);
+  }
+
+  void drawKeeps(const TileIndex& tile) {
+    if (!draws_.enabled()) return;
+    for (int64_t r = 0; r < tile.rows; ++r) {
+      const auto row = static_cast<uint64_t>((tile.b * g_.heads + tile.h) * g_.queryLength + tile.i0 + r);
+      draws_.keepRow(row, tile.j0, tile.cols, keep_.data() + r * kKeyTile);
+    }
+  }
+
+  // The dropout factor of element (r, c): 0 or 1 / (1 - p).
+  A dropFactor(int64_t r, int64_t c) const {
+    if (!draws_.enabled()) return A(1);
+    return keep_[r * kKeyTile + c] ? static_cast<A>(draws_.keepScale()) : A(0);
+  }
+
+  // dV += (P * dropout)^T dO
+  void accumulateGradValues(const TileIndex& tile) {
+    for (int64_t r = 0; r < tile.rows; ++r) {
+      for (int64_t c = 0; c < tile.cols; ++c)
+        transposed_[c * kQueryTile + r] = probs_[r * kKeyTile + c] * dropFactor(r, c);
+    }
+    gemm(tile.cols, g_.valueDim, tile.rows, transposed_.data(), kQueryTile, gradOut_.data(), g_.valueDim,
+         gradValues_.data() + tile.j0 * g_.valueDim, g_.valueDim, true);
+  }
+
+  // dS = P * (dP * dropout - rowDot), into gradScores_; the bias's gradient
+  // takes dS, the queries' and keys' take it scaled.
+  void scoreGradients(const TileIndex& tile) {
+    const auto scale = static_cast<A>(g_.scale);
+    for (int64_t r = 0; r < tile.rows; ++r) {
+      A* grad = gradScores_.data() + r * kKeyTile;
+      const A* p = probs_.data() + r * kKeyTile;
+      for (int64_t c = 0; c < tile.cols; ++c) grad[c] = p[c] * (grad[c] * dropFactor(r, c) - rowDot_[r]);
+      if (args_.gradBias.has_value()) accumulateGradBias(grad, tile, tile.i0 + r);
+      for (int64_t c = 0; c < tile.cols; ++c) grad[c] *= scale;
+    }
+  }
+
+  void accumulateGradBias(const A* grad, const TileIndex& tile, int64_t i) {
+    const auto& s = args_.gradBiasSizes;
+    const int64_t b = s[0] == 1 ? 0 : tile.b;
+    const int64_t h = s[1] == 1 ? 0 : tile.h;
+    const int64_t row = s[2] == 1 ? 0 : i;
+    A* dst = gradBias_.data() + ((b * s[1] + h) * s[2] + row) * s[3];
+    if (s[3] == 1) {
+      for (int64_t c = 0; c < tile.cols; ++c) dst[0] += grad[c];
+    } else {
+      for (int64_t c = 0; c < tile.cols; ++c) dst[tile.j0 + c] += grad[c];
+    }
+  }
+
+  // In the bias's dtype: the query's, or float32.
+  void storeGradBias() {
+    const auto& s = args_.gradBiasSizes;
+    const Strided4& out = *args_.gradBias;
+    const bool asFloat = args_.bias->dtype == c10::ScalarType::Float;
+    for (int64_t b = 0; b < s[0]; ++b) {
+      for (int64_t h = 0; h < s[1]; ++h) {
+        const A* src = gradBias_.data() + (b * s[1] + h) * s[2] * s[3];
+        if (asFloat) {
+          storeRows<float>(src, s[3], out, b, h, 0, s[2], s[3]);
+        } else {
+          storeRows<T>(src, s[3], out, b, h, 0, s[2], s[3]);
+        }
+      }
+    }
+  }
+
+  void transpose(const A* src, const TileIndex& tile) {
+    for (int64_t r = 0; r < tile.rows; ++r) {
+      for (int64_t c = 0; c < tile.cols; ++c) transposed_[c * kQueryTile + r] = src[r * kKeyTile + c];
+    }
+  }
+
+  const BackwardArgs& args_;
+  const Geometry& g_;
+  DropoutDraws draws_;
+  std::vector<A> keys_;        // keyLength x headDim
+  std::vector<A> keysT_;       // headDim x keyLength
+  std::vector<A> valuesT_;     // valueDim x keyLength
+  std::vector<A> gradKeys_;    // keyLength x headDim, summed over the heads sharing them
+  std::vector<A> gradValues_;  // keyLength x valueDim
+  std::vector<A> queries_;     // kQueryTile x headDim
+  std::vector<A> gradOut_;     // kQueryTile x valueDim
+  std::vector<A> gradQueries_;
+  std::vector<A> probs_;       // kQueryTile x kKeyTile
+  std::vector<A> gradScores_;  // kQueryTile x kKeyTile
+  std::vector<A> transposed_;  // kKeyTile x kQueryTile
+  std::vector<A> rowDot_;
+  std::vector<A> rowLse_;
+  std::vector<uint8_t> keep_;  // kQueryTile x kKeyTile
+  std::vector<A> gradBias_;    // gradBiasSizes, contiguous
+};
+
+template <template <class> class Pass, class Args>
+void runFor(const Args& args) {
+  switch (args.geometry.dtype) {
+    case c10::ScalarType::Float:
+      Pass<float>(args).run();
+      return;
+    case c10::ScalarType::Double:
+      Pass<double>(args).run();
+      return;
+    case c10::ScalarType::BFloat16:
+      Pass<c10::BFloat16>(args).run();
+      return;
+    case c10::ScalarType::Half:
+      Pass<c10::Half>(args).run();
+      return;
+    default:
+      TORCH_CHECK(false, "fused attention: unsupported dtype ", args.geometry.dtype);
+  }
+}
+
+}  // namespace
+
+void attentionForward(const ForwardArgs& args) { runFor<ForwardPass>(args); }
+
+void attentionBackward(const BackwardArgs& args) { runFor<BackwardPass>(args); }
+
+}  // namespace openreg::backend::attention
