@@ -510,9 +510,12 @@ const PreparedTrace& OpenregSession::prepared() {
 
 void OpenregSession::emitStatsWarnings(const EmitStats& stats) {
   if (stats.launchedInWindowButOutside > 0) {
+    // As Kineto leaves out CUDA's. An iteration-based on-demand trace ends in
+    // the optimizer's step hook, while the device still runs that step.
     addError(std::to_string(stats.launchedInWindowButOutside) +
-                 " device activities launched in the profiled region finished after it ended and were left "
-                 "out; synchronize the device before leaving the profiler",
+                 " device activities launched in the profiled region finished after it ended and were left out" +
+                 (request_.onDemand ? " (an on-demand trace ends while the device still runs the last step's work)"
+                                    : "; synchronize the device before leaving the profiler"),
              true);
   }
   if (stats.annotationOverlapsDropped > 0) {
