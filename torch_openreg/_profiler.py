@@ -4,7 +4,9 @@
 
 - the Kineto plugin (``REGISTER_PRIVATEUSE1_PROFILER``), which torch forwards
   to Kineto the first time ``torch.profiler.profile`` runs with
-  ``ProfilerActivity.PrivateUse1``;
+  ``ProfilerActivity.PrivateUse1``; in Kineto's daemon mode
+  (``KINETO_USE_DAEMON``, on-demand traces) the plugin hands itself over at
+  once;
 - the legacy ``ProfilerStubs``, used by
   ``torch.autograd.profiler.profile(use_device="openreg")``.
 
@@ -17,13 +19,20 @@ This module imports nothing of torch_openreg, so tests can load it on its own.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import threading
 import warnings
 from pathlib import Path
 
-__all__ = ["load_profiler_plugin", "profiler_library_path", "toggle_device_collection", "PROFILER_LIBRARY_NAME"]
+__all__ = [
+    "PROFILER_LIBRARY_NAME",
+    "end_on_demand_trace_at_exit",
+    "load_profiler_plugin",
+    "profiler_library_path",
+    "toggle_device_collection",
+]
 
 PROFILER_LIBRARY_NAME = "libopenreg_profiler.so"
 
@@ -81,7 +90,31 @@ def load_profiler_plugin(lib_dir: str | os.PathLike | None = None, *, required: 
             warnings.warn(message, RuntimeWarning, stacklevel=2)
             return False
         _install_collection_toggle()
+        if os.environ.get("KINETO_USE_DAEMON") is not None:
+            atexit.register(end_on_demand_trace_at_exit)
         return True
+
+
+# How long exit waits for Kineto to write an on-demand trace, past its end.
+ON_DEMAND_EXIT_GRACE_MS = 30_000
+
+
+def end_on_demand_trace_at_exit(grace_ms: int = ON_DEMAND_EXIT_GRACE_MS) -> int:
+    """Daemon mode (``KINETO_USE_DAEMON``): ends the on-demand trace in progress as the process exits.
+
+    Kineto then writes it before the exit handlers run: exiting while torch's
+    on-demand collection is on crashes torch (a segfault in its exit handlers,
+    CPU-only too). A duration-based trace runs to its end, an iteration-based
+    one ends now (its remaining iterations hold no work; its metadata says
+    ``ended_early_at_exit``). Returns the plugin's code: 0 no trace in
+    progress, 1 written, 2 requested but not started (nothing traced), 3 not
+    written within ``grace_ms`` of its end; says on stderr what it did.
+    """
+    if _loaded is None:
+        return 0
+    end = _loaded.openregProfilerEndOnDemandTrace
+    end.argtypes = [ctypes.c_int64]  # ctypes.CDLL lets go of the GIL: a Kineto thread stops torch's collection
+    return int(end(grace_ms))
 
 
 def toggle_device_collection(enable: bool) -> bool:
