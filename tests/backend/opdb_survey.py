@@ -31,6 +31,13 @@ backward): `torch_openreg._C._fallback_counts()` stayed empty.
 instead: bad arguments that must raise. On openreg each must raise at the
 call, not later from the device kernel, with the OpInfo's error type and
 message, or with CPU's own for the same input. "wrong" says which did not.
+
+`--dtypes refused_dtypes` (in the default list too) runs each OpInfo's first
+samples in every dtype of ALL_DTYPES that the OpInfo does not list for CPU:
+where CPU raises (`"normal_kernel_cpu" not implemented for 'Int'`), openreg
+must raise at the call with CPU's exception type and message (see
+`same_error` for the two differences allowed); where CPU runs the sample
+anyway, openreg must not raise either.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ import collections
 import itertools
 import json
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -50,6 +58,12 @@ from dataclasses import asdict, dataclass, field
 
 DTYPES = ("float32", "float64", "bfloat16", "float16", "complex64", "int64", "bool")
 ERROR_INPUTS = "error_inputs"  # a pseudo-dtype: the OpInfo's error inputs (see the module's docstring)
+# A pseudo-dtype: every dtype of ALL_DTYPES that the OpInfo says CPU does not support (see the docstring).
+REFUSED_DTYPES = "refused_dtypes"
+ALL_DTYPES = (
+    "float32", "float64", "float16", "bfloat16", "complex32", "complex64", "complex128",
+    "uint8", "int8", "int16", "int32", "int64", "bool",
+)  # fmt: skip
 STATUSES = ("correct", "wrong", "error", "crash", "hang")
 
 
@@ -246,6 +260,8 @@ def check(op, dtype_name: str, samples: int = 3) -> Result | None:
 
     if dtype_name == ERROR_INPUTS:
         return check_error_inputs(op)
+    if dtype_name == REFUSED_DTYPES:
+        return check_refused_dtypes(op, samples)
     dtype = getattr(torch, dtype_name)
     if dtype not in op.supported_dtypes("cpu"):
         return None
@@ -323,6 +339,74 @@ def check_error_inputs(op) -> Result | None:
             return _failed(result, "wrong", f"error input {index}: no error; expected {expected}", set())
         result.samples += 1
     return result
+
+
+def check_refused_dtypes(op, samples: int = 1) -> Result | None:
+    """In each dtype CPU refuses, `op`'s first samples raise at the call on openreg as on CPU; None without any.
+
+    The OpInfo's CPU dtypes are its claim; CPU's own run of the same sample is the reference: where CPU raises,
+    openreg raises at the call with CPU's exception type and message, and where CPU runs the sample, openreg
+    does not raise (at the call or from a kernel) either.
+    """
+    import torch
+
+    supported = op.supported_dtypes("cpu")
+    refused = [name for name in ALL_DTYPES if getattr(torch, name) not in supported]
+    if not refused:
+        return None
+    result = Result(op_key(op), REFUSED_DTYPES, "correct")
+    for name in refused:
+        try:
+            cpu_samples = list(itertools.islice(op.sample_inputs("cpu", getattr(torch, name)), samples))
+        except Exception:  # noqa: BLE001, S112 - OpInfo builds no inputs in this dtype: nothing to call
+            continue
+        for index, sample in enumerate(cpu_samples):
+            reason = _refused_sample(torch, op, sample)
+            if reason:
+                return _failed(result, "wrong", f"{name} sample {index}: {reason}", set())
+            result.samples += 1
+    return result
+
+
+def _refused_sample(torch, op, sample) -> str:
+    """'' when openreg answers `sample` (on CPU) as CPU does: the same error at the call, or none."""
+    torch.manual_seed(0)
+    try:
+        _call(op, sample)
+        cpu_error = _NO_ERROR
+    except Exception as error:  # noqa: BLE001 - the error is the reference
+        cpu_error = _short(error)
+    try:
+        device_sample = _to_device(torch, sample)
+    except Exception as error:  # noqa: BLE001
+        return f"moving the inputs: {_short(error)}"
+    torch.manual_seed(0)
+    where, error = raised_where(torch, lambda: _call(op, device_sample))
+    if where == "kernel":
+        return f"raised by the kernel, not at the call: {_short(error)}; CPU: {cpu_error}"
+    got = _short(error) if where == "call" else _NO_ERROR
+    return "" if same_error(got, cpu_error) else f"{got}; CPU: {cpu_error}"
+
+
+_REFUSED = re.compile(r"^NotImplementedError: \"\w+\" not implemented for '(\w+)'$")
+# torch names an openreg tensor's type "openregFloatType" where it names a CPU tensor's "torch.FloatTensor" (and
+# a CUDA tensor's "torch.cuda.FloatTensor"), in messages that print a tensor's type.
+_TENSOR_TYPE = re.compile(r"\b(?:torch\.|openreg)(\w+?)(?:Tensor|Type)\b")
+
+
+def same_error(got: str, cpu: str) -> bool:
+    """Whether openreg's error (`_short` form) is CPU's: the same type and message, up to two differences.
+
+    A dtype refusal names the CPU kernel that refused first ('"bmm" not implemented for 'ComplexHalf''), which
+    depends on the sizes and the decomposition, not on the refusal; and torch prints a tensor's type with its
+    device's name.
+    """
+    if got == cpu:
+        return True
+    refused_got, refused_cpu = _REFUSED.match(got), _REFUSED.match(cpu)
+    if refused_got and refused_cpu:
+        return refused_got.group(1) == refused_cpu.group(1)
+    return _TENSOR_TYPE.sub(r"\1", got) == _TENSOR_TYPE.sub(r"\1", cpu)
 
 
 def raised_where(torch, call) -> tuple[str, BaseException | None]:
@@ -598,8 +682,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tests/backend/opdb_survey.py", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--dtypes",
-        default=",".join((*DTYPES, ERROR_INPUTS)),
-        help="comma-separated dtypes (default: all seven, and error_inputs)",
+        default=",".join((*DTYPES, ERROR_INPUTS, REFUSED_DTYPES)),
+        help=f"comma-separated dtypes (default: all seven, {ERROR_INPUTS} and {REFUSED_DTYPES})",
     )
     parser.add_argument("--ops", default="", help="comma-separated OpInfo names (name or name.variant); default all")
     parser.add_argument("--samples", type=int, default=3, help="samples per operator and dtype")
@@ -613,9 +697,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return _worker(args.samples)
     dtypes = tuple(d for d in args.dtypes.split(",") if d)
-    unknown = [d for d in dtypes if d not in (*DTYPES, ERROR_INPUTS)]
+    unknown = [d for d in dtypes if d not in (*DTYPES, ERROR_INPUTS, REFUSED_DTYPES)]
     if unknown:
-        parser.error(f"unknown dtypes {unknown}; choose from {', '.join(DTYPES)}, {ERROR_INPUTS}")
+        parser.error(f"unknown dtypes {unknown}; choose from {', '.join(DTYPES)}, {ERROR_INPUTS}, {REFUSED_DTYPES}")
     keys = [k for k in args.ops.split(",") if k] or None
     if keys is not None:
         known = _load_op_db()

@@ -7,9 +7,10 @@ fatal): outputs, and the gradients where the operator supports autograd,
 compared with `torch.testing.assert_close`'s tolerances for the dtype; random
 operators by shape, dtype and distribution. Each OpInfo's error inputs
 (bad arguments) must raise at the call on openreg, with the OpInfo's error or
-CPU's, not later from the device kernel ("error_inputs" in the table). Every
-operator that does not
-match is listed in `opdb_expected_failures.EXPECTED_FAILURES` with its
+CPU's, not later from the device kernel ("error_inputs" in the table). So
+must each OpInfo's first sample in every dtype that the OpInfo does not list
+for CPU, where CPU raises ("refused_dtypes" in the table; CPU's exception
+type and message). Every operator that does not match is listed in `opdb_expected_failures.EXPECTED_FAILURES` with its
 reason. The table only shrinks: an entry that passes fails the test until it
 is removed, and a crash or a hang is never expected.
 
@@ -32,7 +33,9 @@ SAMPLES = int(os.environ.get("OPENREG_OPDB_SAMPLES", "1"))
 
 @pytest.fixture(scope="module")
 def results() -> list[opdb.Result]:
-    return opdb.survey(dtypes=(*opdb.DTYPES, opdb.ERROR_INPUTS), samples=SAMPLES, jobs=2, timeout=180)
+    return opdb.survey(
+        dtypes=(*opdb.DTYPES, opdb.ERROR_INPUTS, opdb.REFUSED_DTYPES), samples=SAMPLES, jobs=2, timeout=180
+    )
 
 
 def _listing(results) -> str:
@@ -49,7 +52,12 @@ def test_the_survey_covers_op_db(results):
         for name in opdb.DTYPES
         if getattr(torch, name) in op.supported_dtypes("cpu")
     } | {(opdb.op_key(op), opdb.ERROR_INPUTS) for op in op_db if op.error_inputs_func is not None}
-    assert {(r.op, r.dtype) for r in results} == expected
+    refusing = {
+        (opdb.op_key(op), opdb.REFUSED_DTYPES)
+        for op in op_db
+        if any(getattr(torch, name) not in op.supported_dtypes("cpu") for name in opdb.ALL_DTYPES)
+    }
+    assert {(r.op, r.dtype) for r in results} == expected | refusing
 
 
 def test_nothing_crashes_or_hangs(results):
@@ -70,7 +78,7 @@ def test_every_expected_failure_still_fails(results):
 
 def test_the_table_gives_reasons():
     assert all(isinstance(reason, str) and reason for reason in EXPECTED_FAILURES.values())
-    assert all(dtype in (*opdb.DTYPES, opdb.ERROR_INPUTS) for _, dtype in EXPECTED_FAILURES)
+    assert all(dtype in (*opdb.DTYPES, opdb.ERROR_INPUTS, opdb.REFUSED_DTYPES) for _, dtype in EXPECTED_FAILURES)
 
 
 def test_float32_operators_run_as_device_kernels(results):

@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_map>
 
+#include <ATen/AccumulateType.h>
 #include <ATen/MemoryOverlap.h>
 #include <c10/core/ScalarType.h>
 #include <c10/core/WrapDimMinimal.h>
@@ -49,9 +50,28 @@ class NamedArgs {
   c10::ArrayRef<ArgRef> args_;
 };
 
+// Normalizations take float parameters with a half or bfloat16 input, or
+// parameters of the input's dtype (ATen's check_mixed_data_type).
+void checkNormParameters(const NamedArgs& args) {
+  const at::Tensor* input = args.tensor("input");
+  if (input == nullptr) return;
+  c10::SmallVector<const at::Tensor*, 4> parameters;
+  for (const char* name : {"weight", "bias", "running_mean", "running_var"}) {
+    if (const at::Tensor* t = args.tensor(name)) parameters.push_back(t);
+  }
+  if (parameters.empty() || parameters.front()->scalar_type() == input->scalar_type()) return;
+  for (const at::Tensor* parameter : parameters) {
+    TORCH_CHECK(parameter->scalar_type() == at::kFloat,
+                "mixed dtype (CPU): expect parameter to have scalar type of Float");
+  }
+  TORCH_CHECK(at::isReducedFloatingType(input->scalar_type()),
+              "mixed dtype (CPU): all inputs must share same datatype.");
+}
+
 // ATen's CPU batch norm reads the running statistics unchecked in evaluation
 // mode: without them the process died on the device's thread (CPU's own dies too).
 void checkBatchNorm(const NamedArgs& args) {
+  checkNormParameters(args);
   const c10::IValue* training = args.value("training");
   if (training == nullptr || training->toBool()) return;
   TORCH_CHECK(args.tensor("running_mean") != nullptr && args.tensor("running_var") != nullptr,
@@ -201,6 +221,80 @@ void checkTake(const NamedArgs& args) {
   if (out != nullptr && self != nullptr && index != nullptr) checkOutDoesNotOverlap(*out, {*self, *index});
 }
 
+// Refusals of a dtype that CPU kernels raise as RuntimeErrors inside their
+// bodies. (Their NotImplementedErrors, AT_DISPATCH's, reach the host through
+// a dry run: KernelProbe.h. A RuntimeError of a dry run could as well come
+// from the data, so these are checked here.)
+
+// CPU's matrix products take no mixed dtypes (autocast casts before them).
+void checkMatrixProductDtypes(const NamedArgs& args) {
+  const at::Tensor* mat1 = args.tensor("mat1") != nullptr ? args.tensor("mat1") : args.tensor("self");
+  const at::Tensor* mat2 = args.tensor("mat2");
+  if (mat1 == nullptr || mat2 == nullptr) return;
+  TORCH_CHECK(mat1->dtype() == mat2->dtype(), "expected m1 and m2 to have the same dtype, but got: ", mat1->dtype(),
+              " != ", mat2->dtype());
+}
+
+void checkBatchedProductDtypes(const NamedArgs& args) {
+  const at::Tensor* self = args.tensor("self");
+  const at::Tensor* mat2 = args.tensor("mat2");
+  if (self == nullptr || mat2 == nullptr) return;
+  TORCH_CHECK(self->scalar_type() == mat2->scalar_type(), "expected scalar type ", self->scalar_type(), " but found ",
+              mat2->scalar_type());
+}
+
+void checkHardtanh(const NamedArgs& args) {
+  const at::Tensor* self = args.tensor("self");
+  TORCH_CHECK(self == nullptr || self->scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+}
+
+void checkStdVar(const NamedArgs& args, const char* what) {
+  const at::Tensor* self = args.tensor("self");
+  if (self == nullptr) return;
+  TORCH_CHECK(at::isFloatingType(self->scalar_type()) || at::isComplexType(self->scalar_type()), what,
+              " only support floating point and complex dtypes");
+}
+void checkStdOrVar(const NamedArgs& args) { checkStdVar(args, "std and var"); }
+void checkStdMean(const NamedArgs& args) { checkStdVar(args, "std_mean"); }
+void checkVarMean(const NamedArgs& args) { checkStdVar(args, "var_mean"); }
+
+void checkNansum(const NamedArgs& args) {
+  const at::Tensor* self = args.tensor("self");
+  TORCH_CHECK(self == nullptr || !self->is_complex(), "nansum on CPU does not support complex inputs");
+}
+
+void checkHeaviside(const NamedArgs& args) {
+  const at::Tensor* self = args.tensor("self");
+  const at::Tensor* values = args.tensor("values");
+  TORCH_CHECK((self == nullptr || !self->is_complex()) && (values == nullptr || !values->is_complex()),
+              "heaviside is not yet implemented for complex tensors.");
+}
+
+// CPU's FFTs (MKL's) compute in float and double only.
+void checkFft(const NamedArgs& args) {
+  const at::Tensor* self = args.tensor("self");
+  if (self == nullptr) return;
+  const c10::ScalarType real = c10::toRealValueType(self->scalar_type());
+  TORCH_CHECK(real == at::kFloat || real == at::kDouble, "MKL FFT doesn't support tensors of type: ", real);
+}
+
+// CPU's renorm accumulates in the dtype's accumulate type, which ComplexHalf
+// lacks: ATen's own lookup raises CPU's (internal) error.
+void checkRenorm(const NamedArgs& args) {
+  if (const at::Tensor* self = args.tensor("self")) (void)at::toAccumulateType(self->scalar_type(), /*is_cuda=*/false);
+}
+
+// The data dtypes of CPU's segment reductions; it checks the lengths (data)
+// before it dispatches on the dtype, so a dry run on zeros stops short.
+void checkSegmentReduce(const NamedArgs& args) {
+  const at::Tensor* data = args.tensor("data");
+  if (data == nullptr) return;
+  const c10::ScalarType dtype = data->scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      dtype == at::kFloat || dtype == at::kDouble || dtype == at::kHalf || dtype == at::kBFloat16,
+      "\"_segment_reduce_cpu\" not implemented for '", dtype, "'");
+}
+
 using Check = void (*)(const NamedArgs&);
 
 const std::unordered_map<std::string, Check>& checks() {
@@ -226,6 +320,28 @@ const std::unordered_map<std::string, Check>& checks() {
       {"aten::nll_loss2d_forward", &checkNllLoss},
       {"aten::roll", &checkRoll},
       {"aten::take", &checkTake},
+      {"aten::mm", &checkMatrixProductDtypes},
+      {"aten::addmm", &checkMatrixProductDtypes},
+      {"aten::_addmm_activation", &checkMatrixProductDtypes},
+      {"aten::bmm", &checkBatchedProductDtypes},
+      {"aten::native_layer_norm", &checkNormParameters},
+      {"aten::_native_batch_norm_legit_no_training", &checkNormParameters},
+      {"aten::native_group_norm", &checkNormParameters},
+      {"aten::hardtanh", &checkHardtanh},
+      {"aten::hardtanh_", &checkHardtanh},
+      {"aten::std", &checkStdOrVar},
+      {"aten::var", &checkStdOrVar},
+      {"aten::std_mean", &checkStdMean},
+      {"aten::var_mean", &checkVarMean},
+      {"aten::nansum", &checkNansum},
+      {"aten::heaviside", &checkHeaviside},
+      {"aten::heaviside_", &checkHeaviside},
+      {"aten::_fft_c2c", &checkFft},
+      {"aten::_fft_r2c", &checkFft},
+      {"aten::_fft_c2r", &checkFft},
+      {"aten::renorm", &checkRenorm},
+      {"aten::renorm_", &checkRenorm},
+      {"aten::segment_reduce", &checkSegmentReduce},
   };
   return kChecks;
 }

@@ -7,14 +7,15 @@
 // Every pass is one device kernel on the current stream (a backward launches
 // one per gradient asked for), named by pass and layout; its body runs CPU's
 // convolution on the device memory, with the algorithm CPU eager would pick.
-// Every dtype computes in itself, as CPU's does: which kernels serve half and
-// bfloat16 depends on the host's instruction set, and only the same call
-// keeps the results CPU's on every host.
+// Every dtype computes in itself, as CPU's does (integer dtypes included):
+// which kernels serve half and bfloat16 depends on the host's instruction
+// set, and only the same call keeps the results CPU's on every host.
 #include <ATen/EmptyTensor.h>
 #include <torch/library.h>
 
 #include "backend/OpRegistry.h"
 #include "backend/aten/DeviceKernel.h"
+#include "backend/aten/KernelProbe.h"
 
 namespace openreg::backend {
 
@@ -111,8 +112,6 @@ ConvCall describeConv(const at::Tensor& input, const at::Tensor& weight, c10::In
               "-d weight, got ", input.dim(), "-d");
   TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "convolution: input type (", input.scalar_type(),
               ") and weight type (", weight.scalar_type(), ") should be the same");
-  TORCH_CHECK(at::isFloatingType(input.scalar_type()), "convolution: openreg computes floating dtypes, got ",
-              input.scalar_type());
   TORCH_CHECK(groups > 0, "convolution: non-positive groups is not supported");
   const size_t dims = static_cast<size_t>(weight.dim() - 2);
   ConvCall call;
@@ -162,6 +161,21 @@ at::Tensor emptyDeviceIn(c10::IntArrayRef sizes, c10::ScalarType dtype, c10::Mem
       at::detail::empty_strided_meta(sizes, strides, dtype, std::nullopt, std::nullopt, std::nullopt));
 }
 
+// What CPU's convolution refuses for this dtype and kind (integer dtypes for
+// some of its algorithms: slow_conv_transpose2d lacks Byte) raises at the
+// call: a dry run of one zero sample of the call, once per kind and dtype.
+void probeConvolution(const at::Tensor& input, const at::Tensor& weight, const ConvCall& call) {
+  if (input.numel() == 0 || weight.numel() == 0) return;
+  c10::SmallVector<int64_t, 5> sampleSizes(input.sizes().begin(), input.sizes().end());
+  sampleSizes[0] = 1;
+  const std::string kind = convKernelName(call.transposed, call.geometry.dims(), "fwd", input.scalar_type());
+  probeOnOneElement(
+      kind.c_str(), input.scalar_type(), [&call, sampleSizes, weightSizes = weight.sizes().vec()](at::Tensor& one) {
+        const auto zeros = at::TensorOptions().dtype(one.scalar_type());
+        (void)convForward(at::zeros(sampleSizes, zeros), at::zeros(weightSizes, zeros), std::nullopt, call);
+      });
+}
+
 at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
                                    const std::optional<at::Tensor>& biasOpt, c10::IntArrayRef stride,
                                    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
@@ -181,6 +195,7 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
     TORCH_CHECK(biasOpt->scalar_type() == input.scalar_type(), "convolution: bias type (", biasOpt->scalar_type(),
                 ") and input type (", input.scalar_type(), ") should be the same");
   }
+  probeConvolution(input, weight, call);
   at::Tensor out = emptyDeviceIn(sizes, input.scalar_type(), resultFormat(input, weight));
   if (out.numel() == 0) return out;
   const int64_t positions = input.size(0) * product(outSizes);

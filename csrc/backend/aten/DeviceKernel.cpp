@@ -16,6 +16,7 @@
 #include "backend/OpRegistry.h"
 #include "backend/Stream.h"
 #include "backend/aten/ArgumentChecks.h"
+#include "backend/aten/KernelProbe.h"
 
 namespace openreg::backend {
 
@@ -398,28 +399,32 @@ KernelArgs::KernelArgs(c10::ArrayRef<c10::IValue> values) : owned_(argRefs(value
 void launchCpuOp(const c10::OperatorHandle& op, const KernelArgs& args, c10::DeviceIndex device, KernelNameRef kernel,
                  const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs) {
   checkArgumentsOnHost(op, args.refs());
+  probeCpuKernel(op, args.refs());
   auto call = std::make_unique<CpuOpKernel>(op, args.refs());
   call->copyResultsInto(outputs);
   launchKernelObject(currentNativeStream(device), kernel.c_str(), shape, std::move(call));
 }
 
 struct detail::StructuredLauncher::State {
-  State(const c10::OperatorHandle& outOp, KernelSpec kernelSpec)
+  State(const c10::OperatorHandle& outOp, KernelSpec kernelSpec, StandInCheck check)
       : spec(std::move(kernelSpec)),
+        standInCheck(check),
         bodyOp(spec.functionalOverload != nullptr ? findOp(outOp.schema().name().c_str(), spec.functionalOverload)
                                                   : outOp),
         bodyInputs(bodyOp.schema().arguments().size()),
         names(spec.base, spec.style == KernelStyle::Gemm) {}
 
   const KernelSpec spec;
+  const StandInCheck standInCheck;
   // The .out overload, or the functional one (spec.functionalOverload).
   const c10::OperatorHandle bodyOp;
   const size_t bodyInputs;
   const KernelNames names;
 };
 
-detail::StructuredLauncher::StructuredLauncher(const c10::OperatorHandle& outOp, KernelSpec spec)
-    : state_(std::make_unique<State>(outOp, std::move(spec))) {}
+detail::StructuredLauncher::StructuredLauncher(const c10::OperatorHandle& outOp, KernelSpec spec,
+                                               StandInCheck standInCheck)
+    : state_(std::make_unique<State>(outOp, std::move(spec), standInCheck)) {}
 
 detail::StructuredLauncher::~StructuredLauncher() = default;
 
@@ -428,7 +433,13 @@ const KernelSpec& detail::StructuredLauncher::spec() const { return state_->spec
 void detail::StructuredLauncher::launch(c10::Device device, c10::ArrayRef<ArgRef> args,
                                         c10::ArrayRef<at::Tensor> outputs, const at::Tensor* result) const {
   const State& s = *state_;
-  checkArgumentsOnHost(s.bodyOp, s.spec.functionalOverload != nullptr ? args.slice(0, s.bodyInputs) : args);
+  if (s.spec.functionalOverload != nullptr) {
+    checkArgumentsOnHost(s.bodyOp, args.slice(0, s.bodyInputs));
+    probeCpuKernel(s.bodyOp, args.slice(0, s.bodyInputs), {}, s.standInCheck);
+  } else {
+    checkArgumentsOnHost(s.bodyOp, args);
+    probeCpuKernel(s.bodyOp, args, outputs, s.standInCheck);
+  }
   const at::Tensor& firstResult = result != nullptr ? *result : outputs.empty() ? namingTensor(args) : outputs.front();
   const LaunchPlan plan = planLaunch(s.spec, s.names, args, firstResult);
   std::unique_ptr<CpuOpKernel> call;

@@ -159,6 +159,12 @@ class KernelNameRef {
 void launchCpuOp(const c10::OperatorHandle& op, const KernelArgs& args, c10::DeviceIndex device, KernelNameRef kernel,
                  const LaunchShape& shape, c10::ArrayRef<at::Tensor> outputs = {});
 
+// Who validates the cut stand-ins of a dry run (KernelProbe.h)
+// before the CPU kernel computes on them: a structured CPU kernel runs its
+// own C++ meta function first; other CPU kernels trust the operator's meta
+// function, which the dry run then runs first.
+enum class StandInCheck { ByMeta, ByCpuKernel };
+
 // Runs `op` through the CPU fallback (counted, see OpRegistry.h): for
 // kernels that find they cannot run a call on the device.
 void runCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
@@ -171,7 +177,8 @@ at::Tensor metaTwin(const at::Tensor& t);
 // operator its body runs on the CPU.
 class StructuredLauncher {
  public:
-  StructuredLauncher(const c10::OperatorHandle& outOp, KernelSpec spec);
+  StructuredLauncher(const c10::OperatorHandle& outOp, KernelSpec spec,
+                     StandInCheck standInCheck = StandInCheck::ByMeta);
   ~StructuredLauncher();
   StructuredLauncher(const StructuredLauncher&) = delete;
   StructuredLauncher& operator=(const StructuredLauncher&) = delete;
@@ -373,7 +380,7 @@ void registerStructured(torch::Library& m, const char* outSchema, OutFn out,
                         typename StructuredSignatures<OutFn>::Functional functional,
                         typename StructuredSignatures<OutFn>::Inplace inplace, KernelSpec spec) {
   const detail::StructuredFamily family = detail::findStructuredFamily(outSchema, inplace != nullptr);
-  auto launcher = std::make_shared<const detail::StructuredLauncher>(family.out, spec);
+  auto launcher = std::make_shared<const detail::StructuredLauncher>(family.out, spec, StandInCheck::ByCpuKernel);
   detail::registerFamilyKernel(m, family.out, torch::CppFunction(detail::OutKernel<OutFn>(out, launcher, family.out)),
                                spec);
   if (family.functional.has_value()) {
@@ -398,7 +405,7 @@ void registerStructuredFunctional(torch::Library& m, const char* functionalSchem
                                   KernelSpec spec) {
   const c10::OperatorHandle out = detail::findSchema(outSchema);
   const c10::OperatorHandle functional = detail::findSchema(functionalSchema);
-  auto launcher = std::make_shared<const detail::StructuredLauncher>(out, spec);
+  auto launcher = std::make_shared<const detail::StructuredLauncher>(out, spec, StandInCheck::ByCpuKernel);
   detail::registerFamilyKernel(m, functional,
                                torch::CppFunction(detail::FunctionalKernel<Fn>(meta, launcher, functional)), spec);
 }

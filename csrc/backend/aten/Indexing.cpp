@@ -9,6 +9,7 @@
 #include "backend/OpRegistry.h"
 #include "backend/aten/ArgumentChecks.h"
 #include "backend/aten/DeviceKernel.h"
+#include "backend/aten/KernelProbe.h"
 
 namespace openreg::backend {
 
@@ -119,16 +120,16 @@ at::Tensor& maskedFillScalar(at::Tensor& self, const at::Tensor& mask, const c10
   return self;
 }
 
+// The value is read on the host, as CUDA's masked_fill_ does (item(), which
+// synchronizes when it lives on the device): a value the dtype cannot hold
+// then raises at the call, as on CPU, not later from the kernel.
 at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
   static const c10::OperatorHandle kOp = findOp("aten::masked_fill_", "Tensor");
   checkMask(self, mask);
   TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
               value.dim(), " dimension(s).");
-  const auto args = refArgs(self, mask, value);
-  const c10::Device device = commonDevice(args, kOp);
-  c10::DeviceGuard guard(device);
-  launchCpuOp(kOp, args, device.index(), kernelName("masked_fill", self.scalar_type()), elementwiseShape(self.numel()));
-  return self;
+  (void)commonDevice(refArgs(self, mask, value), kOp);
+  return maskedFillScalar(self, mask, value.item());
 }
 
 template <const char* kOverload>
@@ -193,6 +194,7 @@ bool equal(const at::Tensor& self, const at::Tensor& other) {
   TORCH_CHECK(self.device() == other.device(), "Expected all tensors to be on the same device, but found at least ",
               "two devices, ", self.device(), " and ", other.device(), "!");
   if (self.sizes() != other.sizes()) return false;
+  probeOnOneElement("equal", self.scalar_type(), [](at::Tensor& one) { (void)at::equal(one, one.clone()); });
   c10::DeviceGuard guard(self.device());
   at::Tensor flag = at::empty({}, self.options().dtype(at::kBool));
   launchKernel(streamFor(self), kernelName("equal", self.scalar_type()), reductionShape(1, self.numel()),
@@ -233,8 +235,9 @@ at::Tensor& maskedScatter(at::Tensor& self, const at::Tensor& mask, const at::Te
   static const c10::OperatorHandle kOp = findOp("aten::masked_scatter_", "");
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
-  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "masked_scatter_: expected self and source to have same ",
-              "dtypes but got ", self.scalar_type(), " and ", source.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),  // CPU's words, its missing space included
+              "masked_scatter: expected self and source to have same dtypes but got", self.scalar_type(), " and ",
+              source.scalar_type());
   TORCH_CHECK(at::infer_size(self.sizes(), mask.sizes()) == self.sizes(), "masked_scatter_: the mask of shape ",
               mask.sizes(), " cannot be broadcast to the destination of shape ", self.sizes());
   const auto args = refArgs(self, mask, source);

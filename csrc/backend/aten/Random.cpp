@@ -3,11 +3,13 @@
 // private CPU generator seeded with it, on the executor thread.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
 #include <torch/library.h>
 
 #include "backend/Generator.h"
 #include "backend/OpRegistry.h"
 #include "backend/aten/DeviceKernel.h"
+#include "backend/aten/KernelProbe.h"
 
 namespace openreg::backend {
 
@@ -27,34 +29,56 @@ void launchRandom(const at::Tensor& self, const std::optional<at::Generator>& ge
                });
 }
 
+// Whether a fill's refusals depend on its arguments' values (bounds that
+// must fit the dtype), not on the dtype alone.
+enum class Refusals { ByDtype, ByValues };
+
+// Launches `fill` as launchRandom does, after raising, at the call, what
+// CPU's fill refuses (a dtype it lacks, bounds the dtype cannot hold): a dry
+// run on one element. For fills that read nothing but their scalar captures.
+template <class F>
+void launchScalarFill(const at::Tensor& self, const std::optional<at::Generator>& generator, const std::string& name,
+                      F&& fill, Refusals refusals = Refusals::ByDtype) {
+  probeOnOneElement(
+      name.c_str(), self.scalar_type(),
+      [&fill](at::Tensor& one) {
+        at::Generator cpu = at::make_generator<at::CPUGeneratorImpl>(0);
+        fill(one, cpu);
+      },
+      refusals == Refusals::ByDtype);
+  launchRandom(self, generator, name, self.numel(), std::forward<F>(fill));
+}
+
 at::Tensor& uniform(at::Tensor& self, double from, double to, std::optional<at::Generator> generator) {
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
   if (self.numel() == 0) return self;
-  launchRandom(self, generator, kernelName("rng_uniform", self.scalar_type()), self.numel(),
-               [from, to](at::Tensor& view, at::Generator& g) { view.uniform_(from, to, g); });
+  launchScalarFill(
+      self, generator, kernelName("rng_uniform", self.scalar_type()),
+      [from, to](at::Tensor& view, at::Generator& g) { view.uniform_(from, to, g); }, Refusals::ByValues);
   return self;
 }
 
 at::Tensor& normal(at::Tensor& self, double mean, double std, std::optional<at::Generator> generator) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   if (self.numel() == 0) return self;
-  launchRandom(self, generator, kernelName("rng_normal", self.scalar_type()), self.numel(),
-               [mean, std](at::Tensor& view, at::Generator& g) { view.normal_(mean, std, g); });
+  launchScalarFill(self, generator, kernelName("rng_normal", self.scalar_type()),
+                   [mean, std](at::Tensor& view, at::Generator& g) { view.normal_(mean, std, g); });
   return self;
 }
 
 at::Tensor& randomFull(at::Tensor& self, std::optional<at::Generator> generator) {
   if (self.numel() == 0) return self;
-  launchRandom(self, generator, kernelName("rng_random", self.scalar_type()), self.numel(),
-               [](at::Tensor& view, at::Generator& g) { view.random_(g); });
+  launchScalarFill(self, generator, kernelName("rng_random", self.scalar_type()),
+                   [](at::Tensor& view, at::Generator& g) { view.random_(g); });
   return self;
 }
 
 at::Tensor& randomTo(at::Tensor& self, int64_t to, std::optional<at::Generator> generator) {
   TORCH_CHECK(to > 0, "random_ expects 'from' to be less than 'to', but got from=0 >= to=", to);
   if (self.numel() == 0) return self;
-  launchRandom(self, generator, kernelName("rng_random", self.scalar_type()), self.numel(),
-               [to](at::Tensor& view, at::Generator& g) { view.random_(to, g); });
+  launchScalarFill(
+      self, generator, kernelName("rng_random", self.scalar_type()),
+      [to](at::Tensor& view, at::Generator& g) { view.random_(to, g); }, Refusals::ByValues);
   return self;
 }
 
@@ -63,16 +87,17 @@ at::Tensor& randomFrom(at::Tensor& self, int64_t from, std::optional<int64_t> to
   TORCH_CHECK(!to.has_value() || from < *to, "random_ expects 'from' to be less than 'to', but got from=", from,
               " >= to=", *to);
   if (self.numel() == 0) return self;
-  launchRandom(self, generator, kernelName("rng_random", self.scalar_type()), self.numel(),
-               [from, to](at::Tensor& view, at::Generator& g) { view.random_(from, to, g); });
+  launchScalarFill(
+      self, generator, kernelName("rng_random", self.scalar_type()),
+      [from, to](at::Tensor& view, at::Generator& g) { view.random_(from, to, g); }, Refusals::ByValues);
   return self;
 }
 
 at::Tensor& bernoulliFloat(at::Tensor& self, double p, std::optional<at::Generator> generator) {
   TORCH_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
   if (self.numel() == 0) return self;
-  launchRandom(self, generator, kernelName("rng_bernoulli", self.scalar_type()), self.numel(),
-               [p](at::Tensor& view, at::Generator& g) { view.bernoulli_(p, g); });
+  launchScalarFill(self, generator, kernelName("rng_bernoulli", self.scalar_type()),
+                   [p](at::Tensor& view, at::Generator& g) { view.bernoulli_(p, g); });
   return self;
 }
 
@@ -84,6 +109,12 @@ at::Tensor& bernoulliTensor(at::Tensor& self, const at::Tensor& p, std::optional
   if (!p.device().is_privateuseone()) return bernoulliFloat(self, p.item<double>(), generator);
   TORCH_CHECK(at::infer_size(self.sizes(), p.sizes()) == self.sizes(), "bernoulli_: probability of shape ", p.sizes(),
               " cannot be broadcast to ", self.sizes());
+  // The dtypes CPU's kernel refuses (of self or of p) raise here.
+  probeOnOneElement((std::string("rng_bernoulli_p_") + c10::toString(p.scalar_type())).c_str(), self.scalar_type(),
+                    [pType = p.scalar_type()](at::Tensor& one) {
+                      at::Generator cpu = at::make_generator<at::CPUGeneratorImpl>(0);
+                      one.bernoulli_(at::zeros({1}, at::TensorOptions().dtype(pType)), cpu);
+                    });
   launchRandom(self, generator, kernelName("rng_bernoulli", self.scalar_type()), self.numel(),
                [pd = describeTensor(p)](at::Tensor& view, at::Generator& g) { view.bernoulli_(pd.view(), g); });
   return self;
@@ -92,32 +123,32 @@ at::Tensor& bernoulliTensor(at::Tensor& self, const at::Tensor& p, std::optional
 at::Tensor& exponential(at::Tensor& self, double lambd, std::optional<at::Generator> generator) {
   TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
   if (self.numel() == 0) return self;
-  launchRandom(self, generator, kernelName("rng_exponential", self.scalar_type()), self.numel(),
-               [lambd](at::Tensor& view, at::Generator& g) { view.exponential_(lambd, g); });
+  launchScalarFill(self, generator, kernelName("rng_exponential", self.scalar_type()),
+                   [lambd](at::Tensor& view, at::Generator& g) { view.exponential_(lambd, g); });
   return self;
 }
 
 at::Tensor& geometric(at::Tensor& self, double p, std::optional<at::Generator> generator) {
   TORCH_CHECK(0 < p && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
   if (self.numel() == 0) return self;
-  launchRandom(self, generator, kernelName("rng_geometric", self.scalar_type()), self.numel(),
-               [p](at::Tensor& view, at::Generator& g) { view.geometric_(p, g); });
+  launchScalarFill(self, generator, kernelName("rng_geometric", self.scalar_type()),
+                   [p](at::Tensor& view, at::Generator& g) { view.geometric_(p, g); });
   return self;
 }
 
 at::Tensor& logNormal(at::Tensor& self, double mean, double std, std::optional<at::Generator> generator) {
   TORCH_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
   if (self.numel() == 0) return self;
-  launchRandom(self, generator, kernelName("rng_log_normal", self.scalar_type()), self.numel(),
-               [mean, std](at::Tensor& view, at::Generator& g) { view.log_normal_(mean, std, g); });
+  launchScalarFill(self, generator, kernelName("rng_log_normal", self.scalar_type()),
+                   [mean, std](at::Tensor& view, at::Generator& g) { view.log_normal_(mean, std, g); });
   return self;
 }
 
 at::Tensor& cauchy(at::Tensor& self, double median, double sigma, std::optional<at::Generator> generator) {
   TORCH_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
   if (self.numel() == 0) return self;
-  launchRandom(self, generator, kernelName("rng_cauchy", self.scalar_type()), self.numel(),
-               [median, sigma](at::Tensor& view, at::Generator& g) { view.cauchy_(median, sigma, g); });
+  launchScalarFill(self, generator, kernelName("rng_cauchy", self.scalar_type()),
+                   [median, sigma](at::Tensor& view, at::Generator& g) { view.cauchy_(median, sigma, g); });
   return self;
 }
 
@@ -147,6 +178,12 @@ std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input, double
 at::Tensor& randpermOut(int64_t n, std::optional<at::Generator> generator, at::Tensor& out) {
   TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
   c10::DeviceGuard guard(out.device());
+  // CPU's refusals: n beyond what the dtype counts exactly, a dtype it lacks.
+  at::native::check_supported_max_int_with_precision(n, at::empty({0}, at::TensorOptions().dtype(out.scalar_type())));
+  probeOnOneElement("rng_randperm", out.scalar_type(), [](at::Tensor& one) {
+    at::Generator cpu = at::make_generator<at::CPUGeneratorImpl>(0);
+    at::randperm_out(one, 1, cpu);
+  });
   at::native::resize_output(out, {n});
   if (n == 0) return out;
   launchRandom(out, generator, kernelName("rng_randperm", out.scalar_type()), n,
