@@ -66,11 +66,12 @@ namespace {
 // the error is the one CUDA users know, word for word.
 at::Tensor binaryCrossEntropyUnderAutocast(const at::Tensor& self, const at::Tensor& target,
                                            const std::optional<at::Tensor>& weight, int64_t reduction) {
-  static const auto op =
+  static const auto kBinaryCrossEntropy =
       c10::Dispatcher::singleton()
           .findSchemaOrThrow("aten::binary_cross_entropy", "")
           .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, int64_t)>();
-  return op.redispatch(c10::DispatchKeySet(c10::DispatchKey::AutocastCUDA), self, target, weight, reduction);
+  return kBinaryCrossEntropy.redispatch(c10::DispatchKeySet(c10::DispatchKey::AutocastCUDA), self, target, weight,
+                                        reduction);
 }
 
 }  // namespace
