@@ -54,10 +54,13 @@ c10::DeviceIndex deviceCount() noexcept {
   }
 }
 
+bool inForkedChild() noexcept { return gForkedChild.load(std::memory_order_relaxed); }
+
 void checkNotForkedChild() {
-  TORCH_CHECK(!gForkedChild.load(std::memory_order_relaxed),
-              "openreg: the device cannot be used in a forked child of a process that had started it; use the ",
-              "'spawn' start method for multiprocessing");
+  TORCH_CHECK(!inForkedChild(),
+              "openreg: cannot re-initialize the device in a forked subprocess: this process is a forked child of "
+              "one that had started the device, whose worker threads do not survive fork(). To use openreg with "
+              "multiprocessing, use the 'spawn' or 'forkserver' start method");
 }
 
 int threadCountSetting(const char* variable) noexcept {
@@ -109,12 +112,14 @@ void checkDeviceIndex(c10::DeviceIndex index) {
 }
 
 c10::DeviceIndex currentDevice() {
+  checkNotForkedChild();  // every device guard starts here: the child learns why at its first op
   int device = 0;
   OPENREG_CHECK(orGetDevice(&device));
   return static_cast<c10::DeviceIndex>(device);
 }
 
 void setCurrentDevice(c10::DeviceIndex index) {
+  checkNotForkedChild();
   checkDeviceIndex(index);
   OPENREG_CHECK(orSetDevice(index));
 }

@@ -24,7 +24,11 @@ bool runtimeInitialized() noexcept;
 int threadCountSetting(const char* variable) noexcept;
 
 // The runtime's executor threads do not survive fork(): a child of a process
-// that had started the device must not use it. Throws a RuntimeError then.
+// that had started the device (initRuntime) must not use it. True in such a
+// child (CUDA's "bad fork"); async-signal-safe to set, cheap to read.
+bool inForkedChild() noexcept;
+// Throws a RuntimeError naming the cause (and the 'spawn' start method) in
+// such a child.
 void checkNotForkedChild();
 
 // Throws a RuntimeError unless 0 <= index < deviceCount().

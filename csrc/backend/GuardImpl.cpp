@@ -107,6 +107,7 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeStream(const c10::Stream& stream) const override { backend::synchronizeStream(stream); }
 
   void synchronizeDevice(const c10::DeviceIndex deviceIndex) const override {
+    checkNotForkedChild();
     checkDeviceIndex(deviceIndex);
     OPENREG_CHECK(orDeviceSynchronizeIndex(deviceIndex));
   }

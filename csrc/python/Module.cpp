@@ -36,6 +36,7 @@ py::dict deviceProperties(int device) {
 }
 
 void synchronizeDevice(int device) {
+  checkNotForkedChild();
   checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
   orError_t err;
   {
@@ -47,6 +48,7 @@ void synchronizeDevice(int device) {
 
 // False if the device was still busy after timeoutMs; raises on a kernel failure.
 bool synchronizeDeviceWithTimeout(int device, uint32_t timeoutMs) {
+  checkNotForkedChild();
   checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
   orError_t err;
   {
@@ -70,6 +72,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_init", &initRuntime, "Start the device runtime; raises if it cannot start.");
   m.def("_is_initialized", &runtimeInitialized);
+  m.def("_is_in_bad_fork", &inForkedChild);
   m.def("_device_count", []() { return static_cast<int>(deviceCount()); });
   m.def("_get_device", []() { return static_cast<int>(currentDevice()); });
   m.def("_set_device", [](int device) { setCurrentDevice(static_cast<c10::DeviceIndex>(device)); });

@@ -100,6 +100,7 @@ std::shared_ptr<Stream> Executor::popReadyLocked() {
 }
 
 void Executor::startThreads() {
+  noteRuntimeThreadsStarting();
   threads_.reserve(threadCount_);
   for (int i = 0; i < threadCount_; ++i) {
     threads_.emplace_back([this] { workerLoop(); });

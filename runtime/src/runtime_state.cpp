@@ -1,5 +1,7 @@
 #include "runtime_state.h"
 
+#include <pthread.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +12,16 @@
 
 namespace openreg {
 namespace {
+
+// fork() copies only the calling thread: a child of a process whose runtime
+// had started threads has the runtime's state but none of its executors or
+// delivery thread, so any wait would hang and queued work never runs.
+std::atomic<bool> gThreadsStarted{false};
+std::atomic<bool> gForkedAfterThreads{false};
+
+void markForkedChild() {
+  if (gThreadsStarted.load(std::memory_order_relaxed)) gForkedAfterThreads.store(true, std::memory_order_relaxed);
+}
 
 // At exit, let queued work finish before libraries it may call into (torch)
 // are torn down; if it does not finish in time, drop what is left.
@@ -69,7 +81,20 @@ Runtime* createRuntime() {
 
 }  // namespace
 
+void noteRuntimeThreadsStarting() {
+  static const int kAtforkRegistered = pthread_atfork(nullptr, nullptr, &markForkedChild);
+  (void)kAtforkRegistered;
+  gThreadsStarted.store(true, std::memory_order_relaxed);
+}
+
 Runtime* acquireRuntime(orError_t* error) {
+  if (__builtin_expect(gForkedAfterThreads.load(std::memory_order_relaxed), 0)) {
+    *error = fail(orErrorInitializationError,
+                  "openreg runtime: cannot re-initialize the device in a forked subprocess: this process is a forked "
+                  "child of one whose runtime had started its threads, which do not survive fork(). Start worker "
+                  "processes with the 'spawn' or 'forkserver' method");
+    return nullptr;
+  }
   static Runtime* runtime = createRuntime();
   if (!runtime->config.error.empty()) {
     *error = fail(orErrorInitializationError, "openreg runtime configuration: %s", runtime->config.error.c_str());

@@ -82,8 +82,15 @@ struct Runtime {
   std::atomic<uint64_t> nextEventId{1};
 };
 
-// The runtime, or nullptr with the thread's error set (bad configuration).
+// The runtime, or nullptr with the thread's error set: a bad configuration,
+// or a process forked after the runtime had started threads (runtime.h).
 Runtime* acquireRuntime(orError_t* error);
+
+// Called before the runtime starts a thread of its own (executor workers, the
+// activity delivery thread). From then on a fork()ed child's runtime refuses
+// every call with orErrorInitializationError instead of waiting on threads it
+// does not have. Thread-safe.
+void noteRuntimeThreadsStarting();
 
 // The calling thread's current device (starts at 0).
 int currentDevice();

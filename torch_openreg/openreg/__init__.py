@@ -4,6 +4,12 @@ Devices are numbered ``openreg:0`` .. ``openreg:N-1``; ``OPENREG_DEVICE_COUNT``
 and ``OPENREG_DEVICE_MEMORY`` configure the simulated device (see the runtime
 header). Work runs asynchronously on per-stream executors: use
 :func:`synchronize`, events or a host read (``item()``, ``.cpu()``) to wait.
+
+The runtime starts at the first device use, or at :func:`init`. As with CUDA, a
+process forked after that cannot use the device (its executor threads do not
+survive ``fork()``): there :func:`is_initialized` is False, ``_is_in_bad_fork()``
+True, and any use raises a ``RuntimeError`` naming the 'spawn' start method.
+A process forked before the device started, or spawned, uses it normally.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from torch_openreg.openreg._core import (
     _lazy_init,
     current_device,
     device_count,
+    init,
     is_available,
     is_initialized,
 )
@@ -155,6 +162,7 @@ __all__ = [
     "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
+    "init",
     "initial_seed",
     "is_available",
     "is_initialized",

@@ -6,7 +6,6 @@ none of them imports the package that imports them.
 
 from __future__ import annotations
 
-import os
 import threading
 
 import torch
@@ -18,43 +17,42 @@ _C = load_extension()
 _Device = torch.device | str | int | None
 
 _initialized = False
-_in_bad_fork = False
 _init_lock = threading.Lock()
 
 
-def _after_fork_in_child() -> None:
-    # The runtime's executor threads do not survive fork().
-    global _in_bad_fork
-    if _initialized:
-        _in_bad_fork = True
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 def _is_in_bad_fork() -> bool:
-    return _in_bad_fork
+    """True in a forked child of a process that had started the device (which it cannot use)."""
+    return _C._is_in_bad_fork()
 
 
 def _lazy_init() -> None:
     """Starts the device runtime on first use (torch calls this before device work)."""
     global _initialized
-    if _initialized:
+    if is_initialized():
         return
     with _init_lock:
-        if _initialized:
+        if is_initialized():
             return
-        if _in_bad_fork:
-            raise RuntimeError(
-                "openreg: cannot re-initialize the device in a forked subprocess; use the 'spawn' start method"
-            )
+        # In a forked child the parent's _initialized was copied: the backend,
+        # which marks the child at the fork, says why it cannot start.
         _C._init()
         _initialized = True
 
 
+def init() -> None:
+    """Starts openreg's device runtime now; torch otherwise does it at the first device use.
+
+    Does nothing if it is already started. Raises ``RuntimeError`` when the runtime
+    cannot start (a malformed ``OPENREG_*`` variable), or in a process forked from one
+    that had started it: the runtime's worker threads do not survive ``fork()``, so such
+    a child must not use the device (start workers with the 'spawn' method instead).
+    """
+    _lazy_init()
+
+
 def is_initialized() -> bool:
-    return _initialized
+    """True once the device runtime is started in this process (False in a forked child of one)."""
+    return _initialized and not _is_in_bad_fork()
 
 
 def is_available() -> bool:

@@ -30,6 +30,12 @@
  *       OPENREG_EXIT_DRAIN_TIMEOUT_MS longest wait at exit for queued work (default 10000)
  *     A malformed value makes every call return orErrorInitializationError
  *     with a message naming the variable.
+ *   - fork(): a child of a process whose runtime had started threads (its
+ *     first launch, copy, memset or event record on a stream, or a registered
+ *     activity client) has none of them. Every call there returns
+ *     orErrorInitializationError naming the cause, never waits on them; the
+ *     child's exit does not wait for work queued before the fork. A child
+ *     forked before the runtime started threads uses its own copy normally.
  *   - At process exit (atexit) the runtime waits up to
  *     OPENREG_EXIT_DRAIN_TIMEOUT_MS for queued work, then drops what is left:
  *     a dropped kernel does not run but its userDataDestroy does, a dropped
@@ -61,7 +67,7 @@ typedef enum orError_t {
   orSuccess = 0,
   orErrorInvalidValue = 1,          /* an argument is out of range or NULL */
   orErrorMemoryAllocation = 2,      /* device memory exhausted */
-  orErrorInitializationError = 3,   /* bad configuration (environment) */
+  orErrorInitializationError = 3,   /* bad configuration (environment), or a forked child (above) */
   orErrorInvalidDevice = 4,         /* device index out of range */
   orErrorInvalidDevicePointer = 5,  /* not a live device allocation (or double free) */
   orErrorInvalidHostPointer = 6,    /* not a live pinned allocation (or double free) */

@@ -274,6 +274,7 @@ orError_t registerClient(orActivityBufferRequestedFn requested, orActivityBuffer
   std::lock_guard lock(s.queueMutex);
   if (!s.deliveryStarted) {
     s.deliveryStarted = true;
+    noteRuntimeThreadsStarting();
     s.deliveryThread = std::thread(deliveryLoop);
     s.deliveryThread.detach();
   }
