@@ -43,6 +43,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         gaps=args.gaps,
         ranks=args.ranks,
         compile=args.compile,
+        on_demand=args.on_demand,
     )
     return run(options)
 
@@ -107,6 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--compile",
         action="store_true",
         help="train the model under torch.compile (Inductor's C++ kernels, launched on the device)",
+    )
+    demo.add_argument(
+        "--on-demand",
+        action="store_true",
+        help="train with no torch.profiler, for a trace asked for from outside (dyno gputrace): Kineto's "
+        "daemon mode, KINETO_USE_DAEMON=1 in the environment (with --ranks the demo sets it for the ranks); "
+        "default 300 steps",
     )
     demo.add_argument("--gzip", action="store_true", help="write .json.gz traces")
     demo.add_argument("--check", action="store_true", help="also run the invariant checks on every trace written")

@@ -60,7 +60,12 @@ void describeOnDemandRequest(const libkineto::Config& config, SessionRequest& re
   if (request.typesByDefault) request.runtime = true;
   request.logFile = config.activitiesLogFile();
   request.traceId = config.requestTraceID();
-  request.iterations = config.hasProfileStartIteration() ? config.activitiesRunIterations() : 0;
+  if (config.hasProfileStartIteration()) {
+    // Kineto has set the iteration it starts on (a multiple of the request's
+    // roundup) by the time it configures the trace: the same on every rank.
+    request.iterations = config.activitiesRunIterations();
+    request.startIteration = config.profileStartIteration();
+  }
 }
 
 OnDemandExit endOnDemandTraceAtExit(int64_t graceMs) {

@@ -243,6 +243,7 @@ void OpenregSession::writeOnDemand(common::JsonWriter& out) const {
       .field("trace_id", request_.traceId)
       .field("log_file", request_.logFile)
       .field("iterations", request_.iterations)
+      .field("start_iteration", request_.startIteration)
       .field("types_by_default", request_.typesByDefault)
       .field("ended_early_at_exit", endedEarly_.load())
       .endObject();

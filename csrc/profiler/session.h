@@ -48,6 +48,7 @@ struct SessionRequest {
   std::string logFile;          // ACTIVITIES_LOG_FILE as given (Kineto adds _<pid>)
   std::string traceId;          // REQUEST_TRACE_ID
   int iterations = 0;           // ACTIVITIES_ITERATIONS of an iteration-based request, else 0
+  int startIteration = -1;      // Kineto's step count where it starts (after any roundup), else -1
 
   bool anyDeviceActivity() const { return kernels || memcpy || memset || userAnnotations; }
   static SessionRequest fromActivityTypes(const std::set<libkineto::ActivityType>& types);

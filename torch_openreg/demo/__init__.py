@@ -6,6 +6,7 @@
     progress.py  the progress bar
     run.py       backend checks, the profiled training loop, key_averages, summary and checks
     distributed.py  --ranks N: the same with DistributedDataParallel on N local processes
+    ondemand.py  --on-demand: no torch.profiler in the loop; traced from outside (Kineto's daemon mode)
     report.py    the run's one-page HTML report (openreg_trace.report)
 
 run() checks the backend, the profiler plugin and the trace library before

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .._local_ranks import LocalRanks, free_port, rank_environment
+from . import ondemand
 from .run import (
     COMPILE_NOTE,
     EXIT_CHECK_FAILED,
@@ -138,6 +139,8 @@ def _spawn(ranks: LocalRanks, options: DemoOptions, rank: int, port: int) -> Any
         port,
         **{_OPTIONS_ENV: _encode(options), _RESULT_ENV: str(_rank_folder(options) / f"rank{rank}.json")},
     )
+    if options.on_demand:
+        env[ondemand.DAEMON_MODE_ENV] = "1"  # Kineto's daemon mode in the ranks: traced from outside
     log = open(_rank_folder(options) / f"rank{rank}.log", "w")
     ranks.spawn([sys.executable, "-m", "torch_openreg.demo.distributed"], env, stdout=log, stderr=subprocess.STDOUT)
     return log
@@ -184,6 +187,9 @@ def run_distributed(options: DemoOptions, out: TextIO | None = None, err: TextIO
         with LocalRanks() as ranks:
             for rank in range(options.ranks):
                 logs.append(_spawn(ranks, options, rank, port))
+            if options.on_demand:
+                print("ranks: " + ", ".join(f"rank {r} pid {p.pid}" for r, p in enumerate(ranks.procs)), file=out)
+                ondemand.request_hint([p.pid for p in ranks.procs], out)
             ok = _wait_all(ranks.procs, _STARTUP_S + _PER_STEP_S * options.total_steps, err)
             spawned = len(ranks.procs)
     finally:
@@ -205,6 +211,8 @@ def run_distributed(options: DemoOptions, out: TextIO | None = None, err: TextIO
         "step waited for.",
         file=out,
     )
+    if options.on_demand:
+        return EXIT_OK  # the traces asked for are where each request said
     return _report(options, [Path(p) for r in results for p in r["traces"]], out)
 
 
@@ -271,6 +279,8 @@ def rank_main() -> int:
     batches = PrefetchingBatches(
         vocabulary.encode(TEXT), config.batch_size, config.context, device, options.seed + 1000 * rank
     )
+    if options.on_demand:
+        return _train_on_demand(options, rank, device, cap_mb, lambda: train_step(model, optimizer, batches))
     delay_s = _delay_s(rank)
     store = dist.distributed_c10d._get_default_store() if any(delay_s) else None
     before = _trace_files(options.output)
@@ -307,6 +317,25 @@ def rank_main() -> int:
         "last_loss": losses[-1],
         "traces": traces,
         "collectives": collectives,
+        "bucket_kib": cap_mb * 1024,
+    }
+    Path(os.environ[_RESULT_ENV]).write_text(json.dumps(result))
+    return 0
+
+
+def _train_on_demand(options: DemoOptions, rank: int, device: Any, cap_mb: float, step: Any) -> int:
+    """A rank of --on-demand: trains with no torch.profiler (a daemon's request traces it); writes its result."""
+    import torch.distributed as dist
+
+    losses = ondemand.train(step, options.total_steps)
+    dist.destroy_process_group()
+    result = {
+        "rank": rank,
+        "device": str(device),
+        "first_loss": losses[0],
+        "last_loss": losses[-1],
+        "traces": [],
+        "collectives": {},
         "bucket_kib": cap_mb * 1024,
     }
     Path(os.environ[_RESULT_ENV]).write_text(json.dumps(result))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from . import ondemand
 from .progress import ProgressBar
 
 # Exit codes (also documented in the command's help).
@@ -44,6 +45,7 @@ class DemoOptions:
     learning_rate: float = 3e-3
     ranks: int | None = None  # DDP on this many local processes (demo/distributed.py)
     compile: bool = False  # torch.compile the model (Inductor's C++ kernels, launched on the device)
+    on_demand: bool = False  # no torch.profiler: traced from outside (Kineto's daemon mode, demo/ondemand.py)
 
     @property
     def schedule_steps(self) -> int:
@@ -51,7 +53,9 @@ class DemoOptions:
 
     @property
     def total_steps(self) -> int:
-        return self.steps if self.steps is not None else self.schedule_steps
+        if self.steps is not None:
+            return self.steps
+        return ondemand.STEPS if self.on_demand else self.schedule_steps
 
 
 class BackendUnavailable(RuntimeError):
@@ -168,6 +172,9 @@ def run_single(options: DemoOptions, out: TextIO | None = None, err: TextIO | No
     """The demo in this process (without --ranks)."""
     out = out or sys.stdout
     err = err or sys.stderr
+    if options.on_demand and not ondemand.in_daemon_mode():
+        print(f"error: {ondemand.daemon_mode_missing()}", file=err)
+        return EXIT_USAGE
     if (code := start_demo(options, options.output, err)) is not None:
         return code
 
@@ -185,6 +192,11 @@ def run_single(options: DemoOptions, out: TextIO | None = None, err: TextIO | No
 
     steps = options.total_steps
     print(f"{description} on {device} ({torch.openreg.get_device_name(device)}), AdamW, {steps} steps", file=out)
+    if options.on_demand:
+        ondemand.request_hint([os.getpid()], out)
+        losses = ondemand.train(lambda: train_step(model, optimizer, batches), steps, err)
+        print(f"\nloss {losses[0]:.3f} -> {losses[-1]:.3f} over {steps} steps", file=out)
+        return EXIT_OK
     print(
         f"torch.profiler: activities CPU + PrivateUse1, schedule(wait={options.wait}, warmup={options.warmup}, "
         f"active={options.active}, repeat={options.repeat}), record_shapes, profile_memory, with_stack; "
