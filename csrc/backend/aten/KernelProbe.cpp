@@ -128,12 +128,18 @@ struct SignatureHash {
   }
 };
 
-// A signature's verdict: the refusal to raise again, or none.
-using Verdicts = std::unordered_map<Signature, std::exception_ptr, SignatureHash>;
+// A thread's verdicts (a signature's refusal to raise again, or none) and
+// the signature being looked up, reused so that a lookup allocates nothing.
+struct Probes {
+  std::unordered_map<Signature, std::exception_ptr, SignatureHash> verdicts;
+  Signature scratch;
+};
 
-Verdicts& verdicts() {
-  thread_local Verdicts table;
-  return table;
+// Out of line: inlined, GCC recomputes a thread_local's address (a call to
+// __tls_get_addr in a shared library) at each use, a dozen times a lookup.
+[[gnu::noinline]] Probes& threadProbes() {
+  thread_local Probes probes;
+  return probes;
 }
 
 // Drops the warnings of a dry run: the kernel itself gives them.
@@ -264,17 +270,19 @@ std::exception_ptr refusal(const c10::OperatorHandle& op, c10::ArrayRef<ArgRef> 
 
 void probeCpuKernel(const c10::OperatorHandle& op, c10::ArrayRef<ArgRef> args, c10::ArrayRef<at::Tensor> outputs,
                     StandInCheck check) {
-  thread_local Signature scratch;  // reused: a lookup allocates nothing
-  scratch.clear(op);
+  Probes& mine = threadProbes();
+  Signature& signature = mine.scratch;
+  signature.clear(op);
   const auto& arguments = op.schema().arguments();
-  for (size_t i = 0; i < args.size(); ++i) scratch.add(args[i], i < arguments.size() ? &arguments[i] : nullptr);
-  for (const at::Tensor& out : outputs) scratch.addTensor(out);
-  scratch.finish();
-  Verdicts& table = verdicts();
-  auto found = table.find(scratch);
-  if (found == table.end()) {
-    const Sizes cut = scratch.elements <= Signature::kExactElements ? Sizes::Exact : Sizes::Cut;
-    found = table.emplace(scratch, refusal(op, args, outputs, cut, check)).first;
+  for (size_t i = 0; i < args.size(); ++i) signature.add(args[i], i < arguments.size() ? &arguments[i] : nullptr);
+  for (const at::Tensor& out : outputs) signature.addTensor(out);
+  signature.finish();
+  auto found = mine.verdicts.find(signature);
+  if (found == mine.verdicts.end()) {
+    Signature key = signature;  // a dry run may look up signatures of its own
+    const Sizes cut = key.elements <= Signature::kExactElements ? Sizes::Exact : Sizes::Cut;
+    std::exception_ptr verdict = refusal(op, args, outputs, cut, check);
+    found = mine.verdicts.emplace(std::move(key), std::move(verdict)).first;
   }
   if (found->second) std::rethrow_exception(found->second);
 }
