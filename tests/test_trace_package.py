@@ -394,8 +394,13 @@ def test_the_sdist_carries_the_shared_json_writer(tmp_path):
     with tarfile.open(sdist) as archive:
         names = {n.removeprefix("openreg_trace-0.1.0/") for n in archive.getnames()}
         archive.extractall(tmp_path / "unpacked", filter="data")
+    # What git does not ignore (tracked, or new and not yet added): the files an sdist of the work tree holds.
     tracked = subprocess.run(
-        ["git", "ls-files", "trace", "common"], cwd=REPO, capture_output=True, text=True, check=True
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "trace", "common"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     expected = {p.removeprefix("trace/") for p in tracked if not p.startswith(("common/tests/",))}
     assert names == expected | {"PKG-INFO"}
