@@ -45,14 +45,14 @@ PATHS = {"fused": contextlib.nullcontext, "math": lambda: sdpa_kernel(SDPBackend
 ATTENTION_SHAPES = [(8, 4, 32, 16), (8, 8, 256, 64), (2, 8, 1024, 64)]
 
 
-def interleaved(rounds: int, measure) -> dict[str, list[float]]:
-    """measure(path) -> list of seconds, run for each path in each round, the order rotating."""
+def interleaved(rounds: int, measure) -> dict[str, list[list[float]]]:
+    """measure(path) -> list of seconds, run for each path in each round, the order rotating; per path, per round."""
     names = list(PATHS)
-    times: dict[str, list[float]] = {name: [] for name in names}
+    times: dict[str, list[list[float]]] = {name: [] for name in names}
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             with PATHS[name]():
-                times[name] += measure(name)
+                times[name].append(measure(name))
     return times
 
 
@@ -74,15 +74,17 @@ def peak_added_bytes(fn) -> int:
     return torch.openreg.max_memory_allocated() - before
 
 
-def report(title: str, times: dict[str, list[float]], kernels: dict[str, int], memory: dict[str, int] | None):
-    medians = {name: statistics.median(t) for name, t in times.items()}
+def report(title: str, times: dict[str, list[list[float]]], kernels: dict[str, int], memory: dict[str, int] | None):
+    """Median over all calls per path; the ratio of the medians, and its spread over the rounds (min-max)."""
+    medians = {name: statistics.median(t for block in rounds for t in block) for name, rounds in times.items()}
+    paired = [statistics.median(m) / statistics.median(f) for m, f in zip(times["math"], times["fused"])]
     extra = (
-        "" if memory is None else f"  peak MiB fused {memory['fused'] / 2**20:7.2f} math {memory['math'] / 2**20:7.2f}"
+        "" if memory is None else f"  peak MiB fused {memory['fused'] / 2**20:.2f} math {memory['math'] / 2**20:.2f}"
     )
     print(
-        f"{title:<44} fused {medians['fused'] * 1e3:8.3f} ms ({kernels['fused']:3d} kernels)  "
-        f"math {medians['math'] * 1e3:8.3f} ms ({kernels['math']:3d} kernels)  "
-        f"math/fused {medians['math'] / medians['fused']:5.2f}{extra}"
+        f"{title}\n    fused {medians['fused'] * 1e3:9.3f} ms ({kernels['fused']:3d} kernels)  "
+        f"math {medians['math'] * 1e3:9.3f} ms ({kernels['math']:3d} kernels)  "
+        f"math/fused {medians['math'] / medians['fused']:5.2f} (rounds {min(paired):.2f}-{max(paired):.2f}){extra}"
     )
 
 

@@ -223,6 +223,9 @@ def test_dropout_keeps_each_element_with_probability_one_minus_p():
         keep = fused_with_mask(q, k, v, p)[-1].float()
         n = keep.numel()
         assert abs(keep.mean().item() - (1 - p)) < 5 * math.sqrt(p * (1 - p) / n)
+        # Neighbours (which share one 64-bit random output) are independent: both kept with (1 - p)^2.
+        both = (keep[..., 0::2] * keep[..., 1::2]).mean().item()
+        assert abs(both - (1 - p) ** 2) < 5 * math.sqrt((1 - p) ** 2 * (1 - (1 - p) ** 2) / (n // 2))
         # Independent draws: rows, heads and batches do not repeat one another.
         assert not torch.equal(keep[0, 0, 0], keep[0, 0, 1])
         assert not torch.equal(keep[0, 0], keep[0, 1]) and not torch.equal(keep[0], keep[1])

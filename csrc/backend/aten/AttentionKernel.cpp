@@ -19,7 +19,6 @@
 #include <vector>
 
 #include <ATen/OpMathType.h>
-#include <ATen/core/PhiloxRNGEngine.h>
 #include <ATen/native/CPUBlas.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
@@ -96,29 +95,60 @@ void storeRows(const A* src, int64_t ld, const Strided4& t, int64_t b, int64_t h
   }
 }
 
-// The Philox words that decide which probabilities dropout keeps.
+// The random words that decide which probabilities dropout keeps: element e
+// (its index in the (batch, heads, queries, keys) scores) takes the low
+// (e even) or high (e odd) 32 bits of output e / 2 of the splitmix64 stream
+// of the call's seed, a counter-based generator as the device generator's
+// own, so any tile can draw its words directly. (Philox-4x32-10, as CUDA's
+// kernels use, cost as much as the rest of a small attention kernel.)
 class DropoutDraws {
  public:
-  explicit DropoutDraws(const Dropout& dropout)
+  DropoutDraws(const Dropout& dropout, int64_t keyLength)
       : enabled_(dropout.p > 0.0),
         seed_(dropout.seed),
+        keyLength_(static_cast<uint64_t>(keyLength)),
         threshold_(static_cast<uint64_t>(std::ldexp(std::max(0.0, 1.0 - dropout.p), 32))),
         keepScale_(dropout.p < 1.0 ? 1.0 / (1.0 - dropout.p) : 0.0) {}
 
   bool enabled() const { return enabled_; }
   double keepScale() const { return keepScale_; }
 
-  // keep[c] for the elements (row, j0 + c) of one score row: word j0 + c of
-  // the row's subsequence, whatever the tiling.
+  // keep[c] for the elements (row, j0 + c) of one score row.
   void keepRow(uint64_t row, int64_t j0, int64_t count, uint8_t* keep) const {
-    at::Philox4_32 engine(seed_, row, static_cast<uint64_t>(j0) / 4);
-    for (int64_t skip = 0; skip < j0 % 4; ++skip) engine();
-    for (int64_t c = 0; c < count; ++c) keep[c] = static_cast<uint64_t>(engine()) < threshold_ ? 1 : 0;
+    uint64_t element = row * keyLength_ + static_cast<uint64_t>(j0);
+    while (count > 0) {
+      // Whole pairs (one output each) into `pairs`, then the part asked for.
+      const auto skip = static_cast<int64_t>(element & 1);
+      const int64_t chunk = std::min<int64_t>(count, kChunk - skip);
+      const int64_t pairCount = (skip + chunk + 1) / 2;
+      const uint64_t firstPair = element >> 1;
+      uint8_t pairs[kChunk];
+      for (int64_t n = 0; n < pairCount; ++n) {
+        const uint64_t word = splitmix64(seed_ + (firstPair + static_cast<uint64_t>(n)) * kGamma);
+        pairs[2 * n] = static_cast<uint32_t>(word) < threshold_ ? 1 : 0;
+        pairs[2 * n + 1] = (word >> 32) < threshold_ ? 1 : 0;
+      }
+      std::memcpy(keep, pairs + skip, static_cast<size_t>(chunk));
+      keep += chunk;
+      element += static_cast<uint64_t>(chunk);
+      count -= chunk;
+    }
   }
 
  private:
+  static constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ull;
+  static constexpr int64_t kChunk = 256;  // elements per batch of pairs (even)
+
+  static uint64_t splitmix64(uint64_t x) {
+    x += kGamma;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  }
+
   bool enabled_;
   uint64_t seed_;
+  uint64_t keyLength_;
   uint64_t threshold_;
   double keepScale_;
 };
@@ -320,7 +350,7 @@ class ForwardPass {
   explicit ForwardPass(const ForwardArgs& args)
       : args_(args),
         g_(args.geometry),
-        draws_(args.dropout),
+        draws_(args.dropout, args.geometry.keyLength),
         keysT_(zeros<A>(g_.headDim * g_.keyLength)),
         values_(zeros<A>(g_.keyLength * g_.valueDim)),
         queries_(zeros<A>(kQueryTile * g_.headDim)),
@@ -429,7 +459,7 @@ class BackwardPass {
   explicit BackwardPass(const BackwardArgs& args)
       : args_(args),
         g_(args.geometry),
-        draws_(args.dropout),
+        draws_(args.dropout, args.geometry.keyLength),
         keys_(zeros<A>(g_.keyLength * g_.headDim)),
         keysT_(zeros<A>(g_.headDim * g_.keyLength)),
         valuesT_(zeros<A>(g_.valueDim * g_.keyLength)),

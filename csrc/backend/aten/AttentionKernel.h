@@ -18,8 +18,8 @@
 
 namespace openreg::backend::attention {
 
-// Rows of queries and keys per tile. The key tile is a multiple of 4: the
-// dropout draws four random words per Philox counter.
+// Rows of queries and keys per tile (a query tile's scores against a key
+// tile: 32 KiB of float, in cache with the tiles' rows).
 constexpr int64_t kQueryTile = 64;
 constexpr int64_t kKeyTile = 128;
 
@@ -50,10 +50,10 @@ struct Bias {
   c10::ScalarType dtype = c10::ScalarType::Float;
 };
 
-// Dropout on the attention probabilities: element (b, h, i, j) is kept when
-// the Philox word for it (key `seed`, subsequence (b * heads + h) *
-// queryLength + i, word j) is below (1 - p) * 2^32. Forward and backward draw
-// the same words.
+// Dropout on the attention probabilities: element e = ((b * heads + h) *
+// queryLength + i) * keyLength + j is kept when its 32-bit word (the low or
+// high half, for e even or odd, of output e / 2 of the splitmix64 stream of
+// `seed`) is below (1 - p) * 2^32. Forward and backward draw the same words.
 struct Dropout {
   double p = 0.0;  // 0: none
   uint64_t seed = 0;
