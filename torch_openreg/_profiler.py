@@ -14,6 +14,10 @@ The plugin finds the device through the activity tracing API at run time:
 ``OPENREG_ACTIVITY_LIBRARY`` if set, else ``libopenreg.so`` beside it. Without
 that library profiling still works, with empty device lanes and a warning.
 
+Loading the plugin also makes torch's post-processing of a trace give openreg's
+synchronisation rows no device time (:func:`drop_wait_device_time`): they are in
+``prof.events()`` as in the trace, but a wait is not device work.
+
 This module imports nothing of torch_openreg, so tests can load it on its own.
 """
 
@@ -21,13 +25,19 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import os
 import threading
 import warnings
 from pathlib import Path
 
+from torch.autograd import DeviceType
+from torch.autograd.profiler_util import FunctionEvent
+
 __all__ = [
+    "DeviceWaitEvent",
     "PROFILER_LIBRARY_NAME",
+    "drop_wait_device_time",
     "end_on_demand_trace_at_exit",
     "load_profiler_plugin",
     "profiler_library_path",
@@ -90,6 +100,7 @@ def load_profiler_plugin(lib_dir: str | os.PathLike | None = None, *, required: 
             warnings.warn(message, RuntimeWarning, stacklevel=2)
             return False
         _install_collection_toggle()
+        _install_wait_rows_without_device_time()
         if os.environ.get("KINETO_USE_DAEMON") is not None:
             atexit.register(end_on_demand_trace_at_exit)
         return True
@@ -162,3 +173,81 @@ def _install_collection_toggle() -> None:
     toggle_collection_dynamic._openreg_toggle = True
     toggle_collection_dynamic.__doc__ = original.__doc__
     autograd_profiler.profile.toggle_collection_dynamic = toggle_collection_dynamic
+
+
+SYNC_ACTIVITY = "cuda_sync"
+
+
+class DeviceWaitEvent(FunctionEvent):
+    """An openreg row where the host or a stream waited: in the event list, but no device time."""
+
+    @property
+    def device_time_total(self):
+        return 0
+
+    @property
+    def self_device_time_total(self):
+        return 0
+
+
+def _is_openreg_wait(event: FunctionEvent) -> bool:
+    return event.device_type == DeviceType.PrivateUse1 and event.activity_type == SYNC_ACTIVITY
+
+
+def _frontend_ops(events: list[FunctionEvent]) -> dict[int, FunctionEvent]:
+    """The ops torch appends linked device rows to, by id (as ``_parse_kineto_results`` picks them)."""
+    ops: dict[int, FunctionEvent] = {}
+    for event in events:
+        if event.device_type == DeviceType.CPU and not event.is_async and not event.linked_correlation_id:
+            ops.setdefault(event.id, event)
+    return ops
+
+
+def drop_wait_device_time(events: list[FunctionEvent]) -> None:
+    """Gives openreg's wait rows in ``events`` no device time, and takes them off the kernels of their op.
+
+    Other devices' rows, CUDA's included, are left as torch made them.
+    """
+    waits = [event for event in events if _is_openreg_wait(event)]
+    if not waits:
+        return
+    ops = _frontend_ops(events)
+    for wait in waits:
+        wait.__class__ = DeviceWaitEvent
+        op = ops.get(wait.linked_correlation_id) if wait.linked_correlation_id else None
+        if op is None:
+            continue
+        # torch appended (name, device, end - start) of this row to its op.
+        appended = (wait.name, wait.device_index, wait.time_range.end - wait.time_range.start)
+        for index, kernel in enumerate(op.kernels):
+            if tuple(kernel) == appended:
+                del op.kernels[index]
+                break
+
+
+def _install_wait_rows_without_device_time() -> None:
+    """Wraps torch's profiler post-processing with :func:`drop_wait_device_time`; once per process.
+
+    openreg's synchronisation rows are in ``prof.events()`` as in the trace (the same
+    (name, External id) pairs, torch's ``test_profiler_external_id_parity``). torch 2.13
+    takes every device-typed event's duration as device time and appends a linked one to
+    its op as a kernel (``deviceTypeFromActivity`` types ``CUDA_SYNC`` as the device, and
+    nothing looks at the activity type): on CUDA with ``enable_cuda_sync_events`` a
+    ``Context Sync`` as long as the kernels it waited for is counted in "Self CUDA time
+    total" again, and a ``Stream Sync`` adds its wait to the op that waited. A wait is not
+    device work, so for openreg's rows only it is no device time here.
+    """
+    import torch.autograd.profiler as autograd_profiler
+
+    original = autograd_profiler.profile._parse_kineto_results
+    if getattr(original, "_openreg_waits", False):
+        return
+
+    @functools.wraps(original)
+    def _parse_kineto_results(self, *args, **kwargs):
+        events = original(self, *args, **kwargs)
+        drop_wait_device_time(events)
+        return events
+
+    _parse_kineto_results._openreg_waits = True
+    autograd_profiler.profile._parse_kineto_results = _parse_kineto_results

@@ -150,11 +150,9 @@ const std::string OpenregActivity::metadataJson() const {
   return json.body();
 }
 
+// Sync rows are not "hidden": torch lists them in prof.events() as the trace does (torch_openreg/_profiler.py
+// keeps their span out of the device time).
 const std::string OpenregActivity::getMetadataValue(const std::string& key) const {
-  // torch leaves activities whose "hidden" is "1" out of prof.events() and key_averages(), and Kineto still
-  // writes them to the trace. Waits are no device time: counted there, a Context Sync as long as the kernels it
-  // waited for would double the device time and halve every kernel's share (the trace and its tools keep them).
-  if (key == "hidden") return shape().type == libkineto::ActivityType::CUDA_SYNC ? "1" : "";
   OneArg one(key);
   writeArgs(args(), one);
   return one.value ? *one.value : std::string();

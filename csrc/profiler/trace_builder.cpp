@@ -850,8 +850,9 @@ TraceEvent deviceEvent(const PreparedTrace& prepared, const RowWork& work, bool 
     e.launchShape = prepared.records->launchShapeOf(*p.op);
     e.eventWait = prepared.records->eventWaitOf(*p.op);
   }
-  // Linked as CUDA's are (a stream wait's External id is its op's); being
-  // hidden (activity_store.cpp), a wait is still no device time of the op.
+  // Linked as CUDA's are (a stream wait's External id is its op's); torch's
+  // post-processing keeps a wait out of the op's device time
+  // (torch_openreg/_profiler.py).
   e.linkedOp = p.external.op;
   if (flowEnd) e.flowId = static_cast<uint32_t>(p.traceId);
   return e;

@@ -36,7 +36,8 @@ def write_result(result):
     with open(os.environ["FAULT_RESULT"], "w") as f:
         json.dump(result, f)
 def device_events(prof):
-    return [e for e in prof.events() if e.device_type != torch.autograd.DeviceType.CPU]
+    # Device work: kernels, copies, memsets (sync rows are events too, with no device time).
+    return [e for e in prof.events() if e.device_type != torch.autograd.DeviceType.CPU and e.activity_type != "cuda_sync"]
 def runtime_stats():
     # The runtime's own cumulative counters (orActivityGetStats), from the instance the backend loaded.
     import ctypes

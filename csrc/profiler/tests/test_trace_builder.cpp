@@ -304,7 +304,7 @@ TEST(TraceBuilder, DeviceWorkWithoutClockSamplesIsCounted) {
   EXPECT_TRUE(prepared.deviceOps.empty());
 }
 
-// Linked to the op that waited, as CUDA's sync rows are (hidden from torch's events, no device time of it).
+// Linked to the op that waited, as CUDA's sync rows are (no device time of it: torch_openreg/_profiler.py).
 TEST(TraceBuilder, StreamWaitsNameTheOpThatWaited) {
   Builder b;
   b.launch(DeviceOpKind::StreamWait, 0, 2, 1, 10, 20, /*op=*/5);

@@ -210,10 +210,10 @@ TEST_F(SessionTest, LinksThroughTruncatedOpIdsAndFlows) {
   ASSERT_EQ(syncs.size(), 1u);
   EXPECT_EQ(syncs[0]->name(), "Context Sync");
   EXPECT_EQ(syncs[0]->resourceId(), kHostWaitRowBase);
-  // Linked to the op that waited, so the row's External id names it, as CUDA's sync rows do; hidden keeps the
-  // wait out of the op's device time.
+  // Linked to the op that waited, so the row's External id names it, as CUDA's sync rows do; not hidden, so
+  // prof.events() lists it as the trace does (its time is kept out of the device time in Python).
   EXPECT_EQ(syncs[0]->linkedActivity(), &op);
-  EXPECT_EQ(syncs[0]->getMetadataValue("hidden"), "1") << "out of prof.events() and key_averages()";
+  EXPECT_EQ(syncs[0]->getMetadataValue("hidden"), "") << "in prof.events(), as in the trace";
   EXPECT_EQ(kernels[0]->getMetadataValue("hidden"), "");
   EXPECT_EQ(syncs[0]->metadataJson(),
             "\"device\": 0, \"stream\": -1, \"correlation\": " + std::to_string(syncs[0]->correlationId()) +
