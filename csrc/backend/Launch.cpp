@@ -83,6 +83,12 @@ const char* dtypeSuffix(c10::ScalarType dtype) {
       return "f8e4m3";
     case c10::ScalarType::Float8_e5m2:
       return "f8e5m2";
+    case c10::ScalarType::QUInt8:
+      return "qu8";
+    case c10::ScalarType::QInt8:
+      return "qi8";
+    case c10::ScalarType::QInt32:
+      return "qi32";
     default:
       return "any";
   }
