@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
@@ -56,7 +57,6 @@ struct CpRankIndex {
   std::unordered_map<uint32_t, int32_t> queueAtLaunch, queueAtStart;             // by device slice
   std::pair<int64_t, int64_t> forwardBackward{-1, -1};
   std::vector<CollectiveInstance> collectives;
-  std::unordered_map<uint32_t, std::vector<uint32_t>> steps;  // ProfilerStep#N name -> its host slices, by start
 };
 
 namespace {
@@ -420,19 +420,41 @@ void RankBuilder::deviceWork(uint32_t ev) {
 }
 
 // The k-th host range named `name` (by start), over host lanes.
-int32_t findRange(const Trace& t, const CpRankIndex& ix, std::string_view name, int64_t instance) {
+// The `instance`-th step named `name` (Trace::steps: ProfilerSteps, or an
+// on-demand trace's optimizer steps), else the `instance`-th host range of
+// that name (by start); nullopt when neither.
+std::optional<CpStep> findStep(const Trace& t, std::string_view name, int64_t instance) {
+  if (const Step* step = t.stepNamed(name, instance))
+    return CpStep{step->range == kNoSlice ? CpStep::kWholeTrace : static_cast<uint32_t>(step->range), step->ts,
+                  step->end};
   const uint32_t id = t.strings.find(name);
-  if (id == kNoString) return kNoSlice;
+  if (id == kNoString) return std::nullopt;
   std::vector<uint32_t> found;
-  if (auto cached = ix.steps.find(id); cached != ix.steps.end()) {
-    found = cached->second;
-  } else {
-    for (uint32_t i = 0; i < t.slices.size(); ++i)
-      if (t.slices[i].name == id && t.laneKind[t.slices[i].lane] == LaneKind::Host) found.push_back(i);
-  }
+  for (uint32_t i = 0; i < t.slices.size(); ++i)
+    if (t.slices[i].name == id && t.laneKind[t.slices[i].lane] == LaneKind::Host) found.push_back(i);
   std::stable_sort(found.begin(), found.end(), [&](uint32_t a, uint32_t b) { return t.slices[a].ts < t.slices[b].ts; });
-  return instance >= 0 && static_cast<size_t>(instance) < found.size() ? static_cast<int32_t>(found[instance])
-                                                                       : kNoSlice;
+  if (instance < 0 || static_cast<size_t>(instance) >= found.size()) return std::nullopt;
+  const Slice& range = t.slices[found[instance]];
+  return CpStep{found[instance], range.ts, range.end()};
+}
+
+// Another rank's step for the first rank's optimizer step (an on-demand trace's): the one overlapping it most in
+// time. Their numbers agree only when both traces started on the same iteration (Kineto's count, which a
+// duration-based request does not give); ranks step together (their collectives hold them), so a step overlaps
+// the same step on every rank most. Throws when none overlaps (the ranks traced different stretches).
+std::optional<CpStep> overlappingStep(const Trace& t, const CpStep& first, const std::string& firstLabel,
+                                      const std::string& label) {
+  const Step* best = nullptr;
+  int64_t bestOverlap = 0;
+  for (const Step& step : t.steps) {
+    const int64_t overlap = std::min(step.end, first.end) - std::max(step.ts, first.start);
+    if (overlap > bestOverlap) best = &step, bestOverlap = overlap;
+  }
+  if (!best)
+    throw std::invalid_argument(label + " has no step at the time of " + firstLabel +
+                                "'s: the ranks' on-demand traces cover different stretches (ask every rank in one "
+                                "request, with dyno's --profile-start-time or --profile-start-iteration-roundup)");
+  return CpStep{CpStep::kWholeTrace, best->ts, best->end};
 }
 
 // The first start and the last end of the trace's events.
@@ -448,19 +470,20 @@ std::string rankLabel(const std::vector<const Trace*>& traces, size_t i) {
   return "rank " + (r ? std::to_string(*r) : "#" + std::to_string(i));
 }
 
-// The name of the step the options ask for: a range, ProfilerStep#<step>, or the first ProfilerStep of `first`.
+// The name of the step the options ask for: a range, the step numbered <step>, or the first step of `first`.
 std::string stepNameOf(const CpOptions& o, const std::vector<const Trace*>& first, const std::string& label) {
   std::string name;
   if (!o.range.empty())
     name = o.range;
   else if (o.step >= 0)
-    name = "ProfilerStep#" + std::to_string(o.step);
+    name = stepNamedByNumber(first, o.step);
   else
     for (size_t i = 0; i < first.size() && name.empty(); ++i) name = firstStepName(*first[i]);
   if (name.empty())
-    throw std::invalid_argument("no ProfilerStep#N range in " + label +
-                                ": name a record_function range with --range NAME, or take the whole trace with "
-                                "--whole-trace");
+    throw std::invalid_argument("no steps in " + label +
+                                " (no ProfilerStep#N ranges, nor the Optimizer.step# ranges "
+                                "an on-demand trace's steps are read off): name a record_function range with --range "
+                                "NAME, or take the whole trace with --whole-trace");
   return name;
 }
 
@@ -479,13 +502,15 @@ void findSteps(CpGraph& g, const CpOptions& o) {
   g.stepName = stepNameOf(o, {traces[0]}, rankLabel(traces, 0));
   for (size_t i = 0; i < traces.size(); ++i) {
     const int64_t instance = o.range.empty() ? 0 : i < o.rankInstances.size() ? o.rankInstances[i] : o.instance;
-    const int32_t s = findRange(*traces[i], *g.indexes[i], g.stepName, instance);
-    if (s == kNoSlice)
+    const bool byTime = i > 0 && o.range.empty() && traces[0]->stepSource == StepSource::OptimizerSteps;
+    const std::optional<CpStep> step =
+        byTime ? overlappingStep(*traces[i], g.steps[0], rankLabel(traces, 0), rankLabel(traces, i))
+               : findStep(*traces[i], g.stepName, instance);
+    if (!step)
       throw std::invalid_argument("\"" + g.stepName + "\"" +
                                   (instance ? " (instance " + std::to_string(instance) + ")" : std::string()) +
                                   " is not in " + rankLabel(traces, i) + ": no host range of that name");
-    const Slice& sl = traces[i]->slices[static_cast<uint32_t>(s)];
-    g.steps.push_back({static_cast<uint32_t>(s), sl.ts, sl.end()});
+    g.steps.push_back(*step);
   }
 }
 
@@ -518,15 +543,13 @@ void checkSameRun(const std::vector<const Trace*>& traces) {
   }
 }
 
-// Host ranges named `name` in the trace (ProfilerSteps from the index when there is one).
-int64_t countHostRanges(const Trace& t, const CpRankIndex* ix, std::string_view name) {
+// Steps, else host ranges, named `name` in the trace.
+int64_t countHostRanges(const Trace& t, std::string_view name) {
   const uint32_t id = t.strings.find(name);
   if (id == kNoString) return 0;
-  if (ix && startsWith(name, "ProfilerStep#")) {
-    const auto found = ix->steps.find(id);
-    return found == ix->steps.end() ? 0 : static_cast<int64_t>(found->second.size());
-  }
   int64_t n = 0;
+  for (const Step& step : t.steps) n += step.name == id;
+  if (n > 0) return n;
   for (const Slice& s : t.slices) n += s.name == id && t.laneKind[s.lane] == LaneKind::Host;
   return n;
 }
@@ -561,18 +584,18 @@ std::string groupLabel(const std::vector<const Trace*>& traces, const std::vecto
 
 }  // namespace
 
-std::string firstStepName(const Trace& t) {
-  int32_t best = kNoSlice;
-  for (uint32_t i = 0; i < t.slices.size(); ++i) {
-    const Slice& s = t.slices[i];
-    if (t.laneKind[s.lane] != LaneKind::Host || !startsWith(t.str(s.name), "ProfilerStep#")) continue;
-    if (best == kNoSlice || s.ts < t.slices[static_cast<uint32_t>(best)].ts) best = static_cast<int32_t>(i);
-  }
-  return best == kNoSlice ? std::string() : std::string(t.str(t.slices[static_cast<uint32_t>(best)].name));
+std::string stepNamedByNumber(const std::vector<const Trace*>& traces, int64_t n) {
+  for (const Trace* t : traces)
+    for (const Step& step : t->steps)
+      if (step.number == n) return std::string(t->str(step.name));
+  return "ProfilerStep#" + std::to_string(n);
 }
 
-CpTraceChoice chooseRankTraces(const std::vector<const Trace*>& traces, const CpOptions& o,
-                               const std::vector<std::shared_ptr<const CpRankIndex>>& indexes) {
+std::string firstStepName(const Trace& t) {
+  return t.steps.empty() ? std::string() : std::string(t.str(t.steps[0].name));
+}
+
+CpTraceChoice chooseRankTraces(const std::vector<const Trace*>& traces, const CpOptions& o) {
   CpTraceChoice choice;
   const std::vector<std::vector<uint32_t>> groups = rankGroups(traces);
   if (groups.size() == traces.size()) {
@@ -588,7 +611,7 @@ CpTraceChoice chooseRankTraces(const std::vector<const Trace*>& traces, const Cp
   for (const auto& group : groups) {
     int64_t wanted = o.range.empty() ? 0 : o.instance, holders = 0;
     for (uint32_t i : group) {
-      const int64_t n = countHostRanges(*traces[i], i < indexes.size() ? indexes[i].get() : nullptr, name);
+      const int64_t n = countHostRanges(*traces[i], name);
       if (wanted >= 0 && wanted < n) choice.traces.push_back(i), choice.instances.push_back(wanted);
       wanted -= n;
       holders += n > 0;
@@ -662,9 +685,6 @@ std::shared_ptr<const CpRankIndex> indexForCriticalPath(const Trace& t) {
   indexLaunches(t, *ix);
   ix->forwardBackward = forwardBackwardLanes(t);
   ix->collectives = computeCommunication(t).instances;
-  for (uint32_t i = 0; i < t.slices.size(); ++i)
-    if (t.laneKind[t.slices[i].lane] == LaneKind::Host && startsWith(t.str(t.slices[i].name), "ProfilerStep#"))
-      ix->steps[t.slices[i].name].push_back(i);
   return ix;
 }
 

@@ -1,4 +1,5 @@
-// The critical path of one step (a ProfilerStep#N or any named host range),
+// The critical path of one step (a ProfilerStep#N, an on-demand trace's
+// optimizer step (Trace::steps), or any named host range),
 // on one trace or across rank traces: a dependency graph of event start and
 // end points (HolisticTraceAnalysis's model: node = an event's start or end,
 // edge = an op's duration, nesting, a launch delay, kernel-to-kernel order on
@@ -58,12 +59,12 @@ struct CpEdge {
 };
 
 struct CpOptions {
-  int64_t step = -1;                         // ProfilerStep#<step>; -1 with an empty range: the first ProfilerStep
+  int64_t step = -1;                         // the step numbered <step>; -1 with an empty range: the first step
   std::string range;                         // a host range's exact name instead of a step
   int64_t instance = 0;                      // which instance of the range (0 = first)
   std::vector<int64_t> rankInstances;        // per trace, overriding `instance` (set by chooseRankTraces' caller)
   bool wholeTrace = false;                   // the whole trace instead of a step (HTA's annotation "")
-  bool eachStep = false;                     // every ProfilerStep in short (criticalPathEachStepJson)
+  bool eachStep = false;                     // every step in short (criticalPathEachStepJson)
   int top = 10;                              // rows in the tables of ops and kernels
   bool pathEvents = true;                    // list every edge of the path in the result
   int64_t kernelKernelMaxGapNs = 1'500'000;  // HTA's KERNEL_KERNEL_DELAY_THRESHOLD_US
@@ -77,7 +78,7 @@ struct CpOptions {
 // One rank's step window.
 struct CpStep {
   static constexpr uint32_t kWholeTrace = 0xFFFFFFFFu;
-  uint32_t slice = kWholeTrace;  // the step's host range
+  uint32_t slice = kWholeTrace;  // the step's host range; kWholeTrace for none (whole trace, optimizer step)
   int64_t start = 0, end = 0;
 };
 
@@ -119,14 +120,12 @@ struct CpPath {
 // Several traces of one rank (tensorboard_trace_handler writes one per profiling cycle): the trace of each rank
 // that holds the step the options name, and the range's instance within it (a range's instances are counted over
 // the rank's traces in time order). Every trace, in order, when each rank has one. Throws std::invalid_argument
-// when a rank's traces do not hold the step, or two of them hold the same ProfilerStep (two runs).
+// when a rank's traces do not hold the step, or two of them hold the same step (two runs).
 struct CpTraceChoice {
   std::vector<uint32_t> traces;    // indices into the traces given, one per rank
   std::vector<int64_t> instances;  // by chosen trace (empty: the options' instance)
 };
-// `indexes` (by trace given, may be short) answer for ProfilerSteps without a scan.
-CpTraceChoice chooseRankTraces(const std::vector<const Trace*>& traces, const CpOptions& options,
-                               const std::vector<std::shared_ptr<const CpRankIndex>>& indexes = {});
+CpTraceChoice chooseRankTraces(const std::vector<const Trace*>& traces, const CpOptions& options);
 
 // Each rank's graph of the step, not yet joined at collectives (critical_path.cpp); `indexes` (by rank, may be
 // short or empty) are reused, the missing ones built.
@@ -150,10 +149,13 @@ CpKind elapsedKind(const CpGraph& g, const CpEdge& e);
 std::vector<int64_t> whatIfWeights(const CpGraph& g, const CpOptions::WhatIf& w);
 
 CpOptions parseCpOptions(std::string_view json);
-// The first ProfilerStep#N on host lanes, "" when none.
+// The name of the trace's first step (Trace::steps), "" when none.
 std::string firstStepName(const Trace& t);
+// The name of the step numbered n in these traces (ProfilerStep#n, an on-demand trace's "iteration n");
+// ProfilerStep#n when none has it.
+std::string stepNamedByNumber(const std::vector<const Trace*>& traces, int64_t n);
 std::string criticalPathJson(const std::vector<const Trace*>& traces, const CpOptions& options);
-// Every ProfilerStep#N of the first rank (over its traces), in short (the traces indexed once): {"steps": [...],
+// Every step of the first rank (over its traces), in short (the traces indexed once): {"steps_from", "steps": [...],
 // "skipped": [...]}.
 std::string criticalPathEachStepJson(const std::vector<const Trace*>& traces, const CpOptions& options);
 

@@ -277,23 +277,7 @@ void writeStepBrief(JsonWriter& w, const CpGraph& g, const CpPath& p, const Repo
   w.endArray().endObject();
 }
 
-// The ProfilerStep#N numbers on the trace's host rows, by start.
-std::vector<int64_t> stepNumbers(const Trace& t) {
-  std::vector<std::pair<int64_t, int64_t>> found;  // (ts, N)
-  for (const Slice& s : t.slices) {
-    const std::string_view name = t.str(s.name);
-    int64_t n = 0;
-    if (t.laneKind[s.lane] == LaneKind::Host && startsWith(name, "ProfilerStep#") && parseInt64(name.substr(13), n))
-      found.emplace_back(s.ts, n);
-  }
-  std::sort(found.begin(), found.end());
-  std::vector<int64_t> out;
-  for (const auto& [ts, n] : found)
-    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
-  return out;
-}
-
-// The ProfilerStep#N numbers of the first trace's rank, over its traces (profiling cycles) in time order.
+// The step numbers of the first trace's rank (Trace::steps), over its traces (profiling cycles) in time order.
 std::vector<int64_t> firstRankSteps(const std::vector<const Trace*>& traces) {
   std::vector<const Trace*> mine;
   for (const Trace* t : traces)
@@ -301,9 +285,21 @@ std::vector<int64_t> firstRankSteps(const std::vector<const Trace*>& traces) {
   std::stable_sort(mine.begin(), mine.end(), [](const Trace* a, const Trace* b) { return a->originNs < b->originNs; });
   std::vector<int64_t> steps;
   for (const Trace* t : mine)
-    for (int64_t n : stepNumbers(*t))
-      if (std::find(steps.begin(), steps.end(), n) == steps.end()) steps.push_back(n);
+    for (const Step& step : t->steps)
+      if (std::find(steps.begin(), steps.end(), step.number) == steps.end()) steps.push_back(step.number);
   return steps;
+}
+
+// How the first trace's steps were found, when not from ProfilerStep#N ranges ("steps_from", "steps_note"): an
+// on-demand trace's are its optimizer steps.
+void writeStepSource(JsonWriter& w, const Trace& t) {
+  if (t.stepSource == StepSource::ProfilerSteps) return;
+  w.key("steps_from");
+  if (t.stepSource == StepSource::OptimizerSteps)
+    w.value("Optimizer.step#");
+  else
+    w.null();
+  w.field("steps_note", t.stepsNote);
 }
 
 }  // namespace
@@ -311,7 +307,10 @@ std::vector<int64_t> firstRankSteps(const std::vector<const Trace*>& traces) {
 std::string criticalPathEachStepJson(const std::vector<const Trace*>& traces, const CpOptions& options) {
   if (traces.empty()) throw std::invalid_argument("no trace given");
   const std::vector<int64_t> steps = firstRankSteps(traces);
-  if (steps.empty()) throw std::invalid_argument("no ProfilerStep#N range in the first trace's rank");
+  if (steps.empty())
+    throw std::invalid_argument(
+        "no steps in the first trace's rank (no ProfilerStep#N ranges, nor the "
+        "Optimizer.step# ranges an on-demand trace's steps are read off)");
   std::vector<std::shared_ptr<const CpRankIndex>> indexes;  // by trace given
   for (const Trace* t : traces) indexes.push_back(indexForCriticalPath(*t));
   std::vector<std::pair<std::string, std::string>> skipped;
@@ -323,14 +322,14 @@ std::string criticalPathEachStepJson(const std::vector<const Trace*>& traces, co
     o.kernelKernelMaxGapNs = options.kernelKernelMaxGapNs;
     CpGraph g;
     try {
-      const CpTraceChoice choice = chooseRankTraces(traces, o, indexes);
+      const CpTraceChoice choice = chooseRankTraces(traces, o);
       std::vector<const Trace*> chosen;
       std::vector<std::shared_ptr<const CpRankIndex>> chosenIndexes;
       for (uint32_t i : choice.traces) chosen.push_back(traces[i]), chosenIndexes.push_back(indexes[i]);
       g = buildCriticalPathGraph(chosen, o, chosenIndexes);
     } catch (const std::invalid_argument& e) {
       if (std::string_view(e.what()).find("is not in") == std::string_view::npos) throw;  // not this step's fault
-      skipped.emplace_back("ProfilerStep#" + std::to_string(n), e.what());
+      skipped.emplace_back(stepNamedByNumber(traces, n), e.what());
       continue;
     }
     const CpPath p = longestPath(g);
@@ -338,7 +337,9 @@ std::string criticalPathEachStepJson(const std::vector<const Trace*>& traces, co
   }
   w.endArray().key("skipped").beginArray();
   for (const auto& [step, reason] : skipped) w.beginObject().field("step", step).field("reason", reason).endObject();
-  w.endArray().endObject();
+  w.endArray();
+  writeStepSource(w, *traces[0]);
+  w.endObject();
   return w.str();
 }
 
@@ -377,15 +378,16 @@ std::string criticalPathJson(const std::vector<const Trace*>& traces, const CpOp
   w.field("path_edges", static_cast<uint64_t>(p.edges.size())).field("dropped_edges", g.droppedEdges).endObject();
   writeEvents(w, g, p);
   if (options.pathEvents) writePath(w, g, p);
+  writeStepSource(w, *chosen[0]);
   w.endObject();
   return w.str();
 }
 
 namespace sections {
 
-// The first ProfilerStep's critical path: its length, its time by kind and
+// The first step's critical path: its length, its time by kind and
 // the three ops or kernels longest on it; null when the trace has no
-// ProfilerStep or no device work (the critical-path command says why).
+// step or no device work (the critical-path command says why).
 void writeCriticalPath(JsonWriter& w, const Trace& t, const Summary& /*s*/, const SummaryOptions& /*options*/) {
   w.key("critical_path");
   CpOptions o;

@@ -46,21 +46,17 @@ void writeSteps(JsonWriter& w, const Trace& t) {
     const Slice& s = t.slices[i];
     (classifyKernel(t, i) == KernelClass::Communication ? comm : compute).push_back({s.ts, s.end()});
   }
-  std::vector<uint32_t> steps;
   for (uint32_t i = 0; i < t.slices.size(); ++i) {
     const Slice& s = t.slices[i];
     if (t.laneKind[s.lane] != LaneKind::Host) continue;
     const CategoryRole r = t.role(s.cat);
-    const bool step = startsWith(t.str(s.name), "ProfilerStep#");
-    if (step && r == CategoryRole::Op)
-      steps.push_back(i);
-    else if (!step && (r == CategoryRole::Op || r == CategoryRole::Runtime))
+    if (!startsWith(t.str(s.name), "ProfilerStep#") && (r == CategoryRole::Op || r == CategoryRole::Runtime))
       host.push_back({s.ts, s.end()});
   }
   mergeUnion(compute);
   mergeUnion(comm);
   mergeUnion(host);
-  std::sort(steps.begin(), steps.end(), [&](uint32_t a, uint32_t b) { return t.slices[a].ts < t.slices[b].ts; });
+  w.field("steps_note", t.stepsNote);  // how the steps were found, when not from ProfilerStep#N
   w.key("steps").beginArray();
   auto row = [&](std::string_view name, int64_t s, int64_t e) {
     const auto c = clip(compute, s, e), m = clip(comm, s, e), h = clip(host, s, e);
@@ -79,8 +75,8 @@ void writeSteps(JsonWriter& w, const Trace& t) {
     w.field("comm_total_ns", sizeNs(m)).field("host_ns", hostNs).field("idle_ns", idleNs);
     w.field("bound_by", bound->second).endObject();
   };
-  for (uint32_t i : steps) row(t.str(t.slices[i].name), t.slices[i].ts, t.slices[i].end());
-  if (steps.empty()) {
+  for (const Step& step : t.steps) row(t.str(step.name), step.ts, step.end);
+  if (t.steps.empty()) {
     if (auto win = profilingWindow(t)) row("window", win->start, win->end);
   }
   w.endArray();

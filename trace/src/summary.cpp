@@ -135,6 +135,21 @@ std::optional<Window> profilingWindow(const Trace& t) {
   return w;
 }
 
+// The trace's steps in short: how many, from what ("ProfilerStep#N", "Optimizer.step#" for an on-demand trace's,
+// null for none), the note saying how they were read, and their durations.
+void writeStepsInfo(JsonWriter& w, const Trace& t) {
+  w.key("steps").beginObject().field("count", static_cast<uint64_t>(t.steps.size())).key("from");
+  if (t.stepSource == StepSource::ProfilerSteps)
+    w.value("ProfilerStep#N");
+  else if (t.stepSource == StepSource::OptimizerSteps)
+    w.value("Optimizer.step#");
+  else
+    w.null();
+  w.field("note", t.stepsNote).key("durations_ns").beginArray();
+  for (const Step& step : t.steps) w.value(step.end - step.ts);
+  w.endArray().endObject();
+}
+
 void writeTraceInfo(JsonWriter& w, const Trace& t) {
   w.key("trace").beginObject();
   w.field("events", t.eventCount);
@@ -175,6 +190,7 @@ void writeTraceInfo(JsonWriter& w, const Trace& t) {
   }
   w.field("host_lanes", host);
   w.field("device_lanes", device);
+  writeStepsInfo(w, t);
   w.field("malformed_events", t.malformedCount);
   w.key("parse_error");
   if (t.parseError) {

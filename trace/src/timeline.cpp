@@ -86,7 +86,8 @@ class TimelineWriter {
     w_.field("end_ns", extent_.hi - t_.originNs);
     w_.field("resolution_ns", extent_.resolution);
     writeDeviceRows();
-    writeSteps(writeHostRows());
+    writeHostRows();
+    writeSteps();
     writeMemoryCurves();
     writeNames();
     w_.endObject();
@@ -132,10 +133,9 @@ class TimelineWriter {
     w_.endArray();
   }
 
-  // Host rows: the outermost ops of each thread. Returns the profiler steps,
-  // which are drawn apart.
-  std::vector<uint32_t> writeHostRows() {
-    std::vector<uint32_t> steps;
+  // Host rows: the outermost ops of each thread. The profiler steps are
+  // drawn apart (writeSteps).
+  void writeHostRows() {
     w_.key("host_rows").beginArray();
     for (uint32_t lane = 0; lane < t_.lanes.size(); ++lane) {
       if (t_.laneKind[lane] != LaneKind::Host) continue;
@@ -143,10 +143,7 @@ class TimelineWriter {
       for (uint32_t i : t_.laneSlices[lane]) {
         const Slice& s = t_.slices[i];
         if (t_.role(s.cat) != CategoryRole::Op) continue;
-        if (isStep(t_, s))
-          steps.push_back(i);
-        else if (isOutermostOp(i))
-          top.push_back(i);
+        if (!isStep(t_, s) && isOutermostOp(i)) top.push_back(i);
       }
       if (top.empty()) continue;
       w_.beginObject();
@@ -156,7 +153,6 @@ class TimelineWriter {
       w_.endObject();
     }
     w_.endArray();
-    return steps;
   }
 
   // No op other than a profiler step encloses it.
@@ -168,13 +164,11 @@ class TimelineWriter {
     return true;
   }
 
-  void writeSteps(std::vector<uint32_t> steps) {
-    std::sort(steps.begin(), steps.end(), [&](uint32_t a, uint32_t b) { return t_.slices[a].ts < t_.slices[b].ts; });
+  // The trace's steps (ProfilerStep#N, or an on-demand trace's optimizer steps).
+  void writeSteps() {
     w_.key("steps").beginArray();
-    for (uint32_t i : steps) {
-      const Slice& s = t_.slices[i];
-      w_.beginArray().value(s.ts - t_.originNs).value(s.end() - t_.originNs).value(t_.str(s.name)).endArray();
-    }
+    for (const Step& step : t_.steps)
+      w_.beginArray().value(step.ts - t_.originNs).value(step.end - t_.originNs).value(t_.str(step.name)).endArray();
     w_.endArray();
   }
 

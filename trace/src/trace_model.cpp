@@ -125,6 +125,8 @@ class Loader {
           readEvents();
         } else if (key == "distributedInfo" && r_.peekKind() == JsonKind::Object) {
           readDistributedInfo();
+        } else if (key == "openreg_profiler" && r_.peekKind() == JsonKind::Object) {
+          readOpenregProfiler();
         } else {
           r_.skipValue();
         }
@@ -163,6 +165,30 @@ class Loader {
       } else {
         r_.skipValue();
       }
+    }
+  }
+
+  // openreg's plugin metadata: only its on-demand object is read.
+  void readOpenregProfiler() {
+    r_.beginObject();
+    std::string_view key;
+    while (r_.nextKey(key)) {
+      if (key != "on_demand" || r_.peekKind() != JsonKind::Object) {
+        r_.skipValue();
+        continue;
+      }
+      OnDemandInfo info;
+      r_.beginObject();
+      while (r_.nextKey(key)) {
+        IntArg v;
+        if (key == "iterations" || key == "start_iteration") {
+          readIntArg(v);
+          if (v.ok()) (key == "iterations" ? info.iterations : info.startIteration) = v.value;
+        } else {
+          r_.skipValue();
+        }
+      }
+      t_.onDemand = info;
     }
   }
 
@@ -653,6 +679,7 @@ void buildIndexes(Trace& t) {
   for (const MemoryPoint& m : t.memory) consider(m.ts);
   for (const FlowPoint& f : t.flows) consider(f.ts);
   t.originNs = origin;
+  buildSteps(t);
 }
 
 }  // namespace
@@ -690,6 +717,13 @@ std::vector<uint32_t> Trace::stackAt(uint32_t lane, int64_t t) const {
   }
   std::reverse(out.begin(), out.end());
   return out;
+}
+
+const Step* Trace::stepNamed(std::string_view name, int64_t instance) const {
+  const uint32_t id = strings.find(name);
+  for (const Step& step : steps)
+    if (step.name == id && id != kNoString && instance-- == 0) return &step;
+  return nullptr;
 }
 
 int32_t Trace::opOfDeviceSlice(const Slice& s, bool* viaCorrelation) const {

@@ -150,6 +150,27 @@ struct Malformed {
   uint32_t name = kNoString;  // the event's "name", when it had one
 };
 
+// A training step (steps.cpp). torch.profiler's schedule marks each with a
+// ProfilerStep#N host range. An on-demand trace (Kineto writes it for a
+// daemon's request, with no profile() in the program) has none: its steps are
+// read off the optimizer, each ending where an Optimizer.step#... range ends.
+struct Step {
+  int64_t ts = 0, end = 0;
+  // N of ProfilerStep#N. An optimizer step's: Kineto's step count when the
+  // trace gives it (openreg's on-demand metadata), else 1, 2, ... in the trace.
+  int64_t number = 0;
+  uint32_t name = kNoString;  // "ProfilerStep#N", "iteration N"
+  int32_t range = kNoSlice;   // the ProfilerStep#N slice; kNoSlice for an optimizer step
+};
+
+enum class StepSource : uint8_t { None, ProfilerSteps, OptimizerSteps };
+
+// openreg's metadata of an on-demand trace ("openreg_profiler": {"on_demand": ...}).
+struct OnDemandInfo {
+  int64_t iterations = 0;       // of an iteration-based request; 0: duration-based
+  int64_t startIteration = -1;  // Kineto's step count where it started, -1 if not known
+};
+
 struct LoadOptions {
   std::vector<std::string> deviceCategories{"kernel", "gpu_memcpy", "gpu_memset"};
   bool inferDeviceCategories = true;
@@ -191,6 +212,7 @@ class Trace {
   uint64_t bytesRead = 0;
   std::array<uint64_t, 256> phaseCounts{};  // by the ph character
   std::optional<int64_t> recordWindowEnd;   // "Record Window End" instant
+  std::optional<OnDemandInfo> onDemand;     // openreg's on-demand metadata, when the trace has it
   std::optional<ParseError> parseError;
   bool hasTraceEvents = false;
 
@@ -211,6 +233,14 @@ class Trace {
   std::vector<uint32_t> deviceSlices;  // sorted by (lane, ts)
   // Earliest timestamp: reported times are relative to it.
   int64_t originNs = 0;
+  // The trace's steps, by start (steps.cpp), where they came from, and how
+  // they were read, in words for the tools to print ("" for ProfilerSteps).
+  std::vector<Step> steps;
+  StepSource stepSource = StepSource::None;
+  std::string stepsNote;
+  // The `instance`-th step named `name` (several traces of a rank repeat no
+  // name; one trace may), or nullptr.
+  const Step* stepNamed(std::string_view name, int64_t instance = 0) const;
 
   CategoryRole role(uint32_t cat) const { return cat < categoryRole.size() ? categoryRole[cat] : CategoryRole::Other; }
   bool isDevice(const Slice& s) const { return role(s.cat) == CategoryRole::Device; }
@@ -264,6 +294,9 @@ class Trace {
 
 inline constexpr uint32_t roleBit(CategoryRole r) { return 1u << static_cast<uint32_t>(r); }
 inline constexpr uint32_t kAnyRole = 0xFFFFFFFFu;
+
+// Fills t.steps, t.stepSource and t.stepsNote (steps.cpp); part of loading.
+void buildSteps(Trace& t);
 
 // Parses the document from `reader`. A JSON error is kept in
 // trace.parseError (events read before it stay); I/O errors throw IoError.

@@ -129,10 +129,17 @@ class TraceBuilder {
         R"json(,"pid":"Spans","tid":"PyTorch Profiler","name":"PyTorch Profiler (0)","args":{"Op count":0}})json");
   }
 
+  // A top-level key of the document (metadata such as distributedInfo), its value as JSON text.
+  TraceBuilder& metadata(const std::string& key, const std::string& json) {
+    metadata_ += "  \"" + key + "\": " + json + ",\n";
+    return *this;
+  }
+
   std::string json() const {
     std::string out =
         "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n  \"displayTimeUnit\": \"ms\",\n"
-        "  \"baseTimeNanoseconds\": 1700000000000000000,\n  \"traceEvents\": [";
+        "  \"baseTimeNanoseconds\": 1700000000000000000,\n" +
+        metadata_ + "  \"traceEvents\": [";
     for (size_t i = 0; i < events_.size(); ++i) {
       out += i ? ",\n  " : "\n  ";
       out += events_[i];
@@ -150,6 +157,7 @@ class TraceBuilder {
 
  private:
   std::vector<std::string> events_;
+  std::string metadata_;
 };
 
 }  // namespace openreg::trace::testing

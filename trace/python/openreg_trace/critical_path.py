@@ -122,9 +122,17 @@ def each_step(
     return result
 
 
+def _steps_note(r: dict[str, Any]) -> list[str]:
+    """How the steps were found, when not from ProfilerStep#N ranges (an on-demand trace has none)."""
+    if not r.get("steps_note"):  # ProfilerStep#N ranges: nothing to say
+        return []
+    return [f"  steps: {r['steps_note']}"]
+
+
 def each_step_text(r: dict[str, Any]) -> str:
     ranks = len(r["files"]) > 1
     lines = [f"Critical path of each step ({len(r['steps'])} steps{', across ranks' if ranks else ''}):"]
+    lines.extend(_steps_note(r))
     for s in r["steps"]:
         kind = max(s["kinds"], key=s["kinds"].get)
         longest = sorted(s["top_ops"] + s["top_kernels"], key=lambda x: -x["path_ns"])[:1]
@@ -250,6 +258,7 @@ def report_text(r: dict[str, Any], top: int = 10) -> str:
         f"Critical path of {r['step']}: {_ms(r['path_ns'])} of a {_ms(r['step_ns'])} step "
         f"({100 * r['path_share']:.1f}%)"
     ]
+    lines.extend(_steps_note(r))
     lines.extend(f"  note: {n}" for n in r.get("notes", []))
     lines.append("  where the step's time went, along the path:")
     for k in KINDS:

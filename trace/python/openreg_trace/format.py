@@ -55,6 +55,9 @@ def summary_text(s: dict[str, Any], path: str = "", top: int = 10) -> str:
     cats = ", ".join(t["device_categories"]) or "none"
     rts = ", ".join(t["runtime_categories"]) or "none"
     out.append(f"  device categories: {cats}; runtime categories: {rts}")
+    steps = t.get("steps") or {}
+    if steps.get("from") == "Optimizer.step#":  # an on-demand trace: said how its steps were found
+        out.append(f"  steps: {steps['note']}")
     if t["malformed_events"]:
         out.append(f"  warning: {t['malformed_events']} malformed events were ignored (run `check` for details)")
 

@@ -178,7 +178,8 @@
       });
       const counts = {};
       steps.forEach((s) => (counts[s.bound_by] = (counts[s.bound_by] || 0) + 1));
-      $('steps-note').replaceChildren('Bound by: ', ...Object.entries(counts).map(([k, n]) => el('span', {}, el('span', { class: 'bound ' + k, text: k }), ` ${n} step${n > 1 ? 's' : ''}  `)));
+      $('steps-note').replaceChildren('Bound by: ', ...Object.entries(counts).map(([k, n]) => el('span', {}, el('span', { class: 'bound ' + k, text: k }), ` ${n} step${n > 1 ? 's' : ''}  `)),
+        ...(R.steps_note ? [el('div', { class: 'note', text: 'Steps: ' + R.steps_note })] : []));
       const box = el('div', { class: 'steps-table' });
       $('steps-note').after(box);
       table(box, [

@@ -1,0 +1,172 @@
+// The trace's steps (steps.cpp): ProfilerStep#N ranges, or the optimizer's
+// steps of an on-demand trace (no ProfilerStep#N: Kineto writes it for a
+// daemon's request, with no torch.profiler.profile in the program), and the
+// critical path taking them as steps. Times in the comments are microseconds.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "critical_path.h"
+#include "trace_builder.h"
+
+namespace openreg::trace {
+namespace {
+
+using testing::kHostPid;
+using testing::TraceBuilder;
+
+constexpr int64_t kUs = 1'000;
+
+struct Seen {
+  std::string name;
+  int64_t ts, end, number;
+  bool range;
+  bool operator==(const Seen&) const = default;
+};
+
+std::vector<Seen> steps(const Trace& t) {
+  std::vector<Seen> out;
+  for (const Step& s : t.steps) out.push_back({std::string(t.str(s.name)), s.ts, s.end, s.number, s.range != kNoSlice});
+  return out;
+}
+
+// A training loop's host side: a kernel per step, the optimizer's range at
+// its end (ends at 20, 50, 80), in a trace Kineto opened at 0.
+TraceBuilder onDemandLoop(const std::string& metadata = "") {
+  TraceBuilder b;
+  b.lanes(0, {1}).span(0, 90 * kUs);
+  if (!metadata.empty()) b.metadata("openreg_profiler", metadata);
+  int64_t correlation = 100, id = 1;
+  for (int64_t end : {20, 50, 80}) {
+    b.launch("aten::mm", "gemm", (end - 15) * kUs, (end - 12) * kUs, 4 * kUs, 0, 1, ++correlation, ++id);
+    b.op("Optimizer.step#SGD.step", (end - 4) * kUs, 4 * kUs, ++id, "user_annotation");
+  }
+  return b;
+}
+
+TEST(Steps, ProfilerStepsAreTheSteps) {
+  TraceBuilder b;
+  b.lanes(0, {1});
+  b.op("ProfilerStep#4", 30 * kUs, 30 * kUs, 1, "user_annotation");
+  b.op("ProfilerStep#3", 0, 30 * kUs, 2, "user_annotation");
+  b.op("Optimizer.step#SGD.step", 20 * kUs, 5 * kUs, 3, "user_annotation");
+  const auto t = b.load();
+  EXPECT_EQ(t->stepSource, StepSource::ProfilerSteps);
+  EXPECT_EQ(steps(*t), (std::vector<Seen>{{"ProfilerStep#3", 0, 30 * kUs, 3, true},
+                                          {"ProfilerStep#4", 30 * kUs, 60 * kUs, 4, true}}));
+  EXPECT_EQ(t->stepsNote, "");
+}
+
+// An iteration-based request starts on a step's boundary (Kineto starts it in
+// the optimizer's hook): the first step starts with the trace, and steps are
+// numbered by Kineto's step count, which openreg's metadata gives.
+TEST(Steps, AnIterationBasedOnDemandTraceStartsOnAStep) {
+  const auto t = onDemandLoop(R"({"on_demand": {"iterations": 3, "start_iteration": 9, "trace_id": "7"}})").load();
+  EXPECT_EQ(t->stepSource, StepSource::OptimizerSteps);
+  EXPECT_EQ(steps(*t), (std::vector<Seen>{{"iteration 10", 0, 20 * kUs, 10, false},
+                                          {"iteration 11", 20 * kUs, 50 * kUs, 11, false},
+                                          {"iteration 12", 50 * kUs, 80 * kUs, 12, false}}));
+  EXPECT_NE(t->stepsNote.find("the first starts with the trace"), std::string::npos) << t->stepsNote;
+  EXPECT_NE(t->stepsNote.find("numbered by Kineto's step count"), std::string::npos) << t->stepsNote;
+}
+
+// Any other on-demand trace (duration-based, or another backend's without
+// openreg's metadata) starts within a step: what comes before the first
+// optimizer step's end is no whole step.
+TEST(Steps, OtherOnDemandTracesLeaveThePartStepOut) {
+  for (const std::string metadata : {std::string(), std::string(R"({"on_demand": {"iterations": 0}})")}) {
+    const auto t = onDemandLoop(metadata).load();
+    EXPECT_EQ(t->stepSource, StepSource::OptimizerSteps);
+    EXPECT_EQ(steps(*t), (std::vector<Seen>{{"iteration 1", 20 * kUs, 50 * kUs, 1, false},
+                                            {"iteration 2", 50 * kUs, 80 * kUs, 2, false}}))
+        << metadata;
+    EXPECT_NE(t->stepsNote.find("part of a step and left out"), std::string::npos) << t->stepsNote;
+  }
+}
+
+// The training loop's thread is the one with the most optimizer steps.
+TEST(Steps, TheThreadWithTheMostOptimizerStepsIsTheLoop) {
+  TraceBuilder b = onDemandLoop(R"({"on_demand": {"iterations": 3, "start_iteration": 0}})");
+  b.op("Optimizer.step#Adam.step", 30 * kUs, 2 * kUs, 99, "user_annotation", kHostPid, 7);
+  const auto t = b.load();
+  ASSERT_EQ(t->steps.size(), 3u);
+  EXPECT_EQ(t->steps[1].end, 50 * kUs);
+}
+
+TEST(Steps, NoStepsSaySo) {
+  TraceBuilder b;
+  b.lanes(0, {1}).launch("aten::mm", "gemm", 0, 3 * kUs, 4 * kUs, 0, 1, 101, 1);
+  const auto t = b.load();
+  EXPECT_EQ(t->stepSource, StepSource::None);
+  EXPECT_TRUE(t->steps.empty());
+  EXPECT_EQ(t->stepsNote, "no ProfilerStep#N ranges and no Optimizer.step# ranges: no steps");
+  EXPECT_EQ(firstStepName(*t), "");
+}
+
+// The critical path takes an on-demand trace's steps as it takes
+// ProfilerSteps: the first by default, any by its number.
+TEST(Steps, TheCriticalPathOfAnOnDemandTracesStep) {
+  const auto t = onDemandLoop(R"({"on_demand": {"iterations": 3, "start_iteration": 9}})").load();
+  CpGraph g = buildCriticalPathGraph({t.get()}, CpOptions{});
+  EXPECT_EQ(g.stepName, "iteration 10");
+  EXPECT_EQ(g.steps[0].start, 0);
+  EXPECT_EQ(g.steps[0].end, 20 * kUs);
+  EXPECT_EQ(g.steps[0].slice, CpStep::kWholeTrace);  // no host range of its own
+  CpOptions second;
+  second.step = 11;
+  g = buildCriticalPathGraph({t.get()}, second);
+  EXPECT_EQ(g.stepName, "iteration 11");
+  EXPECT_EQ(g.steps[0].start, 20 * kUs);
+  const std::string each = criticalPathEachStepJson({t.get()}, CpOptions{});
+  EXPECT_NE(each.find(R"("steps_from":"Optimizer.step#")"), std::string::npos) << each;
+  for (const char* name : {"iteration 10", "iteration 11", "iteration 12"})
+    EXPECT_NE(each.find(std::string(R"("step":")") + name + "\""), std::string::npos) << name;
+}
+
+// Two ranks' duration-based on-demand traces: each numbers its steps from 1, and rank 1's trace began after the
+// end of the step that rank 0's first step ends. A step is matched across ranks by time, not by its number.
+TEST(Steps, RanksStepsAreMatchedByTime) {
+  auto rank = [](int r, const std::vector<int64_t>& ends) {
+    TraceBuilder b;
+    b.lanes(0, {1}).span(0, 100 * kUs);
+    b.metadata("distributedInfo", R"({"backend": "gloo", "rank": )" + std::to_string(r) + R"(, "world_size": 2})");
+    int64_t correlation = 100, id = 1;
+    for (int64_t end : ends) {
+      b.launch("aten::mm", "gemm", (end - 15) * kUs, (end - 12) * kUs, 4 * kUs, 0, 1, ++correlation, ++id);
+      b.op("Optimizer.step#SGD.step", (end - 4) * kUs, 4 * kUs, ++id, "user_annotation");
+    }
+    return b.load();
+  };
+  const auto first = rank(0, {20, 50, 80});  // steps [20, 50] and [50, 80]
+  const auto second = rank(1, {51, 81});     // step [51, 81] only: it overlaps rank 0's second
+  CpOptions o;
+  o.step = 2;  // rank 0's iteration 2: [50, 80]
+  const CpGraph g = buildCriticalPathGraph({first.get(), second.get()}, o);
+  EXPECT_EQ(g.stepName, "iteration 2");
+  EXPECT_EQ(g.steps[1].start, 51 * kUs);
+  EXPECT_EQ(g.steps[1].end, 81 * kUs);
+  o.step = 1;  // [20, 50]: rank 1's one step overlaps it by nothing
+  try {
+    buildCriticalPathGraph({first.get(), second.get()}, o);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 has no step at the time of rank 0's"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Steps, ATraceWithoutStepsAsksForARangeOrTheWholeTrace) {
+  TraceBuilder b;
+  b.lanes(0, {1}).launch("aten::mm", "gemm", 0, 3 * kUs, 4 * kUs, 0, 1, 101, 1);
+  const auto t = b.load();
+  try {
+    buildCriticalPathGraph({t.get()}, CpOptions{});
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("no steps in the trace"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--whole-trace"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace openreg::trace
