@@ -44,6 +44,9 @@ def _register() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
+    from torch_openreg._inductor import interface_hook  # imports nothing of Dynamo
+
+    interface_hook.install()
 
 
 def _load_profiler() -> None:

@@ -9,7 +9,8 @@ registers everything Inductor and Dynamo need for the device:
 - the scheduling (:mod:`.scheduling`) and the wrappers (:mod:`.wrapper`), with a
   cache key that follows openreg's code generation (:mod:`.cache_config`);
 - the device op overrides (source text the wrapper may emit);
-- Dynamo's device interface (:mod:`.device_interface`);
+- Dynamo's device interface (:mod:`.device_interface`), which the backend's load has
+  already registered, without importing Dynamo (:mod:`.interface_hook`);
 - the fixes for Inductor's assumptions about non-CPU devices (:mod:`.patches`).
 
 Calling :func:`register` directly is fine too; it runs once.
@@ -54,11 +55,10 @@ def register() -> None:
     with _lock:
         if _registered:
             return
-        from torch._dynamo.device_interface import register_interface_for_device
         from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
         from torch_openreg._inductor import cache_config, patches
-        from torch_openreg._inductor.device_interface import OpenRegInterface
+        from torch_openreg._inductor.interface_hook import register_device_interface
         from torch_openreg._inductor.scheduling import OpenRegScheduling
         from torch_openreg._inductor.wrapper import (
             OpenRegCppWrapperCodegen,
@@ -76,9 +76,7 @@ def register() -> None:
             device_custom_config=cache_config,
         )
         register_device_op_overrides("openreg", _op_overrides())
-        register_interface_for_device("openreg", OpenRegInterface)
-        for index in range(OpenRegInterface.device_count()):
-            register_interface_for_device(f"openreg:{index}", OpenRegInterface)
+        register_device_interface()  # already done since the backend loaded (interface_hook), unless it failed
         _registered = True
 
 
