@@ -12,10 +12,12 @@ each round, so drift in the machine's load hits both alike):
 `fused` is the default choice (SDPBackend.OVERRIDEABLE: one flash-style kernel
 per pass); `math` forces the math path with
 torch.nn.attention.sdpa_kernel(SDPBackend.MATH). Prints per path the median
-time, the device kernels per call, the peak device memory a call adds, and the
-math / fused ratio of the medians.
+wall time (a GPT step: the host's, which waits for the device once, at the
+loss), the device kernels per call and their device time (torch.profiler, 5
+calls), the peak device memory an attention call adds, and the math / fused
+ratios.
 
-    python benchmarks/attention_bench.py [--rounds 7] [--steps 20] [--size small] [--calls 20]
+    python benchmarks/attention_bench.py [--rounds 7] [--steps 20] [--sizes small medium] [--calls 20]
 """
 
 from __future__ import annotations
@@ -56,13 +58,16 @@ def interleaved(rounds: int, measure) -> dict[str, list[list[float]]]:
     return times
 
 
-def kernels_per_call(fn) -> int:
+def kernels_per_call(fn, calls: int = 5) -> tuple[int, float]:
+    """(device kernels, their device time in seconds) per call, from torch.profiler."""
     with profile(activities=[ProfilerActivity.PrivateUse1]) as prof:
-        fn()
+        for _ in range(calls):
+            fn()
         torch.openreg.synchronize()
-    return sum(
-        1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1 and "Sync" not in e.name
-    )
+    kernels = [
+        e for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1 and "Sync" not in e.name
+    ]
+    return len(kernels) // calls, sum(e.device_time_total for e in kernels) / calls / 1e6
 
 
 def peak_added_bytes(fn) -> int:
@@ -74,24 +79,25 @@ def peak_added_bytes(fn) -> int:
     return torch.openreg.max_memory_allocated() - before
 
 
-def report(title: str, times: dict[str, list[list[float]]], kernels: dict[str, int], memory: dict[str, int] | None):
+def report(title: str, times: dict[str, list[list[float]]], kernels: dict[str, tuple[int, float]], memory=None):
     """Median over all calls per path; the ratio of the medians, and its spread over the rounds (min-max)."""
     medians = {name: statistics.median(t for block in rounds for t in block) for name, rounds in times.items()}
     paired = [statistics.median(m) / statistics.median(f) for m, f in zip(times["math"], times["fused"])]
-    extra = (
-        "" if memory is None else f"  peak MiB fused {memory['fused'] / 2**20:.2f} math {memory['math'] / 2**20:.2f}"
-    )
+    print(title)
+    for name in PATHS:
+        count, device_s = kernels[name]
+        extra = "" if memory is None else f", peak +{memory[name] / 2**20:.2f} MiB"
+        print(f"    {name:<6} {medians[name] * 1e3:9.3f} ms  ({count} kernels, {device_s * 1e3:.3f} ms device{extra})")
     print(
-        f"{title}\n    fused {medians['fused'] * 1e3:9.3f} ms ({kernels['fused']:3d} kernels)  "
-        f"math {medians['math'] * 1e3:9.3f} ms ({kernels['math']:3d} kernels)  "
-        f"math/fused {medians['math'] / medians['fused']:5.2f} (rounds {min(paired):.2f}-{max(paired):.2f}){extra}"
+        f"    math/fused {medians['math'] / medians['fused']:.2f} (per round {min(paired):.2f}-{max(paired):.2f}), "
+        f"device time {kernels['math'][1] / kernels['fused'][1]:.2f}"
     )
 
 
-def gpt_step(args) -> None:
+def gpt_step(args, size: str) -> None:
     torch.manual_seed(0)
     vocabulary = CharacterVocabulary(TEXT)
-    config = config_for(args.size, len(vocabulary))
+    config = config_for(size, len(vocabulary))
     model = GPT(config).to(DEVICE)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1, foreach=True)
     batches = PrefetchingBatches(vocabulary.encode(TEXT), config.batch_size, config.context, DEVICE, 0)
@@ -113,7 +119,7 @@ def gpt_step(args) -> None:
         return walls
 
     times = interleaved(args.rounds, measure)
-    title = f"gpt step '{args.size}' (context {config.context}, width {config.width}, {config.heads} heads)"
+    title = f"gpt step '{size}' (context {config.context}, width {config.width}, {config.heads} heads)"
     report(title, times, kernels, None)
 
 
@@ -155,14 +161,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--calls", type=int, default=20)
-    parser.add_argument("--size", default="small", choices=["tiny", "small", "medium"])
+    parser.add_argument("--sizes", nargs="+", default=["small", "medium"], choices=["tiny", "small", "medium"])
     args = parser.parse_args()
     load = os.getloadavg()
     print(
         f"{args.rounds} rounds per measurement, paths interleaved; load average {load[0]:.2f} {load[1]:.2f} "
         f"{load[2]:.2f} on {os.cpu_count()} CPUs; float32"
     )
-    gpt_step(args)
+    for size in args.sizes:
+        gpt_step(args, size)
     for shape in ATTENTION_SHAPES:
         for backward in (False, True):
             attention(args, shape, backward)

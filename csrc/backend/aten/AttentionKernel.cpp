@@ -73,13 +73,24 @@ void loadRows(const Strided4& t, int64_t b, int64_t h, int64_t row0, int64_t row
   }
 }
 
-// dst[c * ld + r] = t(b, h, r, c): the transpose, for the products that need it.
+// dst[c * ld + r] = t(b, h, row0 + r, c): the transpose, for the products that need it.
 template <class T, class A>
-void loadColumns(const Strided4& t, int64_t b, int64_t h, int64_t rows, int64_t cols, A* dst, int64_t ld) {
+void loadColumns(const Strided4& t, int64_t b, int64_t h, int64_t row0, int64_t rows, int64_t cols, A* dst,
+                 int64_t ld) {
   const int64_t step = t.strides[3];
   for (int64_t r = 0; r < rows; ++r) {
-    const T* src = rowPointer<T>(t, b, h, r);
+    const T* src = rowPointer<T>(t, b, h, row0 + r);
     for (int64_t c = 0; c < cols; ++c) dst[c * ld + r] = static_cast<A>(src[c * step]);
+  }
+}
+
+// t(b, h, r, c) = src[c * ld + r]: a transposed buffer back in place.
+template <class T, class A>
+void storeColumns(const A* src, int64_t ld, const Strided4& t, int64_t b, int64_t h, int64_t rows, int64_t cols) {
+  const int64_t step = t.strides[3];
+  for (int64_t r = 0; r < rows; ++r) {
+    T* out = rowPointer<T>(t, b, h, r);
+    for (int64_t c = 0; c < cols; ++c) out[c * step] = static_cast<T>(src[c * ld + r]);
   }
 }
 
@@ -364,7 +375,7 @@ class ForwardPass {
     const int64_t group = g_.heads / g_.kvHeads;
     for (int64_t b = 0; b < g_.batch; ++b) {
       for (int64_t kvHead = 0; kvHead < g_.kvHeads; ++kvHead) {
-        loadColumns<T>(args_.key, b, kvHead, g_.keyLength, g_.headDim, keysT_.data(), g_.keyLength);
+        loadColumns<T>(args_.key, b, kvHead, 0, g_.keyLength, g_.headDim, keysT_.data(), g_.keyLength);
         loadRows<T>(args_.value, b, kvHead, 0, g_.keyLength, g_.valueDim, values_.data(), g_.valueDim);
         for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
           for (int64_t i0 = 0; i0 < g_.queryLength; i0 += kQueryTile) queryTile(b, h, i0);
@@ -463,17 +474,20 @@ class BackwardPass {
         keys_(zeros<A>(g_.keyLength * g_.headDim)),
         keysT_(zeros<A>(g_.headDim * g_.keyLength)),
         valuesT_(zeros<A>(g_.valueDim * g_.keyLength)),
-        gradKeys_(zeros<A>(g_.keyLength * g_.headDim)),
-        gradValues_(zeros<A>(g_.keyLength * g_.valueDim)),
+        gradKeysT_(zeros<A>(g_.headDim * g_.keyLength)),
+        gradValuesT_(zeros<A>(g_.valueDim * g_.keyLength)),
         queries_(zeros<A>(kQueryTile * g_.headDim)),
+        queriesT_(zeros<A>(g_.headDim * kQueryTile)),
         gradOut_(zeros<A>(kQueryTile * g_.valueDim)),
+        gradOutT_(zeros<A>(g_.valueDim * kQueryTile)),
         gradQueries_(zeros<A>(kQueryTile * g_.headDim)),
         probs_(zeros<A>(kQueryTile * kKeyTile)),
         gradScores_(zeros<A>(kQueryTile * kKeyTile)),
-        transposed_(zeros<A>(kKeyTile * kQueryTile)),
+        dropFactors_(zeros<A>(draws_.enabled() ? kQueryTile * kKeyTile : 0)),
+        dropped_(zeros<A>(draws_.enabled() ? kQueryTile * kKeyTile : 0)),
         rowDot_(zeros<A>(kQueryTile)),
         rowLse_(zeros<A>(kQueryTile)),
-        keep_(static_cast<size_t>(kQueryTile * kKeyTile)) {
+        keep_(static_cast<size_t>(kKeyTile)) {
     if (args.gradBias.has_value()) {
       const auto& s = args.gradBiasSizes;
       gradBias_ = zeros<A>(s[0] * s[1] * s[2] * s[3]);
@@ -485,15 +499,15 @@ class BackwardPass {
     for (int64_t b = 0; b < g_.batch; ++b) {
       for (int64_t kvHead = 0; kvHead < g_.kvHeads; ++kvHead) {
         loadRows<T>(args_.key, b, kvHead, 0, g_.keyLength, g_.headDim, keys_.data(), g_.headDim);
-        loadColumns<T>(args_.key, b, kvHead, g_.keyLength, g_.headDim, keysT_.data(), g_.keyLength);
-        loadColumns<T>(args_.value, b, kvHead, g_.keyLength, g_.valueDim, valuesT_.data(), g_.keyLength);
-        std::fill(gradKeys_.begin(), gradKeys_.end(), A(0));
-        std::fill(gradValues_.begin(), gradValues_.end(), A(0));
+        loadColumns<T>(args_.key, b, kvHead, 0, g_.keyLength, g_.headDim, keysT_.data(), g_.keyLength);
+        loadColumns<T>(args_.value, b, kvHead, 0, g_.keyLength, g_.valueDim, valuesT_.data(), g_.keyLength);
+        std::fill(gradKeysT_.begin(), gradKeysT_.end(), A(0));
+        std::fill(gradValuesT_.begin(), gradValuesT_.end(), A(0));
         for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
           for (int64_t i0 = 0; i0 < g_.queryLength; i0 += kQueryTile) queryTile(b, h, i0);
         }
-        storeRows<T>(gradKeys_.data(), g_.headDim, args_.gradKey, b, kvHead, 0, g_.keyLength, g_.headDim);
-        storeRows<T>(gradValues_.data(), g_.valueDim, args_.gradValue, b, kvHead, 0, g_.keyLength, g_.valueDim);
+        storeColumns<T>(gradKeysT_.data(), g_.keyLength, args_.gradKey, b, kvHead, g_.keyLength, g_.headDim);
+        storeColumns<T>(gradValuesT_.data(), g_.keyLength, args_.gradValue, b, kvHead, g_.keyLength, g_.valueDim);
       }
     }
     if (args_.gradBias.has_value()) storeGradBias();
@@ -503,7 +517,9 @@ class BackwardPass {
   void queryTile(int64_t b, int64_t h, int64_t i0) {
     const int64_t rows = std::min(kQueryTile, g_.queryLength - i0);
     loadRows<T>(args_.query, b, h, i0, rows, g_.headDim, queries_.data(), g_.headDim);
+    loadColumns<T>(args_.query, b, h, i0, rows, g_.headDim, queriesT_.data(), kQueryTile);
     loadRows<T>(args_.gradOutput, b, h, i0, rows, g_.valueDim, gradOut_.data(), g_.valueDim);
+    loadColumns<T>(args_.gradOutput, b, h, i0, rows, g_.valueDim, gradOutT_.data(), kQueryTile);
     loadRowStatistics(b, h, i0, rows);
     std::fill(gradQueries_.begin(), gradQueries_.end(), A(0));
     const int64_t end = keyEnd(g_, i0, rows);
@@ -548,45 +564,40 @@ class BackwardPass {
     finishScores<T>(probs_.data(), kKeyTile, tile, g_, args_.bias);
   }
 
+  // The key tile's share of every gradient. The key and value gradients
+  // accumulate transposed (dK^T += Q^T dS, dV^T += dO^T P'), so that every
+  // product takes its operands as they are: no score tile is transposed.
   void keyTile(const TileIndex& tile) {
     scoreTile(tile);
     for (int64_t r = 0; r < tile.rows; ++r) expRow(probs_.data() + r * kKeyTile, tile.cols, rowLse_[r]);
     // dP (of the dropped-out probabilities) = dO V^T
     gemm(tile.rows, tile.cols, g_.valueDim, gradOut_.data(), g_.valueDim, valuesT_.data() + tile.j0, g_.keyLength,
          gradScores_.data(), kKeyTile, false);
-    drawKeeps(tile);
-    accumulateGradValues(tile);
+    const A* kept = applyDropout(tile);
+    gemm(g_.valueDim, tile.cols, tile.rows, gradOutT_.data(), kQueryTile, kept, kKeyTile, gradValuesT_.data() + tile.j0,
+         g_.keyLength, true);
     scoreGradients(tile);
-    // dQ += dS K; dK += dS^T Q
     gemm(tile.rows, g_.headDim, tile.cols, gradScores_.data(), kKeyTile, keys_.data() + tile.j0 * g_.headDim,
          g_.headDim, gradQueries_.data(), g_.headDim, true);
-    transpose(gradScores_.data(), tile);
-    gemm(tile.cols, g_.headDim, tile.rows, transposed_.data(), kQueryTile, queries_.data(), g_.headDim,
-         gradKeys_.data() + tile.j0 * g_.headDim, g_.headDim, true);
+    gemm(g_.headDim, tile.cols, tile.rows, queriesT_.data(), kQueryTile, gradScores_.data(), kKeyTile,
+         gradKeysT_.data() + tile.j0, g_.keyLength, true);
   }
 
-  void drawKeeps(const TileIndex& tile) {
-    if (!draws_.enabled()) return;
+  // Without dropout, the probabilities themselves. With it: the factors
+  // (0 or 1 / (1 - p)) of the forward's draws, and P' = P * factor.
+  const A* applyDropout(const TileIndex& tile) {
+    if (!draws_.enabled()) return probs_.data();
+    const auto scale = static_cast<A>(draws_.keepScale());
     for (int64_t r = 0; r < tile.rows; ++r) {
       const auto row = static_cast<uint64_t>((tile.b * g_.heads + tile.h) * g_.queryLength + tile.i0 + r);
-      draws_.keepRow(row, tile.j0, tile.cols, keep_.data() + r * kKeyTile);
+      draws_.keepRow(row, tile.j0, tile.cols, keep_.data());
+      A* factor = dropFactors_.data() + r * kKeyTile;
+      A* dropped = dropped_.data() + r * kKeyTile;
+      const A* p = probs_.data() + r * kKeyTile;
+      for (int64_t c = 0; c < tile.cols; ++c) factor[c] = keep_[c] ? scale : A(0);
+      for (int64_t c = 0; c < tile.cols; ++c) dropped[c] = p[c] * factor[c];
     }
-  }
-
-  // The dropout factor of element (r, c): 0 or 1 / (1 - p).
-  A dropFactor(int64_t r, int64_t c) const {
-    if (!draws_.enabled()) return A(1);
-    return keep_[r * kKeyTile + c] ? static_cast<A>(draws_.keepScale()) : A(0);
-  }
-
-  // dV += (P * dropout)^T dO
-  void accumulateGradValues(const TileIndex& tile) {
-    for (int64_t r = 0; r < tile.rows; ++r) {
-      for (int64_t c = 0; c < tile.cols; ++c)
-        transposed_[c * kQueryTile + r] = probs_[r * kKeyTile + c] * dropFactor(r, c);
-    }
-    gemm(tile.cols, g_.valueDim, tile.rows, transposed_.data(), kQueryTile, gradOut_.data(), g_.valueDim,
-         gradValues_.data() + tile.j0 * g_.valueDim, g_.valueDim, true);
+    return dropped_.data();
   }
 
   // dS = P * (dP * dropout - rowDot), into gradScores_; the bias's gradient
@@ -596,7 +607,13 @@ class BackwardPass {
     for (int64_t r = 0; r < tile.rows; ++r) {
       A* grad = gradScores_.data() + r * kKeyTile;
       const A* p = probs_.data() + r * kKeyTile;
-      for (int64_t c = 0; c < tile.cols; ++c) grad[c] = p[c] * (grad[c] * dropFactor(r, c) - rowDot_[r]);
+      const A dot = rowDot_[r];
+      if (draws_.enabled()) {
+        const A* factor = dropFactors_.data() + r * kKeyTile;
+        for (int64_t c = 0; c < tile.cols; ++c) grad[c] = p[c] * (grad[c] * factor[c] - dot);
+      } else {
+        for (int64_t c = 0; c < tile.cols; ++c) grad[c] = p[c] * (grad[c] - dot);
+      }
       if (args_.gradBias.has_value()) accumulateGradBias(grad, tile, tile.i0 + r);
       for (int64_t c = 0; c < tile.cols; ++c) grad[c] *= scale;
     }
@@ -632,29 +649,26 @@ class BackwardPass {
     }
   }
 
-  void transpose(const A* src, const TileIndex& tile) {
-    for (int64_t r = 0; r < tile.rows; ++r) {
-      for (int64_t c = 0; c < tile.cols; ++c) transposed_[c * kQueryTile + r] = src[r * kKeyTile + c];
-    }
-  }
-
   const BackwardArgs& args_;
   const Geometry& g_;
   DropoutDraws draws_;
-  std::vector<A> keys_;        // keyLength x headDim
-  std::vector<A> keysT_;       // headDim x keyLength
-  std::vector<A> valuesT_;     // valueDim x keyLength
-  std::vector<A> gradKeys_;    // keyLength x headDim, summed over the heads sharing them
-  std::vector<A> gradValues_;  // keyLength x valueDim
-  std::vector<A> queries_;     // kQueryTile x headDim
-  std::vector<A> gradOut_;     // kQueryTile x valueDim
-  std::vector<A> gradQueries_;
-  std::vector<A> probs_;       // kQueryTile x kKeyTile
-  std::vector<A> gradScores_;  // kQueryTile x kKeyTile
-  std::vector<A> transposed_;  // kKeyTile x kQueryTile
+  std::vector<A> keys_;         // keyLength x headDim
+  std::vector<A> keysT_;        // headDim x keyLength
+  std::vector<A> valuesT_;      // valueDim x keyLength
+  std::vector<A> gradKeysT_;    // headDim x keyLength, summed over the heads sharing them
+  std::vector<A> gradValuesT_;  // valueDim x keyLength
+  std::vector<A> queries_;      // kQueryTile x headDim
+  std::vector<A> queriesT_;     // headDim x kQueryTile
+  std::vector<A> gradOut_;      // kQueryTile x valueDim
+  std::vector<A> gradOutT_;     // valueDim x kQueryTile
+  std::vector<A> gradQueries_;  // kQueryTile x headDim
+  std::vector<A> probs_;        // kQueryTile x kKeyTile
+  std::vector<A> gradScores_;   // kQueryTile x kKeyTile
+  std::vector<A> dropFactors_;  // kQueryTile x kKeyTile, with dropout
+  std::vector<A> dropped_;      // kQueryTile x kKeyTile, with dropout
   std::vector<A> rowDot_;
   std::vector<A> rowLse_;
-  std::vector<uint8_t> keep_;  // kQueryTile x kKeyTile
+  std::vector<uint8_t> keep_;  // kKeyTile
   std::vector<A> gradBias_;    // gradBiasSizes, contiguous
 };
 
