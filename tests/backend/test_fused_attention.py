@@ -187,6 +187,22 @@ def test_a_one_dim_mask_broadcasts_over_the_rows():
     torch.testing.assert_close(actual, expected, atol=2e-5, rtol=2e-5)
 
 
+def test_nan_propagates_as_on_cpu():
+    """A NaN query row gives a NaN output row (and NaN gradients where CPU has them), nothing else."""
+    torch.manual_seed(0)
+    q, k, v = (randn(*s) for s in SHAPES["ragged_tiles"])
+    q[0, 1, 5, 3] = math.nan
+    on_cpu, on_device = leaves(q, k, v, device="cpu"), leaves(q, k, v)
+    grad = torch.randn(2, 3, 70, 12)
+    expected = sdpa_with_grads(*on_cpu, grad)
+    with RecordedOps() as ops:
+        actual = sdpa_with_grads(*on_device, grad.to(DEVICE))
+    assert_fused(ops)
+    assert actual[0].isnan().sum() == expected[0].isnan().sum() == 12
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, atol=2e-5, rtol=2e-5, equal_nan=True)
+
+
 def test_float32_mask_with_half_queries():
     """SDPA accepts a float32 additive mask for any query dtype; the fused kernel reads it as float32."""
     torch.manual_seed(0)

@@ -244,7 +244,7 @@ OPENREG_ROW_LOOP float expShifted(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t bits = (exponent + 127) << 23;
+  const uint32_t bits = static_cast<uint32_t>(exponent + 127) << 23;  // unsigned: a NaN's exponent is negative
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
   return x < kLowest ? 0.0f : p * scale;
@@ -291,9 +291,12 @@ OPENREG_ROW_LOOP void expRowBody(A* row, int64_t cols, A shift) {
 // the factor by which earlier partial results must be rescaled.
 template <class A>
 OPENREG_ROW_LOOP A softmaxStepBody(A* row, int64_t cols, A& maximum, A& sum) {
-  const A newMax = std::max(maximum, rowMaximum(row, cols));
-  if (newMax == -std::numeric_limits<A>::infinity()) {  // nothing seen yet: every score so far masked out
-    std::fill(row, row + cols, A(0));
+  const A newMax = std::max(maximum, rowMaximum(row, cols));  // NaN scores left out
+  if (newMax == -std::numeric_limits<A>::infinity()) {
+    // Nothing seen yet: every score so far masked out, or NaN. A NaN stays
+    // in the row and so in the sum (the output row becomes NaN, as CPU's).
+    for (int64_t c = 0; c < cols; ++c) row[c] = row[c] != row[c] ? row[c] : A(0);
+    sum += rowSum(row, cols);
     return A(1);
   }
   const A correction = expShifted(maximum - newMax);
@@ -344,7 +347,7 @@ A softmaxStep(A* row, int64_t cols, A& maximum, A& sum) {
 // such rows a zero output and zero gradients).
 template <class A>
 A logSumExp(A maximum, A sum) {
-  return sum > 0 ? maximum + std::log(sum) : std::numeric_limits<A>::infinity();
+  return sum == 0 ? std::numeric_limits<A>::infinity() : maximum + std::log(sum);
 }
 
 // A zeroed buffer of n elements (at least one, so that data() is never null).
@@ -427,7 +430,7 @@ class ForwardPass {
   void finishTile(int64_t b, int64_t h, int64_t i0, int64_t rows) {
     for (int64_t r = 0; r < rows; ++r) {
       const A sum = rowSum_[r];
-      const A inverse = sum > 0 ? A(1) / sum : A(0);
+      const A inverse = sum == 0 ? A(0) : A(1) / sum;  // a NaN sum makes the row NaN
       A* out = output_.data() + r * g_.valueDim;
       for (int64_t c = 0; c < g_.valueDim; ++c) out[c] *= inverse;
       args_.logSumExp[(b * g_.heads + h) * g_.queryLength + i0 + r] = static_cast<float>(logSumExp(rowMax_[r], sum));
