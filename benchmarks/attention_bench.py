@@ -12,10 +12,11 @@ each round, so drift in the machine's load hits both alike):
 `fused` is the default choice (SDPBackend.OVERRIDEABLE: one flash-style kernel
 per pass); `math` forces the math path with
 torch.nn.attention.sdpa_kernel(SDPBackend.MATH). Prints per path the median
-wall time (a GPT step: the host's, which waits for the device once, at the
-loss), the device kernels per call and their device time (torch.profiler, 5
-calls), the peak device memory an attention call adds, and the math / fused
-ratios.
+wall time (a GPT step waits for the device once, at the loss) and process CPU
+time (host and device executor threads together: steadier than the wall time
+on a loaded machine), the device kernels per call and their device time
+(torch.profiler, 5 calls), the peak device memory an attention call adds, and
+the math / fused ratios.
 
     python benchmarks/attention_bench.py [--rounds 7] [--steps 20] [--sizes small medium] [--calls 20]
 """
@@ -47,15 +48,26 @@ PATHS = {"fused": contextlib.nullcontext, "math": lambda: sdpa_kernel(SDPBackend
 ATTENTION_SHAPES = [(8, 4, 32, 16), (8, 8, 256, 64), (2, 8, 1024, 64)]
 
 
-def interleaved(rounds: int, measure) -> dict[str, list[list[float]]]:
-    """measure(path) -> list of seconds, run for each path in each round, the order rotating; per path, per round."""
+def interleaved(rounds: int, measure) -> dict[str, list]:
+    """measure(path) -> samples, run for each path in each round, the order rotating; per path, per round."""
     names = list(PATHS)
-    times: dict[str, list[list[float]]] = {name: [] for name in names}
+    times: dict[str, list] = {name: [] for name in names}
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             with PATHS[name]():
                 times[name].append(measure(name))
     return times
+
+
+def timed(fn, count: int) -> list[tuple[float, float]]:
+    """(wall, process CPU) seconds of `count` calls of fn, one by one; the CPU time counts every thread
+    (the host's and the device executors'), so it holds up better than the wall time on a loaded machine."""
+    samples = []
+    for _ in range(count):
+        wall, cpu = time.perf_counter(), time.process_time()
+        fn()
+        samples.append((time.perf_counter() - wall, time.process_time() - cpu))
+    return samples
 
 
 def kernels_per_call(fn, calls: int = 5) -> tuple[int, float]:
@@ -79,18 +91,27 @@ def peak_added_bytes(fn) -> int:
     return torch.openreg.max_memory_allocated() - before
 
 
-def report(title: str, times: dict[str, list[list[float]]], kernels: dict[str, tuple[int, float]], memory=None):
-    """Median over all calls per path; the ratio of the medians, and its spread over the rounds (min-max)."""
-    medians = {name: statistics.median(t for block in rounds for t in block) for name, rounds in times.items()}
-    paired = [statistics.median(m) / statistics.median(f) for m, f in zip(times["math"], times["fused"])]
+def report(title: str, times, kernels: dict[str, tuple[int, float]], memory=None):
+    """Medians over all calls per path (wall and CPU), the ratios of the medians, and the spread of the
+    wall ratio over the rounds (min-max)."""
+
+    def median(rounds, which):
+        return statistics.median(sample[which] for block in rounds for sample in block)
+
+    wall = {name: median(rounds, 0) for name, rounds in times.items()}
+    cpu = {name: median(rounds, 1) for name, rounds in times.items()}
+    paired = [median([m], 0) / median([f], 0) for m, f in zip(times["math"], times["fused"])]
     print(title)
     for name in PATHS:
         count, device_s = kernels[name]
         extra = "" if memory is None else f", peak +{memory[name] / 2**20:.2f} MiB"
-        print(f"    {name:<6} {medians[name] * 1e3:9.3f} ms  ({count} kernels, {device_s * 1e3:.3f} ms device{extra})")
+        print(
+            f"    {name:<6} wall {wall[name] * 1e3:9.3f} ms  cpu {cpu[name] * 1e3:9.3f} ms  "
+            f"({count} kernels, {device_s * 1e3:.3f} ms device{extra})"
+        )
     print(
-        f"    math/fused {medians['math'] / medians['fused']:.2f} (per round {min(paired):.2f}-{max(paired):.2f}), "
-        f"device time {kernels['math'][1] / kernels['fused'][1]:.2f}"
+        f"    math/fused: wall {wall['math'] / wall['fused']:.2f} (per round {min(paired):.2f}-{max(paired):.2f}), "
+        f"cpu {cpu['math'] / cpu['fused']:.2f}, device time {kernels['math'][1] / kernels['fused'][1]:.2f}"
     )
 
 
@@ -111,12 +132,7 @@ def gpt_step(args, size: str) -> None:
             kernels[name] = kernels_per_call(step)
 
     def measure(_name):
-        walls = []
-        for _ in range(args.steps):
-            start = time.perf_counter()
-            step()
-            walls.append(time.perf_counter() - start)
-        return walls
+        return timed(step, args.steps)
 
     times = interleaved(args.rounds, measure)
     title = f"gpt step '{size}' (context {config.context}, width {config.width}, {config.heads} heads)"
@@ -144,13 +160,7 @@ def attention(args, shape, backward: bool) -> None:
             memory[name] = peak_added_bytes(call)
 
     def measure(_name):
-        walls = []
-        for _ in range(args.calls):
-            start = time.perf_counter()
-            call()
-            torch.openreg.synchronize()
-            walls.append(time.perf_counter() - start)
-        return walls
+        return timed(lambda: (call(), torch.openreg.synchronize()), args.calls)
 
     times = interleaved(args.rounds, measure)
     report(f"attention {shape} causal {'fwd+bwd' if backward else 'fwd'}", times, kernels, memory)
