@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include <c10/util/Exception.h>
 #include <libkineto.h>
 #include <output_base.h>
 
@@ -480,4 +481,89 @@ TEST_F(SessionTest, DeferredStartBoundsOnlyOnDemandTraces) {
     const std::string meta = session.getMetadata().at("openreg_profiler");
     EXPECT_NE(meta.find(onDemand ? "\"deferred_start\":true" : "\"deferred_start\":false"), std::string::npos) << meta;
   }
+}
+
+namespace {
+
+// Collects the warnings the session gives (TORCH_WARN) instead of printing them.
+class WarningsSeen : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& warning) override { messages.push_back(warning.msg()); }
+  std::vector<std::string> messages;
+};
+
+SessionRequest onDemandRequest(int iterations) {
+  SessionRequest request = everything();
+  request.onDemand = true;
+  request.traceId = "42";
+  request.logFile = "/tmp/trace.json";
+  request.iterations = iterations;
+  return request;
+}
+
+}  // namespace
+
+// The on-demand trace in progress (what the exit hook reads) follows its
+// session: configured, collecting, collected; gone with the session.
+TEST_F(SessionTest, OnDemandStatusFollowsItsSession) {
+  ASSERT_TRUE(api->available()) << api->error();
+  EXPECT_FALSE(OpenregSession::onDemandStatus());
+  {
+    OpenregSession synchronous(*api, everything());
+    EXPECT_FALSE(OpenregSession::onDemandStatus()) << "a profile() session is no on-demand trace";
+  }
+  auto session = std::make_unique<OpenregSession>(*api, onDemandRequest(5));
+  auto status = OpenregSession::onDemandStatus();
+  ASSERT_TRUE(status);
+  EXPECT_EQ(status->phase, OnDemandStatus::Phase::Requested);
+  EXPECT_EQ(status->iterations, 5);
+  EXPECT_EQ(status->traceId, "42");
+  session->start();
+  EXPECT_EQ(OpenregSession::onDemandStatus()->phase, OnDemandStatus::Phase::Collecting);
+  session->stop();
+  EXPECT_EQ(OpenregSession::onDemandStatus()->phase, OnDemandStatus::Phase::Collected);
+  RecordingLogger logger;
+  OpenregSession::markOnDemandEndingAtExit(true);
+  (void)session->getMetadata();
+  session->processTrace(
+      logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, now() - 1'000'000, now());
+  const std::string meta = session->getMetadata().at("openreg_profiler");
+  EXPECT_NE(meta.find(R"("on_demand":{"trace_id":"42","log_file":"/tmp/trace.json","iterations":5,)"),
+            std::string::npos)
+      << meta;
+  EXPECT_NE(meta.find(R"("ended_early_at_exit":true)"), std::string::npos) << meta;
+  session.reset();
+  EXPECT_FALSE(OpenregSession::onDemandStatus());
+}
+
+// Kineto drops an on-demand session unprocessed when a profile() takes over
+// (its own warning is hidden in daemon mode): the session says so, naming the
+// trace. A processed one, or one ending at exit, says nothing.
+TEST_F(SessionTest, ACancelledOnDemandTraceSaysSo) {
+  ASSERT_TRUE(api->available()) << api->error();
+  WarningsSeen seen;
+  c10::WarningUtils::WarningHandlerGuard guard(&seen);
+  {
+    OpenregSession session(*api, onDemandRequest(0));
+    session.start();
+    session.stop();
+  }
+  ASSERT_EQ(seen.messages.size(), 1u);
+  EXPECT_NE(seen.messages[0].find("the on-demand trace (REQUEST_TRACE_ID=42, log file /tmp/trace.json) was "
+                                  "cancelled before it was written"),
+            std::string::npos)
+      << seen.messages[0];
+  {
+    OpenregSession session(*api, onDemandRequest(0));
+    session.start();
+    RecordingLogger logger;
+    session.processTrace(
+        logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, now() - 1'000'000, now());
+  }
+  {
+    OpenregSession session(*api, onDemandRequest(3));
+    session.start();
+    OpenregSession::markOnDemandEndingAtExit(false);
+  }
+  EXPECT_EQ(seen.messages.size(), 1u);
 }
