@@ -212,3 +212,22 @@ def test_child_forked_before_the_device_started_uses_it(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["(14.0,", "False)", "0"]
+
+
+def test_dataloader_fork_workers_after_the_device_started(tmp_path):
+    # Workers forked after the parent used the device do CPU work only; torch seeds them with
+    # torch.manual_seed, which skips a device whose module says the process is a bad fork.
+    result = run_scenario(
+        tmp_path,
+        """
+        from torch.utils.data import DataLoader, TensorDataset
+
+        x = torch.randn(64, 64, device="openreg")
+        (x @ x).sum().item()
+        data = TensorDataset(torch.arange(32.0).reshape(16, 2))
+        loader = DataLoader(data, batch_size=4, num_workers=2, multiprocessing_context="fork", timeout=60)
+        print(sum(batch[0].to("openreg").sum().item() for batch in loader))
+        """,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["496.0"]
