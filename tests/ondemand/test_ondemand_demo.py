@@ -1,4 +1,6 @@
-"""One on-demand request to both ranks of `demo --ranks 2 --on-demand` (the daemon takes several pids).
+"""`demo --on-demand`, and one on-demand request to both ranks of `demo --ranks 2 --on-demand`.
+
+The daemon takes several pids in one request.
 
 The ranks run in Kineto's daemon mode (the demo sets KINETO_USE_DAEMON for
 them); the test plays the daemon's end (dynolog_daemon.py) and asks both pids
@@ -99,9 +101,13 @@ def test_one_request_traces_both_ranks(daemon, tmp_path):
 
     for rank, trace in enumerate(traces):
         assert trace["distributedInfo"]["rank"] == rank, trace.get("distributedInfo")
+        # Kineto copies NCCL's args from the collective's record_param_comms op: every collective whose op is in
+        # the trace has them (one launched by an op begun before the trace's window has no op to copy from).
+        ops = {e["args"]["External id"]: e for e in events(trace, "cpu_op") if e["name"] == "record_param_comms"}
         collectives = [e for e in events(trace, "kernel") if e["name"].startswith("openregComm_")]
-        assert collectives, f"rank {rank}: no collective"
-        for kernel in collectives:
+        linked = [k for k in collectives if k["args"].get("External id") in ops]
+        assert linked, f"rank {rank}: no collective linked to its op in {len(collectives)}"
+        for kernel in linked:
             assert NCCL_ARGS <= set(kernel["args"]), kernel["args"]
         assert events(trace, "privateuse1_runtime") and names(trace, "user_annotation")
         on_demand = trace["openreg_profiler"]["on_demand"]
@@ -122,3 +128,33 @@ def test_one_request_traces_both_ranks(daemon, tmp_path):
     assert path.returncode == 0, path.stdout + path.stderr
     assert "steps: no ProfilerStep#N ranges (an on-demand trace)" in path.stdout, path.stdout
     assert "rank bounding the step" in path.stdout, path.stdout
+
+
+def test_demo_on_demand_needs_daemon_mode(tmp_path):
+    env = daemon_mode_environment(tmp_path)
+    del env["KINETO_USE_DAEMON"]
+    demo = subprocess.run(
+        [*TOOL, "demo", "--on-demand", "--steps", "2", "--size", "tiny", "-o", str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEMO_S,
+    )
+    assert demo.returncode == 2, demo.stdout + demo.stderr
+    assert "--on-demand needs Kineto's daemon mode" in demo.stderr and "KINETO_USE_DAEMON=1" in demo.stderr
+
+
+def test_demo_on_demand_trains_with_no_profiler_and_says_how_to_ask(daemon, tmp_path):
+    out = tmp_path / "out"
+    demo = subprocess.run(
+        [*TOOL, "demo", "--on-demand", "--steps", "5", "--size", "tiny", "-o", str(out)],
+        env=daemon_mode_environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=DEMO_S,
+    )
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    pid = int(re.search(r"dyno gputrace --pids (\d+) ", demo.stdout).group(1))
+    assert any(poll.pids[0] == pid for poll in daemon.polls), "the demo did not register with the daemon"
+    assert "over 5 steps" in demo.stdout
+    assert not list(out.glob("*.json")), "no torch.profiler trace"
