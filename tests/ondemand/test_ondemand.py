@@ -11,6 +11,7 @@ torch.profiler.profile in it, unless a test says so.
 from __future__ import annotations
 
 import collections
+import json
 import subprocess
 import sys
 import time
@@ -27,6 +28,8 @@ from ondemand_job import (
     wait_for_file,
     wait_until_configured,
 )
+
+from openreg_trace.report._native import report_data_text
 
 RUNTIME = "privateuse1_runtime"
 DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync")
@@ -153,6 +156,38 @@ def test_request_naming_types_gets_exactly_those(daemon, start_job, tmp_path):
     assert meta["requested"] == ["kernel", "cuda_sync"], meta  # a stream sync is a wait on the kernels asked for
     assert meta["on_demand"]["types_by_default"] is False, meta
     assert job.stop() == 0
+
+
+# ---- 5. the tools on an on-demand trace (no ProfilerStep#N)
+
+
+def test_tools_take_the_optimizer_steps_of_an_on_demand_trace(daemon, start_job, tmp_path):
+    job = start_job()
+    log_file = tmp_path / "trace.json"
+    trace = request(daemon, job, log_file, iterations=3)
+    assert job.stop() == 0
+    path = trace_path(log_file, job.pid)
+    first = trace["openreg_profiler"]["on_demand"]["start_iteration"] + 1  # Kineto's count, where it started
+    expected = [f"iteration {first + k}" for k in range(3)]
+    # The summary says how it found the steps; the critical path and the report take them as steps.
+    summary = json.loads(subprocess.run([*TOOL, "summary", "--json", str(path)], capture_output=True, text=True).stdout)
+    steps = summary["trace"]["steps"]
+    assert steps["from"] == "Optimizer.step#" and steps["count"] == 3, steps
+    assert "the first starts with the trace" in steps["note"], steps["note"]
+    each = subprocess.run([*TOOL, "critical-path", "--each-step", "--json", str(path)], capture_output=True, text=True)
+    assert each.returncode == 0, each.stderr
+    assert [s["step"] for s in json.loads(each.stdout)["steps"]] == expected
+    text = subprocess.run([*TOOL, "critical-path", "--step", str(first + 1), str(path)], capture_output=True, text=True)
+    assert text.returncode == 0 and text.stdout.startswith(f"Critical path of {expected[1]}: "), text.stdout
+    assert "  steps: no ProfilerStep#N ranges (an on-demand trace)" in text.stdout, text.stdout
+    report = json.loads(report_data_text(path))["report"]
+    assert [s["name"] for s in report["steps"]] == expected and report["steps_note"] == steps["note"]
+    # Each step ends where an Optimizer.step# range ends (times to the ns the JSON's us with 3 decimals hold).
+    ends = sorted(
+        e["ts"] + e["dur"] for e in events(trace, "user_annotation") if e["name"].startswith("Optimizer.step#")
+    )
+    durations = [(s["end_ns"] - s["start_ns"]) / 1e3 for s in report["steps"]][1:]
+    assert len(ends) == 3 and all(abs(d - (b - a)) < 0.002 for d, a, b in zip(durations, ends, ends[1:])), ends
 
 
 # ---- 3. side by side with profile(), and requests at awkward times
