@@ -440,20 +440,23 @@ std::optional<CpStep> findStep(const Trace& t, std::string_view name, int64_t in
 
 // Another rank's step for the first rank's optimizer step (an on-demand trace's): the one overlapping it most in
 // time. Their numbers agree only when both traces started on the same iteration (Kineto's count, which a
-// duration-based request does not give); ranks step together (their collectives hold them), so a step overlaps
-// the same step on every rank most. Throws when none overlaps (the ranks traced different stretches).
+// duration-based request does not give); ranks step together (their collectives hold them), so the same step
+// on two ranks overlaps for most of the shorter one, while a neighbour overlaps only by the ranks' skew. Throws
+// CpStepMissing when no step overlaps the first rank's for half the shorter of the two (this rank's trace
+// began after, or ended before, that step: the windows of the ranks' traces differ at their edges).
 std::optional<CpStep> overlappingStep(const Trace& t, const CpStep& first, const std::string& firstLabel,
                                       const std::string& label) {
   const Step* best = nullptr;
   int64_t bestOverlap = 0;
   for (const Step& step : t.steps) {
     const int64_t overlap = std::min(step.end, first.end) - std::max(step.ts, first.start);
-    if (overlap > bestOverlap) best = &step, bestOverlap = overlap;
+    const int64_t shorter = std::min(step.end - step.ts, first.end - first.start);
+    if (overlap > bestOverlap && 2 * overlap >= shorter) best = &step, bestOverlap = overlap;
   }
   if (!best)
-    throw std::invalid_argument(label + " has no step at the time of " + firstLabel +
-                                "'s: the ranks' on-demand traces cover different stretches (ask every rank in one "
-                                "request, with dyno's --profile-start-time or --profile-start-iteration-roundup)");
+    throw CpStepMissing(label + " has no step at the time of " + firstLabel +
+                        "'s: the ranks' on-demand traces cover different stretches (ask every rank in one "
+                        "request, with dyno's --profile-start-time or --profile-start-iteration-roundup)");
   return CpStep{CpStep::kWholeTrace, best->ts, best->end};
 }
 
@@ -467,7 +470,8 @@ std::pair<int64_t, int64_t> traceSpan(const Trace& t) {
 std::string rankLabel(const std::vector<const Trace*>& traces, size_t i) {
   if (traces.size() == 1) return "the trace";
   const auto& r = traces[i]->rank;
-  return "rank " + (r ? std::to_string(*r) : "#" + std::to_string(i));
+  std::string label = r ? "rank " : "rank #";  // appended, not "rank " + ...: GCC 12 warns falsely (-Wrestrict)
+  return label.append(std::to_string(r ? *r : static_cast<int64_t>(i)));
 }
 
 // The name of the step the options ask for: a range, the step numbered <step>, or the first step of `first`.
@@ -487,19 +491,20 @@ std::string stepNameOf(const CpOptions& o, const std::vector<const Trace*>& firs
   return name;
 }
 
-void findSteps(CpGraph& g, const CpOptions& o) {
-  const auto& traces = g.traces;
-  if (o.wholeTrace) {
-    g.stepName = "whole trace";
-    for (const Trace* t : traces) {
-      CpStep s;
-      s.start = INT64_MAX, s.end = INT64_MIN;
-      for (const Slice& sl : t->slices) s.start = std::min(s.start, sl.ts), s.end = std::max(s.end, sl.end());
-      g.steps.push_back(s);
-    }
-    return;
+void findWholeTraceSteps(CpGraph& g) {
+  g.stepName = "whole trace";
+  for (const Trace* t : g.traces) {
+    CpStep s;
+    s.start = INT64_MAX, s.end = INT64_MIN;
+    for (const Slice& sl : t->slices) s.start = std::min(s.start, sl.ts), s.end = std::max(s.end, sl.end());
+    g.steps.push_back(s);
   }
-  g.stepName = stepNameOf(o, {traces[0]}, rankLabel(traces, 0));
+}
+
+// Every rank's window of the step g.stepName: by name, or, for an on-demand trace's steps, by time.
+void findNamedSteps(CpGraph& g, const CpOptions& o) {
+  const auto& traces = g.traces;
+  g.steps.clear();
   for (size_t i = 0; i < traces.size(); ++i) {
     const int64_t instance = o.range.empty() ? 0 : i < o.rankInstances.size() ? o.rankInstances[i] : o.instance;
     const bool byTime = i > 0 && o.range.empty() && traces[0]->stepSource == StepSource::OptimizerSteps;
@@ -507,11 +512,36 @@ void findSteps(CpGraph& g, const CpOptions& o) {
         byTime ? overlappingStep(*traces[i], g.steps[0], rankLabel(traces, 0), rankLabel(traces, i))
                : findStep(*traces[i], g.stepName, instance);
     if (!step)
-      throw std::invalid_argument("\"" + g.stepName + "\"" +
-                                  (instance ? " (instance " + std::to_string(instance) + ")" : std::string()) +
-                                  " is not in " + rankLabel(traces, i) + ": no host range of that name");
+      throw CpStepMissing("\"" + g.stepName + "\"" +
+                          (instance ? " (instance " + std::to_string(instance) + ")" : std::string()) + " is not in " +
+                          rankLabel(traces, i) + ": no host range of that name");
     g.steps.push_back(*step);
   }
+}
+
+// The default step of ranks' on-demand traces: the first of the first rank's steps that every rank's trace holds
+// (the ranks' windows differ at their edges). Throws the first step's CpStepMissing when none is in every trace.
+void findFirstCommonStep(CpGraph& g, const CpOptions& o) {
+  std::optional<CpStepMissing> firstMissing;
+  for (const Step& step : g.traces[0]->steps) {
+    g.stepName = std::string(g.traces[0]->str(step.name));
+    try {
+      findNamedSteps(g, o);
+      return;
+    } catch (const CpStepMissing& e) {
+      if (!firstMissing) firstMissing = e;
+    }
+  }
+  throw *firstMissing;
+}
+
+void findSteps(CpGraph& g, const CpOptions& o) {
+  if (o.wholeTrace) return findWholeTraceSteps(g);
+  g.stepName = stepNameOf(o, {g.traces[0]}, rankLabel(g.traces, 0));
+  const bool firstOfRanksOnDemand =
+      o.step < 0 && o.range.empty() && g.traces.size() > 1 && g.traces[0]->stepSource == StepSource::OptimizerSteps;
+  if (firstOfRanksOnDemand) return findFirstCommonStep(g, o);
+  findNamedSteps(g, o);
 }
 
 // Rank traces must be one run: one world size and distinct ranks (checked before looking for the step)...
@@ -617,9 +647,8 @@ CpTraceChoice chooseRankTraces(const std::vector<const Trace*>& traces, const Cp
       holders += n > 0;
     }
     if (wanted >= 0)
-      throw std::invalid_argument("\"" + name + "\"" +
-                                  (o.instance ? " (instance " + std::to_string(o.instance) + ")" : "") + " is not in " +
-                                  groupLabel(traces, group) + ": no host range of that name");
+      throw CpStepMissing("\"" + name + "\"" + (o.instance ? " (instance " + std::to_string(o.instance) + ")" : "") +
+                          " is not in " + groupLabel(traces, group) + ": no host range of that name");
     if (o.range.empty() && holders > 1)
       throw std::invalid_argument("rank traces from different runs: " + std::to_string(holders) + " of " +
                                   groupLabel(traces, group) + " hold " + name + " (give the traces of one run)");

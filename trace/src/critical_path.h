@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,13 @@ struct CpEdge {
   int64_t weight = 0;
   int32_t event = -1;  // the event the edge's time is attributed to, -1: none
   CpEdgeType type = CpEdgeType::Dependency;
+};
+
+// A rank's trace does not hold the step asked for (no range of its name, or, for an on-demand trace's steps
+// matched by time, no step at that time): every-step output skips that step and says why.
+class CpStepMissing : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
 };
 
 struct CpOptions {

@@ -327,8 +327,7 @@ std::string criticalPathEachStepJson(const std::vector<const Trace*>& traces, co
       std::vector<std::shared_ptr<const CpRankIndex>> chosenIndexes;
       for (uint32_t i : choice.traces) chosen.push_back(traces[i]), chosenIndexes.push_back(indexes[i]);
       g = buildCriticalPathGraph(chosen, o, chosenIndexes);
-    } catch (const std::invalid_argument& e) {
-      if (std::string_view(e.what()).find("is not in") == std::string_view::npos) throw;  // not this step's fault
+    } catch (const CpStepMissing& e) {  // a rank's trace lacks this step (the others' errors are no step's)
       skipped.emplace_back(stepNamedByNumber(traces, n), e.what());
       continue;
     }

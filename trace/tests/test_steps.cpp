@@ -124,22 +124,24 @@ TEST(Steps, TheCriticalPathOfAnOnDemandTracesStep) {
     EXPECT_NE(each.find(std::string(R"("step":")") + name + "\""), std::string::npos) << name;
 }
 
+// A rank's duration-based on-demand trace: the optimizer's steps end at `ends` (steps numbered from 1 in the trace).
+auto onDemandRank(int rank, const std::vector<int64_t>& ends) {
+  TraceBuilder b;
+  b.lanes(0, {1}).span(0, 150 * kUs);
+  b.metadata("distributedInfo", R"({"backend": "gloo", "rank": )" + std::to_string(rank) + R"(, "world_size": 2})");
+  int64_t correlation = 100, id = 1;
+  for (int64_t end : ends) {
+    b.launch("aten::mm", "gemm", (end - 15) * kUs, (end - 12) * kUs, 4 * kUs, 0, 1, ++correlation, ++id);
+    b.op("Optimizer.step#SGD.step", (end - 4) * kUs, 4 * kUs, ++id, "user_annotation");
+  }
+  return b.load();
+}
+
 // Two ranks' duration-based on-demand traces: each numbers its steps from 1, and rank 1's trace began after the
 // end of the step that rank 0's first step ends. A step is matched across ranks by time, not by its number.
 TEST(Steps, RanksStepsAreMatchedByTime) {
-  auto rank = [](int r, const std::vector<int64_t>& ends) {
-    TraceBuilder b;
-    b.lanes(0, {1}).span(0, 100 * kUs);
-    b.metadata("distributedInfo", R"({"backend": "gloo", "rank": )" + std::to_string(r) + R"(, "world_size": 2})");
-    int64_t correlation = 100, id = 1;
-    for (int64_t end : ends) {
-      b.launch("aten::mm", "gemm", (end - 15) * kUs, (end - 12) * kUs, 4 * kUs, 0, 1, ++correlation, ++id);
-      b.op("Optimizer.step#SGD.step", (end - 4) * kUs, 4 * kUs, ++id, "user_annotation");
-    }
-    return b.load();
-  };
-  const auto first = rank(0, {20, 50, 80});  // steps [20, 50] and [50, 80]
-  const auto second = rank(1, {51, 81});     // step [51, 81] only: it overlaps rank 0's second
+  const auto first = onDemandRank(0, {20, 50, 80});  // steps [20, 50] and [50, 80]
+  const auto second = onDemandRank(1, {51, 81});     // step [51, 81] only: it overlaps rank 0's second
   CpOptions o;
   o.step = 2;  // rank 0's iteration 2: [50, 80]
   const CpGraph g = buildCriticalPathGraph({first.get(), second.get()}, o);
@@ -150,9 +152,42 @@ TEST(Steps, RanksStepsAreMatchedByTime) {
   try {
     buildCriticalPathGraph({first.get(), second.get()}, o);
     FAIL() << "no error";
-  } catch (const std::invalid_argument& e) {
+  } catch (const CpStepMissing& e) {
     EXPECT_NE(std::string(e.what()).find("rank 1 has no step at the time of rank 0's"), std::string::npos) << e.what();
   }
+}
+
+// Ranks in step are a little apart: rank 1 ends each step 2 us before rank 0 and its trace began one step later.
+// Rank 0's first step [20, 50] overlaps rank 1's first [48, 78] by the skew only: that is rank 0's second step,
+// not its first, which rank 1's trace does not hold.
+TEST(Steps, ANeighbourOverlappingByTheSkewIsNotTheSameStep) {
+  const auto first = onDemandRank(0, {20, 50, 80});   // steps [20, 50] and [50, 80]
+  const auto second = onDemandRank(1, {18, 48, 78});  // rank 1's trace began after 18: [48, 78] is its step 1
+  const auto late = onDemandRank(1, {48, 78, 108});   // steps [48, 78] and [78, 108]
+  CpOptions o;
+  o.step = 1;
+  EXPECT_EQ(buildCriticalPathGraph({first.get(), second.get()}, o).steps[1].start, 18 * kUs);
+  EXPECT_THROW(buildCriticalPathGraph({first.get(), late.get()}, o), CpStepMissing);
+  o.step = 2;
+  EXPECT_EQ(buildCriticalPathGraph({first.get(), late.get()}, o).steps[1].start, 48 * kUs);
+  // With no step named, the first step every rank's trace holds.
+  const CpGraph g = buildCriticalPathGraph({first.get(), late.get()}, CpOptions{});
+  EXPECT_EQ(g.stepName, "iteration 2");
+  EXPECT_EQ(g.steps[0].start, 50 * kUs);
+  EXPECT_EQ(g.steps[1].start, 48 * kUs);
+}
+
+// Every step's critical path across ranks whose traces cover different stretches: a step of the first rank that
+// another rank's trace does not hold is skipped with the reason, and the others are analysed.
+TEST(Steps, EveryStepSkipsTheStepsAnotherRankDoesNotHold) {
+  const auto first = onDemandRank(0, {20, 50, 80, 110});  // steps 1 [20, 50], 2 [50, 80], 3 [80, 110]
+  const auto second = onDemandRank(1, {48, 78, 108});     // [48, 78] and [78, 108]: rank 0's steps 2 and 3
+  const std::string each = criticalPathEachStepJson({first.get(), second.get()}, CpOptions{});
+  EXPECT_NE(each.find(R"("step":"iteration 2")"), std::string::npos) << each;
+  EXPECT_NE(each.find(R"("step":"iteration 3")"), std::string::npos) << each;
+  const size_t skipped = each.find(R"("skipped":[{"step":"iteration 1","reason":"rank 1 has no step at the time)");
+  EXPECT_NE(skipped, std::string::npos) << each;
+  EXPECT_EQ(each.find(R"("step":"iteration 1")"), skipped + 12) << each;  // only among the skipped
 }
 
 TEST(Steps, ATraceWithoutStepsAsksForARangeOrTheWholeTrace) {
