@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from .._local_ranks import LocalRanks, free_port, rank_environment
+from .._local_ranks import LocalRanks, exit_with_launcher, free_port, rank_environment
 from . import ondemand
 from .run import (
     COMPILE_NOTE,
@@ -254,6 +254,7 @@ def _trace_files(folder: Path) -> set[Path]:
 
 def rank_main() -> int:
     """One rank: DDP training under torch.profiler; writes its result JSON."""
+    exit_with_launcher()  # no rank trains on, orphaned, when the demo is killed
     options = _decode(os.environ[_OPTIONS_ENV])
     rank = int(os.environ["RANK"])
     load_backend()
