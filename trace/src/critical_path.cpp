@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -495,10 +496,15 @@ void findWholeTraceSteps(CpGraph& g) {
   g.stepName = "whole trace";
   for (const Trace* t : g.traces) {
     CpStep s;
-    s.start = INT64_MAX, s.end = INT64_MIN;
-    for (const Slice& sl : t->slices) s.start = std::min(s.start, sl.ts), s.end = std::max(s.end, sl.end());
+    std::tie(s.start, s.end) = traceSpan(*t);
     g.steps.push_back(s);
   }
+}
+
+// The other ranks' steps are matched to the first rank's by time: an on-demand trace's optimizer steps, which
+// have no number the ranks share (overlappingStep).
+bool stepsMatchedByTime(const CpGraph& g, const CpOptions& o) {
+  return o.range.empty() && g.traces[0]->stepSource == StepSource::OptimizerSteps;
 }
 
 // Every rank's window of the step g.stepName: by name, or, for an on-demand trace's steps, by time.
@@ -507,7 +513,7 @@ void findNamedSteps(CpGraph& g, const CpOptions& o) {
   g.steps.clear();
   for (size_t i = 0; i < traces.size(); ++i) {
     const int64_t instance = o.range.empty() ? 0 : i < o.rankInstances.size() ? o.rankInstances[i] : o.instance;
-    const bool byTime = i > 0 && o.range.empty() && traces[0]->stepSource == StepSource::OptimizerSteps;
+    const bool byTime = i > 0 && stepsMatchedByTime(g, o);
     const std::optional<CpStep> step =
         byTime ? overlappingStep(*traces[i], g.steps[0], rankLabel(traces, 0), rankLabel(traces, i))
                : findStep(*traces[i], g.stepName, instance);
@@ -538,9 +544,7 @@ void findFirstCommonStep(CpGraph& g, const CpOptions& o) {
 void findSteps(CpGraph& g, const CpOptions& o) {
   if (o.wholeTrace) return findWholeTraceSteps(g);
   g.stepName = stepNameOf(o, {g.traces[0]}, rankLabel(g.traces, 0));
-  const bool firstOfRanksOnDemand =
-      o.step < 0 && o.range.empty() && g.traces.size() > 1 && g.traces[0]->stepSource == StepSource::OptimizerSteps;
-  if (firstOfRanksOnDemand) return findFirstCommonStep(g, o);
+  if (o.step < 0 && g.traces.size() > 1 && stepsMatchedByTime(g, o)) return findFirstCommonStep(g, o);
   findNamedSteps(g, o);
 }
 
