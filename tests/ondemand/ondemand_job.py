@@ -153,10 +153,13 @@ def wait_until_configured(trace: Path, timeout_s: float = WAIT_S) -> None:
     time.sleep(0.5)  # the logger is made just before the sessions
 
 
-def wait_for_file(path: Path, timeout_s: float = WAIT_S) -> dict:
-    """The trace Kineto writes at `path` (it renames its .tmp when done), parsed."""
+def wait_for_file(path: Path, timeout_s: float = WAIT_S, writer: subprocess.Popen | None = None) -> dict:
+    """The trace Kineto writes at `path` (it renames its .tmp when done), parsed; fails at once if the `writer`
+    process given exits first."""
     deadline = time.monotonic() + timeout_s
     while not path.exists():
+        if writer is not None and writer.poll() is not None:
+            raise AssertionError(f"the process exited ({writer.returncode}) before {path} was written")
         if time.monotonic() > deadline:
             raise TimeoutError(f"{path} was not written within {timeout_s:.0f} s")
         time.sleep(0.1)

@@ -56,32 +56,17 @@ def _wait_training(demo: subprocess.Popen, log: Path, steps: int, timeout_s: flo
     raise AssertionError(f"{log} shows no {steps} steps within {timeout_s:.0f} s:\n{log.read_text()[-3000:]}")
 
 
-def _wait_for_trace(demo: subprocess.Popen, path: Path, lines: list[str]) -> dict:
-    """The rank's trace, once Kineto has written it; fails at once if the demo stopped first."""
-    deadline = time.monotonic() + DEMO_S
-    while not path.exists():
-        if demo.poll() is not None:
-            raise AssertionError(f"the demo exited ({demo.returncode}) before {path} was written:\n" + "\n".join(lines))
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} was not written within {DEMO_S:.0f} s")
-        time.sleep(0.1)
-    return wait_for_file(path)
-
-
 def _stop(demo: subprocess.Popen) -> None:
-    """Ends the demo and its ranks (one process group): SIGTERM, then SIGKILL after 30 s."""
+    """Ends the demo: SIGTERM, on which it kills its ranks; SIGKILL after 30 s, on which they die with it (each
+    rank is in a session of its own, out of the demo's process group)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         if demo.poll() is not None:
-            break
+            return
         try:
             os.killpg(demo.pid, sig)
             demo.wait(timeout=30)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             pass
-    try:  # ranks left by a launcher that exited first
-        os.killpg(demo.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def test_one_request_traces_both_ranks(daemon, tmp_path):
@@ -120,7 +105,10 @@ def test_one_request_traces_both_ranks(daemon, tmp_path):
         start_ms = int((time.time() + 10) * 1000)
         asked = daemon.request(pids, gputrace_config(str(log_file), profile_start_time_ms=start_ms, duration_ms=1000))
         assert sorted(asked.triggered) == sorted(pids), asked
-        traces = [_wait_for_trace(demo, trace_path(log_file, pid), lines) for pid in pids]
+        try:
+            traces = [wait_for_file(trace_path(log_file, pid), DEMO_S, writer=demo) for pid in pids]
+        except AssertionError as error:
+            raise AssertionError("\n".join([str(error), *lines])) from None
         assert demo.poll() is None, "\n".join(lines)  # still training: nothing failed while it was traced
     finally:
         _stop(demo)
