@@ -43,6 +43,29 @@ def _create_backend(options, backend_options):
     )
 
 
+def _orccl_backend(pg):
+    """The group's orccl backend, or None (not a member, or no openreg backend)."""
+    import torch
+    import torch.distributed as dist
+
+    if not isinstance(pg, dist.ProcessGroup):
+        return None
+    try:
+        ours = pg._get_backend(torch.device("openreg"))
+    except RuntimeError:
+        return None
+    return ours if ours.name() == BACKEND_NAME else None
+
+
+def _has_gloo_for_cpu(pg) -> bool:
+    import torch
+
+    try:
+        return pg._get_backend(torch.device("cpu")).name() == "gloo"
+    except RuntimeError:
+        return False
+
+
 def _repair_default_backend(pg) -> None:
     """Makes orccl the group's default backend where torch 2.13 leaves none.
 
@@ -52,24 +75,14 @@ def _repair_default_backend(pg) -> None:
     "cpu:gloo,openreg:orccl" it compares the plugin's upper-case key with
     lower-case names and leaves it undefined ("No backend of type 0 found").
     """
-    import torch
     import torch.distributed as dist
 
-    if not isinstance(pg, dist.ProcessGroup):  # not a member of the new group
-        return
-    try:
-        ours = pg._get_backend(torch.device("openreg"))
-    except RuntimeError:
-        return
-    if ours.name() != BACKEND_NAME:
+    if _orccl_backend(pg) is None:  # not a member of the new group, or no orccl in it
         return
     default = pg.name()
     if default == "gloo":
-        try:
-            if pg._get_backend(torch.device("cpu")).name() == "gloo":
-                return
-        except RuntimeError:
-            pass
+        if _has_gloo_for_cpu(pg):
+            return
     elif default != "undefined":
         return
     pg._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
@@ -89,6 +102,28 @@ def _wrap_group_creation(c10d) -> None:
     c10d._new_process_group_helper = new_process_group_helper
 
 
+def _wrap_set_pg_timeout(c10d) -> None:
+    """torch 2.13's ``_set_pg_timeout`` sets only Gloo's and NCCL's backends (it
+    warns and does nothing for a plugin's): it sets orccl's too, as NCCL's."""
+    set_timeout = c10d._set_pg_timeout
+    if getattr(set_timeout, "_openreg_wrapped", False):
+        return
+
+    def set_pg_timeout(timeout, group=None):
+        pg = c10d._get_default_group() if group is None else group
+        ours = _orccl_backend(pg)
+        if ours is None:
+            return set_timeout(timeout, group)
+        ours._set_default_timeout(timeout)
+        if _has_gloo_for_cpu(pg):  # torch's own path sets the CPU side
+            set_timeout(timeout, group)
+        return None
+
+    set_pg_timeout._openreg_wrapped = True
+    set_pg_timeout.__doc__ = set_timeout.__doc__
+    c10d._set_pg_timeout = set_pg_timeout
+
+
 def register() -> None:
     """Registers orccl with torch.distributed; idempotent, a no-op without it."""
     import torch.distributed as dist
@@ -99,3 +134,4 @@ def register() -> None:
     dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True, devices=["openreg"])
     dist.Backend.default_device_backend_map["openreg"] = BACKEND_NAME
     _wrap_group_creation(dist.distributed_c10d)
+    _wrap_set_pg_timeout(dist.distributed_c10d)

@@ -327,6 +327,15 @@ void reduceInto(at::Tensor& out, const at::Tensor& x, const c10d::ReduceOp& op) 
     case c10d::ReduceOp::MAX:
       at::maximum_out(out, out, x);
       return;
+    case c10d::ReduceOp::BAND:
+      out.bitwise_and_(x);
+      return;
+    case c10d::ReduceOp::BOR:
+      out.bitwise_or_(x);
+      return;
+    case c10d::ReduceOp::BXOR:
+      out.bitwise_xor_(x);
+      return;
     default:
       out.add_(x);
   }
@@ -342,6 +351,15 @@ void combineInto(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, cons
       return;
     case c10d::ReduceOp::MAX:
       at::maximum_out(out, a, b);
+      return;
+    case c10d::ReduceOp::BAND:
+      at::bitwise_and_out(out, a, b);
+      return;
+    case c10d::ReduceOp::BOR:
+      at::bitwise_or_out(out, a, b);
+      return;
+    case c10d::ReduceOp::BXOR:
+      at::bitwise_xor_out(out, a, b);
       return;
     default:
       at::add_out(out, a, b);

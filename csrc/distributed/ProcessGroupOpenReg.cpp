@@ -32,8 +32,16 @@ std::exception_ptr distError(const std::string& message) {
   return nullptr;
 }
 
-// "Sum" as in NCCL's kernel names; throws for what we do not support.
-const char* reduceOpName(const c10d::ReduceOp& op, const char* collective) {
+// "Sum" as in NCCL's kernel names; throws for what we do not support, and for
+// an op the dtype cannot take (bitwise ops on floating point, as Gloo).
+const char* reduceOpName(const c10d::ReduceOp& op, at::ScalarType dtype, const char* collective) {
+  const bool bitwise =
+      op.op_ == c10d::ReduceOp::BAND || op.op_ == c10d::ReduceOp::BOR || op.op_ == c10d::ReduceOp::BXOR;
+  TORCH_CHECK_VALUE(!bitwise || !at::isFloatingType(dtype), "orccl: ", collective,
+                    " cannot apply a bitwise reduce op (", static_cast<int>(op.op_), ") to ", dtype,
+                    " tensors; it takes integer and bool tensors");
+  TORCH_CHECK_VALUE(op.op_ != c10d::ReduceOp::PREMUL_SUM || dtype != at::kBool, "orccl: ", collective,
+                    " cannot apply PREMUL_SUM to bool tensors");
   switch (op.op_) {
     case c10d::ReduceOp::SUM:
       return "Sum";
@@ -45,16 +53,57 @@ const char* reduceOpName(const c10d::ReduceOp& op, const char* collective) {
       return "Min";
     case c10d::ReduceOp::MAX:
       return "Max";
+    case c10d::ReduceOp::PREMUL_SUM:
+      return "PreMulSum";
+    case c10d::ReduceOp::BAND:
+      return "BAnd";
+    case c10d::ReduceOp::BOR:
+      return "BOr";
+    case c10d::ReduceOp::BXOR:
+      return "BXor";
     default:
       TORCH_CHECK_VALUE(false, "orccl: ", collective, " does not support reduce op ", static_cast<int>(op.op_),
-                        " (supported: SUM, AVG, MIN, MAX, PRODUCT)");
+                        " (supported: SUM, AVG, MIN, MAX, PRODUCT, PREMUL_SUM, BAND, BOR, BXOR)");
   }
   return "";
 }
 
-// Gloo has no AVG: it sums, and the transfer divides.
+// Gloo has no AVG and no PREMUL_SUM: it sums, and the transfer divides (AVG)
+// or the inputs were multiplied first (PREMUL_SUM, premultipliedInput).
 c10d::ReduceOp hostReduceOp(const c10d::ReduceOp& op) {
-  return op.op_ == c10d::ReduceOp::AVG ? c10d::ReduceOp(c10d::ReduceOp::SUM) : op;
+  const bool sums = op.op_ == c10d::ReduceOp::AVG || op.op_ == c10d::ReduceOp::PREMUL_SUM;
+  return sums ? c10d::ReduceOp(c10d::ReduceOp::SUM) : op;
+}
+
+// PREMUL_SUM's factor as NCCL applies it: a double or a one-element tensor,
+// cast to the input's dtype (an integer input takes the truncated factor), as
+// a 0-dim tensor on the input's device.
+at::Tensor premultiplyFactor(const c10d::ReduceOp& op, const at::Tensor& input, const char* collective) {
+  // torch builds PREMUL_SUM only with a PreMulSumSupplement (ReduceOp's constructor checks it).
+  const auto* supplement = static_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK_VALUE(supplement != nullptr, "orccl: ", collective, ": PREMUL_SUM came without its factor");
+  if (supplement->tensor_factor.defined()) {
+    return supplement->tensor_factor.reshape({}).to(input.device(), input.scalar_type());
+  }
+  return at::scalar_tensor(supplement->double_factor, at::TensorOptions().dtype(at::kDouble))
+      .to(input.scalar_type())
+      .to(input.device());
+}
+
+// PREMUL_SUM: each input the collective reads is multiplied by the rank's
+// factor, on the current stream: in place where the collective overwrites it
+// anyway, else into a new tensor (the caller's input keeps its values).
+void premultiplyInputs(ProcessGroupOpenReg::Request& request) {
+  if (request.reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM) return;
+  for (auto& slot : request.slots) {
+    if (!slot.read) continue;
+    const at::Tensor factor = premultiplyFactor(request.reduceOp, slot.tensor, request.collective.c_str());
+    if (slot.write) {
+      slot.tensor.mul_(factor);
+    } else {
+      slot.tensor = at::mul(slot.tensor, factor);
+    }
+  }
 }
 
 bool supportedDtype(at::ScalarType dtype) {
@@ -507,6 +556,7 @@ std::string ProcessGroupOpenReg::describe(const Request& request, uint64_t seque
 Work ProcessGroupOpenReg::launch(Request& request) {
   throwIfFailedBefore();
   const c10::DeviceIndex device = checkTensors(request);
+  premultiplyInputs(request);
   Agreement agreement;
   agreement.check = request.matchCount >= 0;
   // By event stem: a send and its recv agree ("SendRecv"), SUM and MAX do not.
@@ -696,7 +746,7 @@ Work ProcessGroupOpenReg::enqueue(Request& request, c10::DeviceIndex device, uin
   end.record(comm);
   return c10::make_intrusive<WorkOpenReg>(rank_, request.opType, sequence, request.outputs, std::move(outcome),
                                           std::move(end), completedFuture(request.outputs, comm), request.blocking,
-                                          timeout_, description);
+                                          timeout(), description);
 }
 
 // One orLaunchCollective: what profilers see of the collective, and its transfer.
@@ -728,12 +778,26 @@ void ProcessGroupOpenReg::launchTransfer(const Request& request, uint64_t sequen
   body.release();  // the runtime owns it now
 }
 
+void ProcessGroupOpenReg::setTimeout(std::chrono::milliseconds timeout) {
+  TORCH_CHECK_VALUE(timeout.count() > 0, "orccl: a group's timeout must be positive, got ", timeout.count(), " ms");
+  host_->setTimeout(timeout);
+  std::lock_guard lock(mutex_);
+  timeout_ = timeout;
+}
+
+std::chrono::milliseconds ProcessGroupOpenReg::timeout() const {
+  std::lock_guard lock(mutex_);
+  return timeout_;
+}
+
 // ------------------------------------------------------------- operations
 
 Work ProcessGroupOpenReg::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   TORCH_CHECK_VALUE(tensors.size() == 1, "orccl: allreduce takes one tensor per call, got ", tensors.size());
   at::Tensor& t = tensors[0];
-  Request r{c10d::OpType::ALLREDUCE, "allreduce", std::string("AllReduce_") + reduceOpName(opts.reduceOp, "allreduce")};
+  Request r{c10d::OpType::ALLREDUCE, "allreduce",
+            std::string("AllReduce_") + reduceOpName(opts.reduceOp, t.scalar_type(), "allreduce")};
+  r.reduceOp = opts.reduceOp;
   r.slots = {{t, true, true}};
   r.outputs = tensors;
   r.dtype = t.scalar_type();
@@ -757,8 +821,9 @@ Work ProcessGroupOpenReg::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                               const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK_VALUE(!tensors.empty(), "orccl: allreduce_coalesced needs at least one tensor");
   Request r{c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced",
-            std::string("AllReduce_") + reduceOpName(opts.reduceOp, "allreduce_coalesced")};
+            std::string("AllReduce_") + reduceOpName(opts.reduceOp, tensors[0].scalar_type(), "allreduce_coalesced")};
   for (auto& t : tensors) r.slots.push_back({t, true, true});
+  r.reduceOp = opts.reduceOp;
   r.outputs = tensors;
   r.dtype = tensors[0].scalar_type();
   r.inNelems = r.outNelems = totalNumel(tensors);
@@ -802,8 +867,10 @@ Work ProcessGroupOpenReg::reduce(std::vector<at::Tensor>& tensors, const c10d::R
                     " is not a rank of this group of ", size_);
   at::Tensor& t = tensors[0];
   const bool root = opts.rootRank == rank_;
-  Request r{c10d::OpType::REDUCE, "reduce", std::string("Reduce_") + reduceOpName(opts.reduceOp, "reduce")};
+  Request r{c10d::OpType::REDUCE, "reduce",
+            std::string("Reduce_") + reduceOpName(opts.reduceOp, t.scalar_type(), "reduce")};
   r.slots = {{t, true, root}};
+  r.reduceOp = opts.reduceOp;
   r.outputs = tensors;
   r.dtype = t.scalar_type();
   r.inNelems = r.outNelems = t.numel();
@@ -966,12 +1033,13 @@ Work ProcessGroupOpenReg::reduce_scatter(std::vector<at::Tensor>& outputs, std::
                     " input tensors (one per rank), got ", inputs[0].size());
   const at::Tensor& output = outputs[0];
   Request r{c10d::OpType::REDUCE_SCATTER, "reduce_scatter",
-            std::string("ReduceScatter_") + reduceOpName(opts.reduceOp, "reduce_scatter")};
+            std::string("ReduceScatter_") + reduceOpName(opts.reduceOp, output.scalar_type(), "reduce_scatter")};
   r.slots = {{output, false, true}};
   for (auto& in : inputs[0]) {
     checkSameShape(output, in, "reduce_scatter", "an input tensor");
     r.slots.push_back({in, true, false});
   }
+  r.reduceOp = opts.reduceOp;
   r.outputs = outputs;
   r.dtype = output.scalar_type();
   r.inNelems = output.numel() * size_;
@@ -999,8 +1067,9 @@ Work ProcessGroupOpenReg::_reduce_scatter_base(at::Tensor& output, at::Tensor& i
   TORCH_CHECK_VALUE(input.numel() == output.numel() * size_, "orccl: reduce_scatter_tensor: the input has ",
                     input.numel(), " elements, expected ", output.numel() * size_, " (output x group size)");
   Request r{c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base",
-            std::string("ReduceScatter_") + reduceOpName(opts.reduceOp, "reduce_scatter_tensor")};
+            std::string("ReduceScatter_") + reduceOpName(opts.reduceOp, input.scalar_type(), "reduce_scatter_tensor")};
   r.slots = {{output, false, true}, {input, true, false}};
+  r.reduceOp = opts.reduceOp;
   r.outputs = {output};
   r.dtype = input.scalar_type();
   r.inNelems = input.numel();
@@ -1027,13 +1096,15 @@ Work ProcessGroupOpenReg::reduce_scatter_tensor_coalesced(std::vector<at::Tensor
   TORCH_CHECK_VALUE(!inputs.empty() && inputs.size() == outputs.size(),
                     "orccl: reduce_scatter_tensor_coalesced needs as many outputs as inputs");
   Request r{c10d::OpType::COALESCED, "reduce_scatter_tensor_coalesced",
-            std::string("ReduceScatter_") + reduceOpName(opts.reduceOp, "reduce_scatter_tensor_coalesced")};
+            std::string("ReduceScatter_") +
+                reduceOpName(opts.reduceOp, inputs[0].scalar_type(), "reduce_scatter_tensor_coalesced")};
   for (size_t i = 0; i < outputs.size(); ++i) {
     TORCH_CHECK_VALUE(inputs[i].numel() == outputs[i].numel() * size_, "orccl: reduce_scatter_tensor_coalesced: input ",
                       i, " has ", inputs[i].numel(), " elements, expected ", outputs[i].numel() * size_);
     r.slots.push_back({outputs[i], false, true});
   }
   for (auto& in : inputs) r.slots.push_back({in, true, false});
+  r.reduceOp = opts.reduceOp;
   r.outputs = outputs;
   r.dtype = inputs[0].scalar_type();
   r.inNelems = totalNumel(inputs);

@@ -84,6 +84,12 @@ class ProcessGroupOpenReg : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+  // torch's _set_pg_timeout and ProcessGroup._set_default_timeout: the bound
+  // of later calls, and of the Gloo group they run on. Work already queued
+  // keeps the bound it started with.
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  std::chrono::milliseconds timeout() const;
+
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override;
 
@@ -145,6 +151,7 @@ class ProcessGroupOpenReg : public c10d::Backend {
     bool blocking = false;
     int64_t matchCount = -1;  // elements all ranks must agree on; -1: nothing to check
     int tag = 0;              // point-to-point
+    c10d::ReduceOp reduceOp;  // reducing collectives: as asked (PREMUL_SUM premultiplies the inputs in launch)
     Start start;
     After after;
     Combine combine;
@@ -198,7 +205,7 @@ class ProcessGroupOpenReg : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> host_;
   std::vector<int64_t> globalRanks_;
   std::chrono::milliseconds timeout_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::map<c10::DeviceIndex, c10::Stream> streams_;
   std::map<c10::DeviceIndex, std::shared_ptr<BlockSizer>> sizers_;
   // The rows of pipelined transfers' staging copies (orCollectiveCopy).

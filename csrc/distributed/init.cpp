@@ -18,6 +18,11 @@ PYBIND11_MODULE(_distributed, m) {
              return c10::make_intrusive<ProcessGroupOpenReg>(host, rank, size, std::move(globalRanks), timeout);
            }),
            py::arg("host"), py::arg("rank"), py::arg("size"), py::arg("global_ranks"), py::arg("timeout"))
+      .def("_set_default_timeout", &ProcessGroupOpenReg::setTimeout, py::arg("timeout"),
+           "Sets the bound of later calls (torch's _set_pg_timeout, as on NCCL's and Gloo's backends).")
+      .def_property_readonly(
+          "timeout", [](const ProcessGroupOpenReg& self) { return self.timeout(); },
+          "The bound of this group's calls (init_process_group's timeout, or what _set_pg_timeout set).")
       .def(
           "communication_stream_id",
           [](ProcessGroupOpenReg& self, int device) { return self.communicationStream(device).id(); },

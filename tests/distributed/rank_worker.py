@@ -109,6 +109,78 @@ def check_all_reduce(checks: Checks) -> None:
                 checks.run(f"all_reduce {op} {dtype} n={n}", body)
 
 
+def premul_factor(rank: int, dtype: torch.dtype) -> float:
+    """Each rank's own PREMUL_SUM factor: exact in every float dtype; an integer
+    input takes it truncated (as NCCL casts it to the input's type)."""
+    return 0.25 * (rank + 1) if dtype.is_floating_point else rank + 1.75
+
+
+def premul_expected(n: int, dtype: torch.dtype) -> torch.Tensor:
+    terms = [values(r, n, dtype) * torch.tensor(premul_factor(r, dtype)).to(dtype) for r in range(WORLD)]
+    return torch.stack(terms).sum(0, dtype=dtype)
+
+
+def check_premul_sum(checks: Checks) -> None:
+    """PREMUL_SUM (FSDP2's reduce-scatter with a gradient divide factor) with a
+    float factor and a one-element device tensor, inline and pipelined; the
+    caller's reduce-scatter input keeps its values."""
+    dev = device()
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.int32):
+        for form in ("float", "tensor"):
+            for n in (1000, 300001):
+                factor = premul_factor(RANK, dtype)
+                if form == "tensor":
+                    factor = torch.tensor([factor], dtype=torch.float64 if dtype.is_floating_point else dtype).to(dev)
+                    if not dtype.is_floating_point:  # an integer tensor factor is already truncated
+                        factor = torch.tensor([int(premul_factor(RANK, dtype))], dtype=dtype).to(dev)
+
+                def all_reduce(dtype=dtype, n=n, factor=factor):
+                    t = values(RANK, n, dtype).to(dev)
+                    dist.all_reduce(t, op=dist._make_nccl_premul_sum(factor))
+                    checks.equal(f"all_reduce PREMUL_SUM {dtype} n={n}", t, premul_expected(n, dtype))
+
+                def reduce_scatter(dtype=dtype, n=n, factor=factor):
+                    full = torch.cat([values(RANK, n, dtype)] * WORLD)
+                    source = full.to(dev)
+                    out = torch.empty(n, dtype=dtype, device=dev)
+                    dist.reduce_scatter_tensor(out, source, op=dist._make_nccl_premul_sum(factor))
+                    checks.equal(f"reduce_scatter_tensor PREMUL_SUM {dtype} n={n}", out, premul_expected(n, dtype))
+                    checks.equal(f"reduce_scatter_tensor PREMUL_SUM {dtype} n={n}: input kept", source, full)
+
+                checks.run(f"all_reduce PREMUL_SUM {form} {dtype} n={n}", all_reduce)
+                checks.run(f"reduce_scatter_tensor PREMUL_SUM {form} {dtype} n={n}", reduce_scatter)
+
+
+def check_bitwise(checks: Checks) -> None:
+    """BAND, BOR and BXOR on integer and bool tensors, as Gloo on CPU; floats refused at the call."""
+    dev = device()
+    ops = {
+        dist.ReduceOp.BAND: torch.bitwise_and,
+        dist.ReduceOp.BOR: torch.bitwise_or,
+        dist.ReduceOp.BXOR: torch.bitwise_xor,
+    }
+    for op, combine in ops.items():
+        for dtype in (torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool):
+            for n in (1000, 300001):
+
+                def body(op=op, combine=combine, dtype=dtype, n=n):
+                    t = values(RANK, n, dtype).to(dev)
+                    dist.all_reduce(t, op=op)
+                    expected = values(0, n, dtype)
+                    for r in range(1, WORLD):
+                        expected = combine(expected, values(r, n, dtype))
+                    checks.equal(f"all_reduce {op} {dtype} n={n}", t, expected)
+
+                checks.run(f"all_reduce {op} {dtype} n={n}", body)
+        checks.count += 1
+        try:
+            dist.all_reduce(torch.ones(4, device=dev), op=op)
+            checks.failures.append(f"all_reduce {op} float32: not refused")
+        except ValueError as error:
+            if "bitwise" not in str(error):
+                checks.failures.append(f"all_reduce {op} float32: refused with {error}")
+
+
 def check_async_and_future(checks: Checks) -> None:
     dev = device()
 
@@ -386,6 +458,8 @@ def scenario_ops() -> dict:
     checks = Checks()
     for check in (
         check_all_reduce,
+        check_premul_sum,
+        check_bitwise,
         check_async_and_future,
         check_wait_does_not_block_the_host,
         check_inputs_kept_alive,
@@ -497,6 +571,58 @@ def scenario_ddp() -> dict:
         }
     dist.destroy_process_group()
     return result
+
+
+def scenario_fsdp2_divide_factor() -> dict:
+    """FSDP2 with a gradient divide factor (torchtitan always sets one): its
+    reduce-scatter is PREMUL_SUM(1/factor). Against the same steps on CPU in one
+    process (Gloo has no PREMUL_SUM, so FSDP2 cannot run this on CPU): each
+    step's gradient is the sum of the ranks' local gradients / factor."""
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+
+    init()
+    dev = device()
+    factor = 3.0
+    torch.manual_seed(1)
+    inputs, targets = torch.randn(8, 8), torch.randn(8, 4)
+    halves = [slice(r * 8 // WORLD, (r + 1) * 8 // WORLD) for r in range(WORLD)]
+    reference = _model()
+    model = _model().to(dev)
+    model.load_state_dict(reference.state_dict())
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(dev.type, (WORLD,))
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    for module in model.modules():  # the factor is each FSDP module's own (torchtitan sets it on each)
+        if isinstance(module, FSDPModule):
+            module.set_gradient_divide_factor(factor)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    losses, ref_losses = [], []
+    for _ in range(3):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(inputs[halves[RANK]].to(dev)), targets[halves[RANK]].to(dev))
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        ref_opt.zero_grad()
+        for r, half in enumerate(halves):
+            ref_loss = torch.nn.functional.mse_loss(reference(inputs[half]), targets[half])
+            ref_loss.backward()
+            if r == RANK:
+                ref_losses.append(ref_loss.item())
+        for p in reference.parameters():
+            p.grad /= factor
+        ref_opt.step()
+    params = [p.full_tensor().detach().cpu() for p in model.parameters()]
+    ref = [p.detach() for p in reference.parameters()]
+    dist.barrier()
+    dist.destroy_process_group()
+    max_diff = max((a - b).abs().max().item() for a, b in zip(params, ref))
+    return {"max_diff": max_diff, "losses": losses, "cpu_losses": ref_losses}
 
 
 def computes_during_an_all_reduce(step: int, leader: int, square: torch.Tensor) -> None:
@@ -748,6 +874,29 @@ def scenario_silent_peer() -> dict:
     return {"error": error}
 
 
+def scenario_set_timeout() -> dict:
+    """torch's _set_pg_timeout reaches orccl (torch 2.13 sets only Gloo's and NCCL's)."""
+    import warnings
+
+    init(timeout_s=60.0)
+    ours = dist.group.WORLD._get_backend(device())
+    before = ours.timeout
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dist.distributed_c10d._set_pg_timeout(timedelta(seconds=17))
+    after = ours.timeout
+    t = torch.ones(8, device=device())
+    dist.all_reduce(t)
+    total = t.cpu().tolist()
+    dist.destroy_process_group()
+    return {
+        "before_s": before.total_seconds(),
+        "after_s": after.total_seconds(),
+        "warnings": [str(w.message) for w in caught],
+        "sum": total,
+    }
+
+
 def scenario_readme() -> dict:
     """The README's distributed example, as written, then one DDP step."""
     from pathlib import Path
@@ -774,6 +923,8 @@ SCENARIOS = {
     "dying_rank": scenario_dying_rank,
     "dying_mid_pipeline": scenario_dying_mid_pipeline,
     "ops": scenario_ops,
+    "set_timeout": scenario_set_timeout,
+    "fsdp2_divide_factor": scenario_fsdp2_divide_factor,
     "four_ranks": scenario_four_ranks,
     "default_backend": scenario_default_backend,
     "ddp": scenario_ddp,

@@ -54,3 +54,23 @@ def test_the_readme_example_trains_on_two_ranks(tmp_path):
     assert [r["device"] for r in results] == ["openreg:0", "openreg:1"]
     # DDP averages the gradients: both ranks hold the same one, from inputs 1 and 2.
     assert results[0]["grad_sum"] == results[1]["grad_sum"] != 0
+
+
+def test_fsdp2_with_a_gradient_divide_factor_matches_cpu(tmp_path):
+    # The divide factor makes FSDP2 reduce-scatter with PREMUL_SUM(1/3): orccl refused it before.
+    # Gloo has no PREMUL_SUM, so the reference is the same steps in one process on CPU.
+    results = expect_success(run_ranks("fsdp2_divide_factor", tmp_path, timeout=120))
+    for result in results:
+        assert result["max_diff"] < 1e-6, result
+        assert len(result["losses"]) == 3
+        assert result["losses"] == pytest.approx(result["cpu_losses"], rel=1e-6, abs=1e-7)
+
+
+def test_set_pg_timeout_reaches_orccl(tmp_path):
+    results = expect_success(run_ranks("set_timeout", tmp_path, timeout=90))
+    for result in results:
+        assert result["before_s"] == 60.0
+        assert result["after_s"] == 17.0
+        # torch 2.13 warns "only supported for either nccl or gloo" when it sets nothing.
+        assert result["warnings"] == []
+        assert result["sum"] == [2.0] * 8
