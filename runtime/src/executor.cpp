@@ -148,8 +148,18 @@ void Executor::serve(const std::shared_ptr<Stream>& stream) {
   for (int round = 0; round < kRounds; ++round) {
     const int taken = stream->takeTasks(batch, kBatch);
     int done = 0;
+    int counted = 0;  // tasks of the batch the stream already counted (through an event record)
     bool parked = false;
     for (; done < taken; ++done) {
+      if (batch[done].kind == TaskKind::EventRecord && !discarding_.load(std::memory_order_acquire)) {
+        Task& record = batch[done];
+        stream->completeRecord(done + 1 - counted, [&] {
+          runEventRecord(record);
+          record = Task{};
+        });
+        counted = done + 1;
+        continue;
+      }
       if (!run(stream, batch[done])) {  // a wait that parked: it was the only task taken
         parked = true;
         break;
@@ -157,7 +167,7 @@ void Executor::serve(const std::shared_ptr<Stream>& stream) {
       batch[done] = Task{};  // release what it holds before the stream counts it done
     }
     bool more = false;
-    if (done > 0 || !parked) more = stream->finishTasks(done, parked);
+    if (done > 0 || !parked) more = stream->finishTasks(done - counted, parked);
     if (parked || !more) return;  // a parked stream is rescheduled by its event
   }
   schedule(stream);  // yield to other streams

@@ -67,6 +67,18 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // waiters. Unless the stream parked, returns whether more work is queued;
   // if none, the stream leaves the executor until its next enqueue.
   bool finishTasks(int done, bool parked);
+  // An event record's completion: counts `done` tasks of the batch (the
+  // record included) completed and runs `signal` (the event's completion)
+  // under the stream's lock, so that whoever sees the event done sees the
+  // stream's count too (a query after Event.synchronize), and a waiter on the
+  // stream woken by the count finds the event done. `signal` takes no stream lock.
+  template <class Signal>
+  void completeRecord(int done, Signal&& signal) {
+    std::lock_guard lock(mutex_);
+    completed_.fetch_add(done, std::memory_order_release);
+    signal();
+    if (waiters_ > 0) progress_.notify_all();
+  }
   // Parks a wait whose event is pending: it is logically the queue's front and
   // is taken first once the event reschedules the stream. Park before
   // registering with the event, which may reschedule the stream at once.

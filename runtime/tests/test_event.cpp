@@ -274,3 +274,25 @@ TEST(Event, AWaitKeepsTheCaptureItSawWhenTheEventIsRecordedAgainElsewhere) {
   for (auto s : {slow, fast, waiter}) ASSERT_OR(orStreamDestroy(s));
   ASSERT_OR(orEventDestroy(event));
 }
+
+// CUDA's order: once an event recorded last on a stream is done, the stream
+// has no work left, and once the stream is synchronized the event is done.
+// The record used to complete before the stream counted its batch.
+TEST(Event, TheStreamIsIdleOnceItsLastEventIsDone) {
+  orStream_t stream;
+  ASSERT_OR(orStreamCreate(&stream));
+  orEvent_t event;
+  ASSERT_OR(orEventCreate(&event));
+  for (int round = 0; round < 200; ++round) {
+    for (int i = 0; i < 3; ++i) ASSERT_OR(openreg::launch(stream, "small", [] {}));
+    ASSERT_OR(orEventRecord(event, stream));
+    ASSERT_OR(orEventSynchronize(event));
+    ASSERT_EQ(orStreamQuery(stream), orSuccess) << "round " << round;
+    for (int i = 0; i < 3; ++i) ASSERT_OR(openreg::launch(stream, "small", [] {}));
+    ASSERT_OR(orEventRecord(event, stream));
+    ASSERT_OR(orStreamSynchronize(stream));
+    ASSERT_EQ(orEventQuery(event), orSuccess) << "round " << round;
+  }
+  ASSERT_OR(orEventDestroy(event));
+  ASSERT_OR(orStreamDestroy(stream));
+}
