@@ -58,9 +58,10 @@ bool inForkedChild() noexcept { return gForkedChild.load(std::memory_order_relax
 
 void checkNotForkedChild() {
   TORCH_CHECK(!inForkedChild(),
-              "openreg: cannot re-initialize the device in a forked subprocess: this process is a forked child of "
-              "one that had started the device, whose worker threads do not survive fork(). To use openreg with "
-              "multiprocessing, use the 'spawn' or 'forkserver' start method");
+              // CUDA's words first: PyTorch's own OpenReg test and users search for them.
+              "Cannot re-initialize OpenReg in forked subprocess. To use OpenReg with multiprocessing, you must use "
+              "the 'spawn' start method ('forkserver' works too). openreg: this process is a forked child of one "
+              "that had started the device, whose worker threads do not survive fork()");
 }
 
 int threadCountSetting(const char* variable) noexcept {

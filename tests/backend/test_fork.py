@@ -144,7 +144,11 @@ def test_forked_child_that_does_not_catch_the_error_exits_with_it(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["started", "1"]  # an exception, not a signal (negative) or a hang
-    assert "RuntimeError: openreg: cannot re-initialize the device in a forked subprocess" in result.stderr
+    # CUDA's words, as PyTorch's own OpenReg test (test_device_poison_fork) asserts them.
+    assert (
+        "RuntimeError: Cannot re-initialize OpenReg in forked subprocess. To use OpenReg with multiprocessing, "
+        "you must use the 'spawn' start method"
+    ) in result.stderr
 
 
 def test_forked_child_exits_without_waiting_for_the_parents_queued_work(tmp_path):

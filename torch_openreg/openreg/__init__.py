@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from torch_openreg.openreg import _utils as _utils  # torch.serialization reads _utils._get_device_index
 from torch_openreg.openreg._core import (
     _C,
     _Device,
@@ -136,7 +137,24 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.float16, torch.bfloat16]
 
 
+def _get_generator(device: torch.device) -> torch.Generator:
+    """The default generator of ``device`` (torch's graph-safe RNG asks for it)."""
+    from torch_openreg.openreg.random import _generator
+
+    return _generator(device)
+
+
 def __getattr__(name: str):
+    # Live values torch reads with getattr(module, name, default), as on
+    # torch.cuda: torch.utils.checkpoint saves and restores the device's RNG
+    # state only when `_initialized` is true (a stale copy made at import
+    # would silently give recomputed dropout new masks).
+    if name == "_initialized":
+        return is_initialized()
+    if name == "default_generators":
+        from torch_openreg.openreg.random import _all_generators
+
+        return tuple(_all_generators())
     # Inductor's hooks for a custom device, answered on first use: importing
     # Inductor to define them here would cost every `import torch` seconds.
     from torch_openreg import _inductor
