@@ -24,6 +24,7 @@ import torch_openreg  # noqa: F401
 # The names torch gives a device module when it holds one.
 _MODULE_VARIABLES = r"(?:self\.)?(?:device_module|device_mod|_device_module|device_handle|_device_handle)"
 _ATTRIBUTE = re.compile(rf"\b{_MODULE_VARIABLES}\.([A-Za-z_][A-Za-z0-9_]*)")
+_BY_CALL = re.compile(r"\bget_device_module\([^()]*\)\.([A-Za-z_][A-Za-z0-9_]*)")
 _LOOKUP = re.compile(rf"\b(?:getattr|hasattr)\(\s*{_MODULE_VARIABLES},\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']")
 
 # Names torch reads that openreg has no reason to have, and why.
@@ -46,7 +47,7 @@ def _torch_sources():
 def _names_torch_reads() -> dict[str, set[str]]:
     names: dict[str, set[str]] = {}
     for relative, text in _torch_sources():
-        for pattern in (_ATTRIBUTE, _LOOKUP):
+        for pattern in (_ATTRIBUTE, _BY_CALL, _LOOKUP):
             for match in pattern.finditer(text):
                 names.setdefault(match.group(1), set()).add(relative)
     return names
