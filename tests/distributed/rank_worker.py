@@ -720,8 +720,10 @@ def scenario_bad_input() -> dict:
             lambda: dist.all_gather([torch.empty(4, device=dev), torch.empty(4)], torch.ones(4, device=dev))
         ),
         "dtype": _error_of(lambda: dist.all_reduce(torch.ones(4, dtype=torch.uint32, device=dev))),
-        "op": _error_of(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int64, device=dev), op=dist.ReduceOp.BAND)),
-        "premul_sum": _error_of(lambda: dist.all_reduce(torch.ones(4, device=dev), op=dist._make_nccl_premul_sum(2.0))),
+        "op": _error_of(lambda: dist.all_reduce(torch.ones(4, dtype=torch.float32, device=dev), op=dist.ReduceOp.BAND)),
+        "premul_sum": _error_of(
+            lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool, device=dev), op=dist._make_nccl_premul_sum(2.0))
+        ),
         "list_length": _error_of(lambda: dist.all_gather([torch.empty(4, device=dev)], torch.ones(4, device=dev))),
         "output_size": _error_of(
             lambda: dist.all_gather_into_tensor(torch.empty(5, device=dev), torch.ones(4, device=dev))

@@ -19,8 +19,12 @@ def test_bad_input_is_refused_and_the_group_keeps_working(tmp_path):
         )
         assert errors["mixed_devices"] == "ValueError: orccl: allgather takes openreg tensors, but tensor 2 is on cpu"
         assert errors["dtype"] == "ValueError: orccl: allreduce does not support dtype UInt32"
-        assert errors["op"].startswith("ValueError: orccl: allreduce does not support reduce op 5 (supported: SUM,")
-        assert errors["premul_sum"].startswith("ValueError: orccl: allreduce does not support reduce op 8")
+        # Bitwise ops take integer and bool tensors (as Gloo's); a float tensor is refused at the call.
+        assert errors["op"] == (
+            "ValueError: orccl: allreduce cannot apply a bitwise reduce op (5) to Float tensors; "
+            "it takes integer and bool tensors"
+        )
+        assert errors["premul_sum"] == "ValueError: orccl: allreduce cannot apply PREMUL_SUM to bool tensors"
         assert errors["list_length"] == "ValueError: orccl: allgather needs 2 output tensors (one per rank), got 1"
         assert errors["output_size"] == (
             "ValueError: orccl: all_gather_into_tensor: the output has 5 elements, expected 8 (input x group size)"
