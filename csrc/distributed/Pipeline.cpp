@@ -316,31 +316,6 @@ class Pipeline {
 
 }  // namespace
 
-void reduceInto(at::Tensor& out, const at::Tensor& x, const c10d::ReduceOp& op) {
-  switch (op.op_) {
-    case c10d::ReduceOp::PRODUCT:
-      out.mul_(x);
-      return;
-    case c10d::ReduceOp::MIN:
-      at::minimum_out(out, out, x);
-      return;
-    case c10d::ReduceOp::MAX:
-      at::maximum_out(out, out, x);
-      return;
-    case c10d::ReduceOp::BAND:
-      out.bitwise_and_(x);
-      return;
-    case c10d::ReduceOp::BOR:
-      out.bitwise_or_(x);
-      return;
-    case c10d::ReduceOp::BXOR:
-      out.bitwise_xor_(x);
-      return;
-    default:
-      out.add_(x);
-  }
-}
-
 void combineInto(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const c10d::ReduceOp& op) {
   switch (op.op_) {
     case c10d::ReduceOp::PRODUCT:
@@ -365,6 +340,9 @@ void combineInto(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, cons
       at::add_out(out, a, b);
   }
 }
+
+// Elementwise ops take an output that aliases an input.
+void reduceInto(at::Tensor& out, const at::Tensor& x, const c10d::ReduceOp& op) { combineInto(out, out, x, op); }
 
 void divideBy(at::Tensor& values, int divisor) {
   if (at::isFloatingType(values.scalar_type())) {
