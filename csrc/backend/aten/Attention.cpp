@@ -10,6 +10,8 @@
 // materialises its score matrix. Calls the kernel cannot take (other ranks
 // or dtypes, shapes only math broadcasts, bad shapes) go to the math path,
 // as CUDA's selection does; math then raises CPU's errors for the bad ones.
+// With OVERRIDEABLE disabled and FLASH_ATTENTION enabled, the choice answers
+// flash, whose ops are in FlashAttention.cpp.
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/SDPBackend.h>
@@ -23,6 +25,7 @@
 
 #include "backend/Generator.h"
 #include "backend/OpRegistry.h"
+#include "backend/aten/AttentionCall.h"
 #include "backend/aten/AttentionKernel.h"
 #include "backend/aten/DeviceKernel.h"
 
@@ -30,13 +33,17 @@ namespace openreg::backend {
 
 namespace {
 
+using attention::attentionShape;
 using attention::Bias;
+using attention::biasOf;
+using attention::biasProblem;
+using attention::emptyLike;
 using attention::Geometry;
+using attention::isSupportedDtype;
+using attention::layoutProblem;
+using attention::sdpaGeometry;
 using attention::Strided4;
-
-bool isSupportedDtype(c10::ScalarType type) {
-  return type == at::kFloat || type == at::kDouble || type == at::kHalf || type == at::kBFloat16;
-}
+using attention::strided4;
 
 // Query (batch, heads, rows, features) as 4 dimensions; a 3-d tensor is one batch.
 int64_t dimOf(const at::Tensor& t, int64_t fourDim) { return t.dim() == 4 ? t.size(fourDim) : t.size(fourDim - 1); }
@@ -49,9 +56,19 @@ std::string describe(c10::IntArrayRef sizes) {
 }
 std::string describe(const at::Tensor& t) { return describe(t.sizes()); }
 
-// The reason the fused kernel cannot compute attention on these arguments,
-// or an empty string. `groupedHeads`: query heads may be a multiple of the
-// key/value heads (enable_gqa).
+// The scores' shape, (batch, heads, query length, key length).
+std::array<int64_t, 4> scoreShape(const at::Tensor& q, const at::Tensor& k) {
+  return {batchOf(q), dimOf(q, 1), q.size(-2), k.size(-2)};
+}
+
+}  // namespace
+
+namespace attention {
+
+bool isSupportedDtype(c10::ScalarType type) {
+  return type == at::kFloat || type == at::kDouble || type == at::kHalf || type == at::kBFloat16;
+}
+
 std::string layoutProblem(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool groupedHeads) {
   if (q.dim() != k.dim() || q.dim() != v.dim() || (q.dim() != 3 && q.dim() != 4)) {
     return "query, key and value must all be 4-d (batch, heads, sequence, features) or 3-d (heads, sequence, "
@@ -85,11 +102,6 @@ std::string layoutProblem(const at::Tensor& q, const at::Tensor& k, const at::Te
   return {};
 }
 
-// The scores' shape, (batch, heads, query length, key length).
-std::array<int64_t, 4> scoreShape(const at::Tensor& q, const at::Tensor& k) {
-  return {batchOf(q), dimOf(q, 1), q.size(-2), k.size(-2)};
-}
-
 std::string biasProblem(const at::Tensor& q, const at::Tensor& k, const at::Tensor& bias) {
   if (bias.is_nested() || bias.layout() != at::kStrided) return "attn_mask must be a strided tensor";
   const auto type = bias.scalar_type();
@@ -112,48 +124,6 @@ std::string biasProblem(const at::Tensor& q, const at::Tensor& k, const at::Tens
   return {};
 }
 
-std::string fusedProblem(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                         const std::optional<at::Tensor>& bias, double dropoutP, bool groupedHeads) {
-  std::string problem = layoutProblem(q, k, v, groupedHeads);
-  if (problem.empty() && bias.has_value() && bias->defined()) problem = biasProblem(q, k, *bias);
-  if (problem.empty() && !(dropoutP >= 0.0 && dropoutP <= 1.0)) {
-    problem = "dropout_p must be between 0 and 1, got " + std::to_string(dropoutP);
-  }
-  return problem;
-}
-
-// Empty sequences and batches are left to math. An explicit mask with
-// is_causal is not: both apply, as in CPU's flash kernel and CUDA's
-// memory-efficient one (only the math path refuses the pair).
-std::string choiceProblem(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                          const std::optional<at::Tensor>& mask, double dropoutP, bool enableGqa) {
-  std::string problem = fusedProblem(q, k, v, mask, dropoutP, enableGqa);
-  if (!problem.empty()) return problem;
-  if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) return "empty query, key or value";
-  return {};
-}
-
-}  // namespace
-
-// The device's _fused_sdp_choice: the fused kernel when it is enabled and can
-// take the call, else math. openreg has one fused backend, so the priority
-// order (which puts math before the overrideable backend) is not consulted:
-// sdpa_kernel(SDPBackend.MATH) still forces math.
-int64_t fusedSdpChoice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-                       const std::optional<at::Tensor>& attnMask, double dropoutP, bool /*isCausal*/,
-                       std::optional<double> /*scale*/, bool enableGqa) {
-  const auto& ctx = at::globalContext();
-  const std::string problem = choiceProblem(query, key, value, attnMask, dropoutP, enableGqa);
-  if (ctx.userEnabledOverrideableSDP() && problem.empty()) return static_cast<int64_t>(at::SDPBackend::overrideable);
-  if (ctx.userEnabledMathSDP()) return static_cast<int64_t>(at::SDPBackend::math);
-  if (!ctx.userEnabledOverrideableSDP()) {
-    TORCH_WARN("openreg's fused attention is disabled (torch.nn.attention.sdpa_kernel), and so is math");
-  } else {
-    TORCH_WARN("openreg's fused attention cannot run this call: ", problem, "; math is disabled");
-  }
-  return static_cast<int64_t>(at::SDPBackend::error);
-}
-
 namespace {
 
 // Dense strides for `sizes` with the dimension order of `like` (outermost =
@@ -171,6 +141,8 @@ c10::DimVector stridesLike(const at::Tensor& like, c10::IntArrayRef sizes) {
   }
   return strides;
 }
+
+}  // namespace
 
 at::Tensor emptyLike(const at::Tensor& like, c10::IntArrayRef sizes) {
   return emptyDeviceStrided(sizes, stridesLike(like, sizes), like.scalar_type());
@@ -195,8 +167,8 @@ Bias biasOf(const at::Tensor& bias) {
   return result;
 }
 
-Geometry geometryOf(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::optional<double> scale,
-                    bool isCausal) {
+Geometry sdpaGeometry(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::optional<double> scale,
+                      bool isCausal) {
   Geometry g;
   g.batch = batchOf(q);
   g.heads = dimOf(q, 1);
@@ -206,15 +178,9 @@ Geometry geometryOf(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
   g.headDim = q.size(-1);
   g.valueDim = v.size(-1);
   g.scale = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(g.headDim));
-  g.causal = isCausal;
+  g.keysAfter = isCausal ? 0 : -1;  // top-left aligned
   g.dtype = q.scalar_type();
   return g;
-}
-
-void checkFusedCall(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                    const std::optional<at::Tensor>& bias, double dropoutP) {
-  const std::string problem = fusedProblem(q, k, v, bias, dropoutP, /*groupedHeads=*/true);
-  TORCH_CHECK(problem.empty(), op, ": ", problem);
 }
 
 LaunchShape attentionShape(const Geometry& g, int64_t rowsPerBlock, int64_t rows, int64_t heads) {
@@ -223,6 +189,82 @@ LaunchShape attentionShape(const Geometry& g, int64_t rowsPerBlock, int64_t rows
   shape.grid.y = static_cast<uint32_t>(std::max<int64_t>(1, g.batch * heads));
   shape.block.x = 128;
   return shape;
+}
+
+}  // namespace attention
+
+namespace {
+
+std::string fusedProblem(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         const std::optional<at::Tensor>& bias, double dropoutP, bool groupedHeads) {
+  std::string problem = layoutProblem(q, k, v, groupedHeads);
+  if (problem.empty() && bias.has_value() && bias->defined()) problem = biasProblem(q, k, *bias);
+  if (problem.empty() && !(dropoutP >= 0.0 && dropoutP <= 1.0)) {
+    problem = "dropout_p must be between 0 and 1, got " + std::to_string(dropoutP);
+  }
+  return problem;
+}
+
+// Empty sequences and batches are left to math. An explicit mask with
+// is_causal is not: both apply, as in CPU's flash kernel and CUDA's
+// memory-efficient one (only the math path refuses the pair).
+std::string choiceProblem(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          const std::optional<at::Tensor>& mask, double dropoutP, bool enableGqa) {
+  std::string problem = fusedProblem(q, k, v, mask, dropoutP, enableGqa);
+  if (!problem.empty()) return problem;
+  if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) return "empty query, key or value";
+  return {};
+}
+
+// Why the FLASH_ATTENTION path cannot take a call the fused kernel can:
+// torch's SDPA runs it as _scaled_dot_product_flash_attention_for_cpu on any
+// device but CUDA (FlashAttention.cpp), an op whose backward gets no dropout
+// state and no mask gradient, and whose results are shaped as the query.
+std::string flashPathProblem(const at::Tensor& q, const at::Tensor& v, const std::optional<at::Tensor>& mask,
+                             double dropoutP) {
+  if (q.dim() != 4) return "the flash path takes 4-d (batch, heads, sequence, features) tensors";
+  if (dropoutP > 0.0) return "the flash path has no dropout (its backward gets no dropout state)";
+  if (v.size(-1) != q.size(-1)) return "the flash path needs the value's features to equal the query's";
+  if (mask.has_value() && mask->defined() && mask->requires_grad()) {
+    return "the flash path gives attn_mask no gradient";
+  }
+  return {};
+}
+
+}  // namespace
+
+// The device's _fused_sdp_choice: openreg's fused kernel when the call fits
+// it, through the overrideable backend when that is enabled, else through
+// the flash backend (what code that lists its backends, as
+// sdpa_kernel([FLASH_ATTENTION, MATH]), asks for), else math. The priority
+// order (which puts math before the overrideable backend) is not consulted:
+// sdpa_kernel(SDPBackend.MATH) still forces math.
+int64_t fusedSdpChoice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                       const std::optional<at::Tensor>& attnMask, double dropoutP, bool /*isCausal*/,
+                       std::optional<double> /*scale*/, bool enableGqa) {
+  const auto& ctx = at::globalContext();
+  const bool overrideable = ctx.userEnabledOverrideableSDP(), flash = ctx.userEnabledFlashSDP();
+  const std::string problem = choiceProblem(query, key, value, attnMask, dropoutP, enableGqa);
+  if (overrideable && problem.empty()) return static_cast<int64_t>(at::SDPBackend::overrideable);
+  const std::string flashProblem = problem.empty() ? flashPathProblem(query, value, attnMask, dropoutP) : problem;
+  if (flash && flashProblem.empty()) return static_cast<int64_t>(at::SDPBackend::flash_attention);
+  if (ctx.userEnabledMathSDP()) return static_cast<int64_t>(at::SDPBackend::math);
+  if (!overrideable && !flash) {
+    TORCH_WARN("openreg's fused attention is disabled (torch.nn.attention.sdpa_kernel), and so is math");
+  } else if (overrideable) {
+    TORCH_WARN("openreg's fused attention cannot run this call: ", problem, "; math is disabled");
+  } else {
+    TORCH_WARN("openreg's flash attention cannot run this call: ", flashProblem, "; math is disabled");
+  }
+  return static_cast<int64_t>(at::SDPBackend::error);
+}
+
+namespace {
+
+void checkFusedCall(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                    const std::optional<at::Tensor>& bias, double dropoutP) {
+  const std::string problem = fusedProblem(q, k, v, bias, dropoutP, /*groupedHeads=*/true);
+  TORCH_CHECK(problem.empty(), op, ": ", problem);
 }
 
 at::Tensor cpuScalar(int64_t value) {
@@ -247,7 +289,7 @@ ForwardResult fusedAttentionForward(const at::Tensor& query, const at::Tensor& k
   c10::DeviceGuard guard(device);
   checkFusedCall("_scaled_dot_product_fused_attention_overrideable", query, key, value, attnBias, dropoutP);
   attention::ForwardArgs args;
-  args.geometry = geometryOf(query, key, value, scale, isCausal);
+  args.geometry = sdpaGeometry(query, key, value, scale, isCausal);
   const Geometry& g = args.geometry;
   c10::DimVector outSizes(query.sizes().begin(), query.sizes().end());
   outSizes.back() = g.valueDim;
@@ -276,7 +318,7 @@ ForwardResult fusedAttentionForward(const at::Tensor& query, const at::Tensor& k
   args.value = strided4(value);
   args.output = strided4(output);
   if (attnBias.has_value() && attnBias->defined()) args.bias = biasOf(*attnBias);
-  args.logSumExp = logSumExp.mutable_data_ptr<float>();
+  args.logSumExp = attention::contiguousRowStats(logSumExp.mutable_data_ptr<float>(), g);
   launchKernel(streamFor(query), kernelName("flash_attention_fwd", g.dtype),
                attentionShape(g, attention::kQueryTile, g.queryLength, g.heads),
                [args]() { attention::attentionForward(args); });
@@ -328,7 +370,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedAttentionBackwar
   c10::DeviceGuard guard(device);
   checkBackwardCall(gradOut, query, key, value, attnBias, out, logSumExp, dropoutP);
   attention::BackwardArgs args;
-  args.geometry = geometryOf(query, key, value, scale, isCausal);
+  args.geometry = sdpaGeometry(query, key, value, scale, isCausal);
   at::Tensor gradQuery = emptyLike(query, query.sizes());
   at::Tensor gradKey = emptyLike(key, key.sizes());
   at::Tensor gradValue = emptyLike(value, value.sizes());
@@ -344,7 +386,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedAttentionBackwar
   args.key = strided4(key);
   args.value = strided4(value);
   args.output = strided4(out);
-  args.logSumExp = logSumExp.const_data_ptr<float>();
+  args.logSumExp = attention::contiguousRowStats(const_cast<float*>(logSumExp.const_data_ptr<float>()), args.geometry);
   if (attnBias.defined()) args.bias = biasOf(attnBias);
   args.gradQuery = strided4(gradQuery);
   args.gradKey = strided4(gradKey);

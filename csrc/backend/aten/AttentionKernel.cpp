@@ -117,6 +117,7 @@ class DropoutDraws {
   DropoutDraws(const Dropout& dropout, int64_t keyLength)
       : enabled_(dropout.p > 0.0),
         seed_(dropout.seed),
+        firstElement_(dropout.firstElement),
         keyLength_(static_cast<uint64_t>(keyLength)),
         threshold_(static_cast<uint64_t>(std::ldexp(std::max(0.0, 1.0 - dropout.p), 32))),
         keepScale_(dropout.p < 1.0 ? 1.0 / (1.0 - dropout.p) : 0.0) {}
@@ -126,7 +127,7 @@ class DropoutDraws {
 
   // keep[c] for the elements (row, j0 + c) of one score row.
   void keepRow(uint64_t row, int64_t j0, int64_t count, uint8_t* keep) const {
-    uint64_t element = row * keyLength_ + static_cast<uint64_t>(j0);
+    uint64_t element = firstElement_ + row * keyLength_ + static_cast<uint64_t>(j0);
     while (count > 0) {
       // Whole pairs (one output each) into `pairs`, then the part asked for.
       const auto skip = static_cast<int64_t>(element & 1);
@@ -159,6 +160,7 @@ class DropoutDraws {
 
   bool enabled_;
   uint64_t seed_;
+  uint64_t firstElement_;
   uint64_t keyLength_;
   uint64_t threshold_;
   double keepScale_;
@@ -174,9 +176,18 @@ struct TileIndex {
   int64_t cols = 0;
 };
 
-// The keys a query tile sees: all, or with a causal mask those up to its last row.
+// Query i's diagonal key is i + diagonalShift(g).
+int64_t diagonalShift(const Geometry& g) { return g.alignBottomRight ? g.keyLength - g.queryLength : 0; }
+
+// The keys rows i0 .. i0 + rows - 1 see lie in [keyBegin, keyEnd).
+int64_t keyBegin(const Geometry& g, int64_t i0) {
+  if (g.keysBefore < 0) return 0;
+  return std::clamp<int64_t>(i0 + diagonalShift(g) - g.keysBefore, 0, g.keyLength);
+}
+
 int64_t keyEnd(const Geometry& g, int64_t i0, int64_t rows) {
-  return g.causal ? std::min(g.keyLength, i0 + rows) : g.keyLength;
+  if (g.keysAfter < 0) return g.keyLength;
+  return std::clamp<int64_t>(i0 + rows + diagonalShift(g) + g.keysAfter, 0, g.keyLength);
 }
 
 template <class B, class A>
@@ -201,18 +212,25 @@ void addBiasRow(A* row, const Bias& bias, const TileIndex& t, int64_t i) {
   }
 }
 
-// Raw products -> scores: scaled, biased, causally masked.
+// Raw products -> scores: scaled, biased, masked outside the row's band (causal or window).
 template <class T, class A>
 void finishScores(A* scores, int64_t ld, const TileIndex& t, const Geometry& g, const std::optional<Bias>& bias) {
   const auto scale = static_cast<A>(g.scale);
   constexpr A kMinusInf = -std::numeric_limits<A>::infinity();
+  const int64_t shift = diagonalShift(g);
   for (int64_t r = 0; r < t.rows; ++r) {
     A* row = scores + r * ld;
     const int64_t i = t.i0 + r;
     for (int64_t c = 0; c < t.cols; ++c) row[c] *= scale;
     if (bias.has_value()) addBiasRow<T>(row, *bias, t, i);
-    if (g.causal) {
-      for (int64_t c = std::max<int64_t>(0, i + 1 - t.j0); c < t.cols; ++c) row[c] = kMinusInf;
+    if (g.keysAfter >= 0) {
+      const int64_t last = i + shift + g.keysAfter;  // the last key row i sees
+      for (int64_t c = std::clamp<int64_t>(last + 1 - t.j0, 0, t.cols); c < t.cols; ++c) row[c] = kMinusInf;
+    }
+    if (g.keysBefore >= 0) {
+      const int64_t first = i + shift - g.keysBefore;
+      const int64_t hidden = std::clamp<int64_t>(first - t.j0, 0, t.cols);
+      for (int64_t c = 0; c < hidden; ++c) row[c] = kMinusInf;
     }
   }
 }
@@ -342,6 +360,26 @@ A softmaxStep(A* row, int64_t cols, A& maximum, A& sum) {
   return softmaxStepBody(row, cols, maximum, sum);
 }
 
+double* rowStatPointer(const RowStats& stats, int64_t b, int64_t h, int64_t i) {
+  return static_cast<double*>(stats.data) + b * stats.strides[0] + h * stats.strides[1] + i * stats.strides[2];
+}
+
+float* rowStatPointerFloat(const RowStats& stats, int64_t b, int64_t h, int64_t i) {
+  return static_cast<float*>(stats.data) + b * stats.strides[0] + h * stats.strides[1] + i * stats.strides[2];
+}
+
+void storeRowStat(const RowStats& stats, int64_t b, int64_t h, int64_t i, double value) {
+  if (stats.isDouble) {
+    *rowStatPointer(stats, b, h, i) = value;
+  } else {
+    *rowStatPointerFloat(stats, b, h, i) = static_cast<float>(value);
+  }
+}
+
+double loadRowStat(const RowStats& stats, int64_t b, int64_t h, int64_t i) {
+  return stats.isDouble ? *rowStatPointer(stats, b, h, i) : *rowStatPointerFloat(stats, b, h, i);
+}
+
 // The log-sum-exp of a row; +inf when the row saw no key, so that the
 // backward's exp(score - lse) is 0 there (the math path's safe softmax gives
 // such rows a zero output and zero gradients).
@@ -395,7 +433,7 @@ class ForwardPass {
     std::fill(rowSum_.begin(), rowSum_.end(), A(0));
     std::fill(output_.begin(), output_.end(), A(0));
     const int64_t end = keyEnd(g_, i0, rows);
-    for (int64_t j0 = 0; j0 < end; j0 += kKeyTile) {
+    for (int64_t j0 = keyBegin(g_, i0); j0 < end; j0 += kKeyTile) {
       const TileIndex tile{b, h, i0, rows, j0, std::min(kKeyTile, end - j0)};
       gemm(rows, tile.cols, g_.headDim, queries_.data(), g_.headDim, keysT_.data() + j0, g_.keyLength, scores_.data(),
            kKeyTile, false);
@@ -433,22 +471,26 @@ class ForwardPass {
       const A inverse = sum == 0 ? A(0) : A(1) / sum;  // a NaN sum makes the row NaN
       A* out = output_.data() + r * g_.valueDim;
       for (int64_t c = 0; c < g_.valueDim; ++c) out[c] *= inverse;
-      args_.logSumExp[(b * g_.heads + h) * g_.queryLength + i0 + r] = static_cast<float>(logSumExp(rowMax_[r], sum));
+      storeRowStat(args_.logSumExp, b, h, i0 + r, static_cast<double>(logSumExp(rowMax_[r], sum)));
     }
     storeRows<T>(output_.data(), g_.valueDim, args_.output, b, h, i0, rows, g_.valueDim);
-    if (args_.keepMask != nullptr && keyEnd(g_, i0, rows) < g_.keyLength) drawUnvisitedKeepBits(b, h, i0, rows);
+    if (args_.keepMask != nullptr) drawUnvisitedKeepBits(b, h, i0, rows);
   }
 
-  // The keys past a causal tile's end were not visited: their keep bits are
-  // drawn here, so that the debug mask holds every element's draw.
+  // The keys outside a masked tile's band were not visited: their keep bits
+  // are drawn here, so that the debug mask holds every element's draw.
   void drawUnvisitedKeepBits(int64_t b, int64_t h, int64_t i0, int64_t rows) {
-    const int64_t end = keyEnd(g_, i0, rows);
-    std::vector<uint8_t> keep(static_cast<size_t>(g_.keyLength - end));
+    const int64_t begin = std::min(keyBegin(g_, i0), g_.keyLength);
+    const int64_t end = std::max(keyEnd(g_, i0, rows), begin);
+    std::vector<uint8_t> keep(static_cast<size_t>(g_.keyLength));
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t row = (b * g_.heads + h) * g_.queryLength + i0 + r;
-      draws_.keepRow(static_cast<uint64_t>(row), end, g_.keyLength - end, keep.data());
-      bool* mask = args_.keepMask + row * g_.keyLength + end;
-      for (size_t c = 0; c < keep.size(); ++c) mask[c] = keep[c] != 0;
+      bool* mask = args_.keepMask + row * g_.keyLength;
+      for (const auto& [from, to] : {std::pair{int64_t{0}, begin}, std::pair{end, g_.keyLength}}) {
+        if (from >= to) continue;
+        draws_.keepRow(static_cast<uint64_t>(row), from, to - from, keep.data());
+        for (int64_t c = 0; c < to - from; ++c) mask[from + c] = keep[static_cast<size_t>(c)] != 0;
+      }
     }
   }
 
@@ -526,7 +568,9 @@ class BackwardPass {
     loadRowStatistics(b, h, i0, rows);
     std::fill(gradQueries_.begin(), gradQueries_.end(), A(0));
     const int64_t end = keyEnd(g_, i0, rows);
-    for (int64_t j0 = 0; j0 < end; j0 += kKeyTile) keyTile(TileIndex{b, h, i0, rows, j0, std::min(kKeyTile, end - j0)});
+    for (int64_t j0 = keyBegin(g_, i0); j0 < end; j0 += kKeyTile) {
+      keyTile(TileIndex{b, h, i0, rows, j0, std::min(kKeyTile, end - j0)});
+    }
     storeRows<T>(gradQueries_.data(), g_.headDim, args_.gradQuery, b, h, i0, rows, g_.headDim);
   }
 
@@ -541,11 +585,10 @@ class BackwardPass {
       for (int64_t c = 0; c < g_.valueDim; ++c) dot += gradOut[c] * static_cast<A>(out[c * step]);
       rowDot_[r] = dot;
     }
-    if constexpr (std::is_same_v<A, double>) {
-      recomputeLogSumExp(b, h, i0, rows);  // the saved one is float: too coarse for float64
+    if (std::is_same_v<A, double> && !args_.logSumExp.isDouble) {
+      recomputeLogSumExp(b, h, i0, rows);  // a saved float one is too coarse for float64
     } else {
-      const float* lse = args_.logSumExp + (b * g_.heads + h) * g_.queryLength + i0;
-      for (int64_t r = 0; r < rows; ++r) rowLse_[r] = lse[r];
+      for (int64_t r = 0; r < rows; ++r) rowLse_[r] = static_cast<A>(loadRowStat(args_.logSumExp, b, h, i0 + r));
     }
   }
 
@@ -553,7 +596,7 @@ class BackwardPass {
     std::vector<A> maximum(static_cast<size_t>(rows), -std::numeric_limits<A>::infinity());
     std::vector<A> sum(static_cast<size_t>(rows), A(0));
     const int64_t end = keyEnd(g_, i0, rows);
-    for (int64_t j0 = 0; j0 < end; j0 += kKeyTile) {
+    for (int64_t j0 = keyBegin(g_, i0); j0 < end; j0 += kKeyTile) {
       const TileIndex tile{b, h, i0, rows, j0, std::min(kKeyTile, end - j0)};
       scoreTile(tile);
       for (int64_t r = 0; r < rows; ++r) softmaxStep(probs_.data() + r * kKeyTile, tile.cols, maximum[r], sum[r]);
@@ -695,10 +738,167 @@ void runFor(const Args& args) {
   }
 }
 
+// One packed sequence: where its rows start and how many there are.
+struct SequenceSpan {
+  int64_t queryStart = 0;
+  int64_t queryRows = 0;
+  int64_t keyStart = 0;
+  int64_t keyRows = 0;
+};
+
+void checkOffsets(const int32_t* cum, int64_t count, int64_t total, int64_t maximum, const char* name) {
+  TORCH_CHECK(cum[0] >= 0, "flash attention: ", name, "[0] is ", cum[0], "; offsets must start at 0 or later");
+  for (int64_t s = 0; s < count; ++s) {
+    const int64_t length = int64_t{cum[s + 1]} - cum[s];
+    TORCH_CHECK(length >= 0, "flash attention: ", name, " must not decrease; ", name, "[", s + 1, "] = ", cum[s + 1],
+                " < ", name, "[", s, "] = ", cum[s]);
+    TORCH_CHECK(length <= maximum, "flash attention: sequence ", s, " has ", length, " rows by ", name,
+                ", more than the maximum ", maximum, " given");
+  }
+  TORCH_CHECK(cum[count] <= total, "flash attention: ", name, "[", count, "] = ", cum[count], " is past the tensor's ",
+              total, " rows");
+}
+
+std::vector<SequenceSpan> sequenceSpans(const Sequences& seq) {
+  checkOffsets(seq.cumQuery, seq.count, seq.totalQuery, seq.maxQuery, "cum_seq_q");
+  checkOffsets(seq.cumKey, seq.count, seq.totalKey, seq.maxKey, "cum_seq_k");
+  std::vector<SequenceSpan> spans(static_cast<size_t>(seq.count));
+  for (int64_t s = 0; s < seq.count; ++s) {
+    spans[s] = {seq.cumQuery[s], int64_t{seq.cumQuery[s + 1]} - seq.cumQuery[s], seq.cumKey[s],
+                int64_t{seq.cumKey[s + 1]} - seq.cumKey[s]};
+  }
+  return spans;
+}
+
+// The view of `t` whose row 0 is row `start`.
+Strided4 fromRow(const Strided4& t, int64_t start, size_t elementSize) {
+  Strided4 view = t;
+  view.data = static_cast<char*>(t.data) + start * t.strides[2] * static_cast<int64_t>(elementSize);
+  return view;
+}
+
+RowStats fromRow(const RowStats& stats, int64_t start) {
+  RowStats view = stats;
+  const int64_t bytes = stats.isDouble ? sizeof(double) : sizeof(float);
+  view.data = static_cast<char*>(stats.data) + start * stats.strides[2] * bytes;
+  return view;
+}
+
+Geometry sequenceGeometry(const Geometry& g, const SequenceSpan& span) {
+  Geometry one = g;
+  one.batch = 1;
+  one.queryLength = span.queryRows;
+  one.keyLength = span.keyRows;
+  return one;
+}
+
+// Which rows of a tensor of `total` rows no sequence covers.
+std::vector<bool> uncoveredRows(const std::vector<SequenceSpan>& spans, int64_t total, bool queries) {
+  std::vector<bool> uncovered(static_cast<size_t>(total), true);
+  for (const auto& span : spans) {
+    const int64_t start = queries ? span.queryStart : span.keyStart;
+    const int64_t rows = queries ? span.queryRows : span.keyRows;
+    std::fill_n(uncovered.begin() + start, rows, false);
+  }
+  return uncovered;
+}
+
+template <class T>
+void zeroRowsAs(const Strided4& t, int64_t heads, int64_t cols, const std::vector<bool>& rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i]) continue;
+    for (int64_t h = 0; h < heads; ++h) {
+      T* out = rowPointer<T>(t, 0, h, static_cast<int64_t>(i));
+      for (int64_t c = 0; c < cols; ++c) out[c * t.strides[3]] = T(0);
+    }
+  }
+}
+
+void zeroRows(const Strided4& t, c10::ScalarType dtype, int64_t heads, int64_t cols, const std::vector<bool>& rows) {
+  switch (dtype) {
+    case c10::ScalarType::Float:
+      return zeroRowsAs<float>(t, heads, cols, rows);
+    case c10::ScalarType::Double:
+      return zeroRowsAs<double>(t, heads, cols, rows);
+    case c10::ScalarType::BFloat16:
+      return zeroRowsAs<c10::BFloat16>(t, heads, cols, rows);
+    case c10::ScalarType::Half:
+      return zeroRowsAs<c10::Half>(t, heads, cols, rows);
+    default:
+      TORCH_CHECK(false, "fused attention: unsupported dtype ", dtype);
+  }
+}
+
+void forwardOverSequences(const ForwardArgs& args) {
+  const Geometry& g = args.geometry;
+  const auto spans = sequenceSpans(*args.sequences);
+  const size_t bytes = c10::elementSize(g.dtype);
+  uint64_t element = args.dropout.firstElement;
+  for (const auto& span : spans) {
+    ForwardArgs one = args;
+    one.sequences.reset();
+    one.geometry = sequenceGeometry(g, span);
+    one.query = fromRow(args.query, span.queryStart, bytes);
+    one.output = fromRow(args.output, span.queryStart, bytes);
+    one.key = fromRow(args.key, span.keyStart, bytes);
+    one.value = fromRow(args.value, span.keyStart, bytes);
+    one.logSumExp = fromRow(args.logSumExp, span.queryStart);
+    one.dropout.firstElement = element;
+    element += static_cast<uint64_t>(g.heads * span.queryRows * span.keyRows);
+    if (span.queryRows > 0) runFor<ForwardPass>(one);
+  }
+  const auto uncovered = uncoveredRows(spans, args.sequences->totalQuery, true);
+  zeroRows(args.output, g.dtype, g.heads, g.valueDim, uncovered);
+  for (size_t i = 0; i < uncovered.size(); ++i) {
+    for (int64_t h = 0; uncovered[i] && h < g.heads; ++h) {
+      storeRowStat(args.logSumExp, 0, h, static_cast<int64_t>(i), std::numeric_limits<double>::infinity());
+    }
+  }
+}
+
+void backwardOverSequences(const BackwardArgs& args) {
+  const Geometry& g = args.geometry;
+  const auto spans = sequenceSpans(*args.sequences);
+  const size_t bytes = c10::elementSize(g.dtype);
+  uint64_t element = args.dropout.firstElement;
+  for (const auto& span : spans) {
+    BackwardArgs one = args;
+    one.sequences.reset();
+    one.geometry = sequenceGeometry(g, span);
+    for (auto [to, from] : {std::pair{&one.query, &args.query}, std::pair{&one.output, &args.output},
+                            std::pair{&one.gradOutput, &args.gradOutput}, std::pair{&one.gradQuery, &args.gradQuery}}) {
+      *to = fromRow(*from, span.queryStart, bytes);
+    }
+    for (auto [to, from] : {std::pair{&one.key, &args.key}, std::pair{&one.value, &args.value},
+                            std::pair{&one.gradKey, &args.gradKey}, std::pair{&one.gradValue, &args.gradValue}}) {
+      *to = fromRow(*from, span.keyStart, bytes);
+    }
+    one.logSumExp = fromRow(args.logSumExp, span.queryStart);
+    one.dropout.firstElement = element;
+    element += static_cast<uint64_t>(g.heads * span.queryRows * span.keyRows);
+    runFor<BackwardPass>(one);
+  }
+  const auto queries = uncoveredRows(spans, args.sequences->totalQuery, true);
+  const auto keys = uncoveredRows(spans, args.sequences->totalKey, false);
+  zeroRows(args.gradQuery, g.dtype, g.heads, g.headDim, queries);
+  zeroRows(args.gradKey, g.dtype, g.kvHeads, g.headDim, keys);
+  zeroRows(args.gradValue, g.dtype, g.kvHeads, g.valueDim, keys);
+}
+
 }  // namespace
 
-void attentionForward(const ForwardArgs& args) { runFor<ForwardPass>(args); }
+RowStats contiguousRowStats(void* data, const Geometry& g, bool isDouble) {
+  return RowStats{data, isDouble, {g.heads * g.queryLength, g.queryLength, 1}};
+}
 
-void attentionBackward(const BackwardArgs& args) { runFor<BackwardPass>(args); }
+void attentionForward(const ForwardArgs& args) {
+  if (args.sequences.has_value()) return forwardOverSequences(args);
+  runFor<ForwardPass>(args);
+}
+
+void attentionBackward(const BackwardArgs& args) {
+  if (args.sequences.has_value()) return backwardOverSequences(args);
+  runFor<BackwardPass>(args);
+}
 
 }  // namespace openreg::backend::attention

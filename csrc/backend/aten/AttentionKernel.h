@@ -39,8 +39,41 @@ struct Geometry {
   int64_t headDim = 0;
   int64_t valueDim = 0;
   double scale = 1.0;
-  bool causal = false;  // query i sees keys j <= i (top-left aligned, as SDPA's math path)
+  // The keys query i sees: those within [diagonal(i) - keysBefore,
+  // diagonal(i) + keysAfter], a negative bound being none. diagonal(i) is i
+  // (top-left aligned, as SDPA's math path) or i + keyLength - queryLength
+  // (bottom-right aligned, as flash attention's causal and window masks).
+  // Causal: keysAfter = 0.
+  int64_t keysBefore = -1;
+  int64_t keysAfter = -1;
+  bool alignBottomRight = false;
   c10::ScalarType dtype = c10::ScalarType::Float;
+};
+
+// Per-row statistics (the log-sum-exp): element (b, h, i) at data +
+// b * strides[0] + h * strides[1] + i * strides[2], float32, or float64 for
+// a float64 call that asks for it.
+struct RowStats {
+  void* data = nullptr;
+  bool isDouble = false;
+  std::array<int64_t, 3> strides{};
+};
+
+// Packed variable-length sequences (flash attention's cum_seq_q/k): sequence
+// s holds query rows cumQuery[s] .. cumQuery[s + 1] and key rows cumKey[s] ..
+// cumKey[s + 1] of the tensors' row dimension (dimension 2 of Strided4; the
+// batch stride is unused). The offsets are device memory, read and checked
+// by the kernel (monotone, within the tensors, each length at most its
+// maximum); a bad one fails the kernel with a message naming it. Rows no
+// sequence covers get zero outputs and gradients and an infinite log-sum-exp.
+struct Sequences {
+  const int32_t* cumQuery = nullptr;
+  const int32_t* cumKey = nullptr;
+  int64_t count = 0;
+  int64_t totalQuery = 0;  // rows of the query tensor
+  int64_t totalKey = 0;
+  int64_t maxQuery = 0;
+  int64_t maxKey = 0;
 };
 
 // An additive bias of the query's dtype or float32, or a boolean mask
@@ -54,9 +87,12 @@ struct Bias {
 // queryLength + i) * keyLength + j is kept when its 32-bit word (the low or
 // high half, for e even or odd, of output e / 2 of the splitmix64 stream of
 // `seed`) is below (1 - p) * 2^32. Forward and backward draw the same words.
+// A call over packed sequences numbers each sequence's elements after the
+// previous sequences' (`firstElement` is where a call's numbering starts).
 struct Dropout {
   double p = 0.0;  // 0: none
   uint64_t seed = 0;
+  uint64_t firstElement = 0;
 };
 
 struct ForwardArgs {
@@ -64,14 +100,15 @@ struct ForwardArgs {
   Strided4 query, key, value, output;
   std::optional<Bias> bias;
   Dropout dropout;
-  float* logSumExp = nullptr;  // [batch, heads, queryLength], contiguous; +inf for a row that sees no key
-  bool* keepMask = nullptr;    // optional [batch, heads, queryLength, keyLength], contiguous
+  RowStats logSumExp;        // +inf for a row that sees no key
+  bool* keepMask = nullptr;  // optional [batch, heads, queryLength, keyLength], contiguous; not with sequences
+  std::optional<Sequences> sequences;
 };
 
 struct BackwardArgs {
   Geometry geometry;
   Strided4 gradOutput, query, key, value, output;
-  const float* logSumExp = nullptr;
+  RowStats logSumExp;
   std::optional<Bias> bias;
   Dropout dropout;
   Strided4 gradQuery, gradKey, gradValue;
@@ -79,10 +116,15 @@ struct BackwardArgs {
   // dimensions summed) and dtype; only with a floating bias.
   std::optional<Strided4> gradBias;
   std::array<int64_t, 4> gradBiasSizes{};
+  std::optional<Sequences> sequences;  // no bias with sequences
 };
 
+// Contiguous [batch, heads, queryLength] statistics at `data`.
+RowStats contiguousRowStats(void* data, const Geometry& g, bool isDouble = false);
+
 // Computes output and log-sum-exp (and the keep mask when asked). Throws
-// c10::Error on an unsupported dtype.
+// c10::Error on an unsupported dtype or bad sequence offsets. With
+// `sequences`, `geometry.batch` is ignored and the lengths are the maxima.
 void attentionForward(const ForwardArgs& args);
 // Computes the query, key, value (and bias) gradients.
 void attentionBackward(const BackwardArgs& args);
