@@ -392,9 +392,12 @@ def test_mtia_trace_where_hta_cannot_run():
     """MTIA's runtime rows (mtia_runtime) and device records (mtia_ccp_events, inferred: stream + correlation):
     HTA asserts on this trace. Its runtime calls cross their ops' ends (rows that do not nest): the edges back in
     time that close cycles are dropped, and counted. Recorded: a 29.4 ms gif_merge call, started inside the
-    21.7 ms range on another thread, is the path (HTA's rule: events that start in the range)."""
+    21.7 ms range on another thread, is the path (HTA's rule: events that start in the range). The step is measured
+    to the end of the work started in it (45.8 ms), so the path is no longer than its step."""
     r = critical_path([TRACES / "mtia_inference.json.gz"], range_name="Stage::PyTorchMRSGIFTask::run")
-    assert (r["step_ns"], r["path_ns"], r["graph"]["dropped_edges"]) == (21_697_390, 29_378_235, 6)
+    assert (r["step_ns"], r["path_ns"], r["graph"]["dropped_edges"]) == (45_783_323, 29_378_235, 6)
+    assert (r["host_step_ns"], r["lag_ns"]) == (21_697_390, 45_783_323 - 21_697_390)
+    assert r["path_share"] <= 1
     assert [(e["from"]["name"], e["to"]["name"], e["type"]) for e in r["path"]] == [
         ("gif_merge", "gif_merge", "operator")
     ]

@@ -39,7 +39,10 @@ struct TopRow {
 
 struct Report {
   std::array<int64_t, kCpKinds> kinds{};
-  int64_t stepStart = 0, stepEnd = 0;
+  // The step from its host range's start to the end of its work (host or
+  // device, whichever ends last), and where the host range ends.
+  int64_t stepStart = 0, stepEnd = 0, hostEnd = 0;
+  bool lastIsDevice = false;                            // the work ending last is device work
   std::map<std::pair<std::string, bool>, TopRow> rows;  // (name, device)
   std::vector<int64_t> rankPathNs;
 };
@@ -48,6 +51,12 @@ Report analyse(const CpGraph& g, const CpPath& p) {
   Report r;
   r.stepStart = g.steps[0].start, r.stepEnd = g.steps[0].end;
   for (const CpStep& s : g.steps) r.stepStart = std::min(r.stepStart, s.start), r.stepEnd = std::max(r.stepEnd, s.end);
+  r.hostEnd = r.stepEnd;
+  for (const CpNode& n : g.nodes) {
+    if (n.ts <= r.stepEnd) continue;
+    r.stepEnd = n.ts;
+    r.lastIsDevice = g.events[n.event].device;
+  }
   r.rankPathNs.assign(g.traces.size(), 0);
   int64_t covered = 0;
   for (uint32_t i : p.edges) {
@@ -191,15 +200,22 @@ void writeRanks(JsonWriter& w, const CpGraph& g, const CpPath& p, const Report& 
   w.endArray();
 }
 
-std::string formatMs(int64_t ns) { return formatUs(ns / 1000) + " ms"; }
+// The step's host range and how far its work runs past it (step_ns spans both).
+void writeStepSpans(JsonWriter& w, const Report& r) {
+  w.field("host_step_ns", r.hostEnd - r.stepStart).field("lag_ns", r.stepEnd - r.hostEnd);
+}
 
 // What a reader must know to read the numbers right.
-void writeNotes(JsonWriter& w, const CpGraph& g, const CpPath& p, int64_t stepNs) {
+void writeNotes(JsonWriter& w, const CpGraph& g, const Report& r) {
   std::vector<std::string> notes;
-  if (p.length > stepNs)
-    notes.push_back("the path (" + formatMs(p.length) + ") is longer than the step (" + formatMs(stepNs) +
-                    "): it follows work that starts inside the step and ends after it (HTA's rule: a step holds the "
-                    "events that start in it), and its kinds add up to the path");
+  if (r.stepEnd > r.hostEnd)
+    notes.push_back(
+        "the step's work ends " + formatMs(r.stepEnd - r.hostEnd) + " after its host range (" +
+        formatMs(r.hostEnd - r.stepStart) + ") does" +
+        (r.lastIsDevice ? ": the device runs behind the host" : ": work started in it on another thread runs past it") +
+        ". The step is measured from its host range's start to the end of the work started in it (" +
+        formatMs(r.stepEnd - r.stepStart) +
+        "), which the path follows (HTA's rule: a step holds the events that start in it)");
   std::set<int64_t> ranks;
   for (const Trace* t : g.traces)
     if (t->rank) ranks.insert(*t->rank);
@@ -250,6 +266,7 @@ void writeStepBrief(JsonWriter& w, const CpGraph& g, const CpPath& p, const Repo
   const int64_t stepNs = r.stepEnd - r.stepStart;
   w.beginObject().field("step", g.stepName).field("step_ns", stepNs).field("path_ns", p.length);
   w.field("path_share", ratio(p.length, stepNs));
+  writeStepSpans(w, r);
   uint32_t bounding = 0;
   for (uint32_t i = 0; i < r.rankPathNs.size(); ++i)
     if (r.rankPathNs[i] > r.rankPathNs[bounding]) bounding = i;
@@ -358,8 +375,9 @@ std::string criticalPathJson(const std::vector<const Trace*>& traces, const CpOp
   w.key("traces").beginArray();
   for (uint32_t i : choice.traces) w.value(i);
   w.endArray();
-  writeNotes(w, g, p, stepNs);
+  writeNotes(w, g, r);
   w.field("path_share", ratio(p.length, stepNs));
+  writeStepSpans(w, r);
   w.key("kinds").beginObject();
   for (size_t k = 0; k < kCpKinds; ++k) {
     w.key(cpKindName(static_cast<CpKind>(k))).beginObject();
@@ -411,7 +429,9 @@ void writeCriticalPath(JsonWriter& w, const Trace& t, const Summary& /*s*/, cons
   }
   const int64_t stepNs = r.stepEnd - r.stepStart;
   w.beginObject().field("step", g.stepName).field("step_ns", stepNs).field("path_ns", p.length);
-  w.field("path_share", ratio(p.length, stepNs)).key("kinds").beginObject();
+  w.field("path_share", ratio(p.length, stepNs));
+  writeStepSpans(w, r);
+  w.key("kinds").beginObject();
   for (size_t k = 0; k < kCpKinds; ++k) w.field(cpKindName(static_cast<CpKind>(k)), r.kinds[k]);
   w.endObject().key("top_ops");
   writeTop(w, r, false, o.top);

@@ -40,12 +40,11 @@ std::vector<Interval> unionOf(std::vector<Interval> a, const std::vector<Interva
 
 }  // namespace
 
-void writeSteps(JsonWriter& w, const Trace& t) {
-  std::vector<Interval> compute, comm, host;
-  for (uint32_t i : t.deviceSlices) {
-    const Slice& s = t.slices[i];
-    (classifyKernel(t, i) == KernelClass::Communication ? comm : compute).push_back({s.ts, s.end()});
-  }
+namespace {
+
+// Host ops and runtime calls (not the ProfilerStep ranges), merged.
+std::vector<Interval> hostBusy(const Trace& t) {
+  std::vector<Interval> host;
   for (uint32_t i = 0; i < t.slices.size(); ++i) {
     const Slice& s = t.slices[i];
     if (t.laneKind[s.lane] != LaneKind::Host) continue;
@@ -53,31 +52,93 @@ void writeSteps(JsonWriter& w, const Trace& t) {
     if (!startsWith(t.str(s.name), "ProfilerStep#") && (r == CategoryRole::Op || r == CategoryRole::Runtime))
       host.push_back({s.ts, s.end()});
   }
-  mergeUnion(compute);
-  mergeUnion(comm);
   mergeUnion(host);
+  return host;
+}
+
+// Device work split into compute and communication, merged; `step` >= 0: only the work that step launched.
+struct DeviceWork {
+  std::vector<Interval> compute, comm;
+};
+
+std::vector<DeviceWork> workByStep(const Trace& t, size_t groups, bool byStep) {
+  std::vector<DeviceWork> work(groups);
+  for (uint32_t i : t.deviceSlices) {
+    const int32_t k = byStep ? t.stepOfSlice[i] : 0;
+    if (k < 0) continue;
+    const Slice& s = t.slices[i];
+    auto& list = classifyKernel(t, i) == KernelClass::Communication ? work[k].comm : work[k].compute;
+    list.push_back({s.ts, s.end()});
+  }
+  for (DeviceWork& w : work) mergeUnion(w.compute), mergeUnion(w.comm);
+  return work;
+}
+
+// One row: [s, e) split into the device's compute, exposed communication,
+// host-only time and idle, which add up to e - s.
+void writeBreakdown(JsonWriter& w, const DeviceWork& work, const std::vector<Interval>& host, int64_t s, int64_t e) {
+  const auto c = clip(work.compute, s, e), m = clip(work.comm, s, e), h = clip(host, s, e);
+  const int64_t computeNs = sizeNs(c), exposedComm = minusNs(m, c);
+  const auto device = unionOf(c, m);
+  const int64_t deviceIdle = (e - s) - sizeNs(device);
+  const int64_t hostNs = minusNs(h, device);
+  const int64_t idleNs = deviceIdle - hostNs;
+  const std::pair<int64_t, const char*> parts[] = {
+      {computeNs, "device"}, {exposedComm, "communication"}, {hostNs, "host"}, {idleNs, "idle"}};
+  const auto* bound = &parts[0];
+  for (const auto& p : parts)
+    if (p.first > bound->first) bound = &p;
+  w.field("device_ns", computeNs).field("communication_ns", exposedComm);
+  w.field("comm_total_ns", sizeNs(m)).field("host_ns", hostNs).field("idle_ns", idleNs);
+  w.field("bound_by", bound->second);
+}
+
+void writeStepSpans(JsonWriter& w, const Trace& t, const Step& step) {
+  w.field("host_start_ns", step.ts - t.originNs).field("host_end_ns", step.end - t.originNs);
+  w.field("host_duration_ns", step.end - step.ts);
+  for (const char* key : {"device_start_ns", "device_end_ns", "device_duration_ns", "lag_ns"}) {
+    w.key(key);
+    if (!step.hasDeviceWork) {
+      w.null();
+      continue;
+    }
+    const std::string_view k(key);
+    w.value(k == "device_start_ns" ? step.deviceStart - t.originNs
+            : k == "device_end_ns" ? step.deviceEnd - t.originNs
+            : k == "lag_ns"        ? step.lagNs()
+                                   : step.deviceEnd - step.deviceStart);
+  }
+  w.field("device_span_cut", step.deviceSpanCut);
+}
+
+}  // namespace
+
+// Per step, on the trace's step clock, the work the step launched (its own
+// device slices, by correlation to their launches) against its span.
+void writeSteps(JsonWriter& w, const Trace& t) {
+  const std::vector<Interval> host = hostBusy(t);
   w.field("steps_note", t.stepsNote);  // how the steps were found, when not from ProfilerStep#N
+  w.field("step_clock", stepClockName(t.stepClock)).field("step_clock_note", t.stepClockNote);
   w.key("steps").beginArray();
-  auto row = [&](std::string_view name, int64_t s, int64_t e) {
-    const auto c = clip(compute, s, e), m = clip(comm, s, e), h = clip(host, s, e);
-    const int64_t computeNs = sizeNs(c), exposedComm = minusNs(m, c);
-    const auto device = unionOf(c, m);
-    const int64_t deviceIdle = (e - s) - sizeNs(device);
-    const int64_t hostNs = minusNs(h, device);
-    const int64_t idleNs = deviceIdle - hostNs;
-    const std::pair<int64_t, const char*> parts[] = {
-        {computeNs, "device"}, {exposedComm, "communication"}, {hostNs, "host"}, {idleNs, "idle"}};
-    const auto* bound = &parts[0];
-    for (const auto& p : parts)
-      if (p.first > bound->first) bound = &p;
-    w.beginObject().field("name", name).field("start_ns", s - t.originNs).field("end_ns", e - t.originNs);
-    w.field("duration_ns", e - s).field("device_ns", computeNs).field("communication_ns", exposedComm);
-    w.field("comm_total_ns", sizeNs(m)).field("host_ns", hostNs).field("idle_ns", idleNs);
-    w.field("bound_by", bound->second).endObject();
-  };
-  for (const Step& step : t.steps) row(t.str(step.name), step.ts, step.end);
+  const std::vector<DeviceWork> work = workByStep(t, std::max<size_t>(t.steps.size(), 1), !t.steps.empty());
+  for (size_t k = 0; k < t.steps.size(); ++k) {
+    const Step& step = t.steps[k];
+    const auto [s, e] = t.stepSpan(step);
+    const bool onDevice = t.stepClock == StepClock::Device && step.hasDeviceWork;
+    w.beginObject().field("name", t.str(step.name)).field("clock", onDevice ? "device" : "host");
+    w.field("start_ns", s - t.originNs).field("end_ns", e - t.originNs).field("duration_ns", e - s);
+    writeStepSpans(w, t, step);
+    writeBreakdown(w, work[k], host, s, e);
+    w.endObject();
+  }
   if (t.steps.empty()) {
-    if (auto win = profilingWindow(t)) row("window", win->start, win->end);
+    if (auto win = profilingWindow(t)) {
+      w.beginObject().field("name", "window").field("clock", "host");
+      w.field("start_ns", win->start - t.originNs).field("end_ns", win->end - t.originNs);
+      w.field("duration_ns", win->end - win->start);
+      writeBreakdown(w, work[0], host, win->start, win->end);
+      w.endObject();
+    }
   }
   w.endArray();
 }

@@ -9,6 +9,7 @@
 // optimizer hook. Each step ends where an Optimizer.step# range ends.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "analysis.h"
@@ -84,9 +85,111 @@ std::vector<Step> optimizerSteps(Trace& t, const std::vector<int64_t>& ends) {
   return steps;
 }
 
+// When the host launched device slice `s`: its runtime call (same
+// correlation), else its op (External id); nullopt when unlinked.
+std::optional<int64_t> launchTime(const Trace& t, const Slice& s) {
+  if (s.correlation.ok()) {
+    auto it = t.runtimeByCorrelation.find(s.correlation.value);
+    if (it != t.runtimeByCorrelation.end()) return t.slices[it->second].ts;
+  }
+  if (s.externalId.ok()) {
+    auto it = t.opByExternalId.find(s.externalId.value);
+    if (it != t.opByExternalId.end()) return t.slices[it->second].ts;
+  }
+  return std::nullopt;
+}
+
+// The step whose host range holds time `at` (steps sorted by start), or -1.
+int32_t stepAt(const std::vector<Step>& steps, int64_t at) {
+  auto it = std::upper_bound(steps.begin(), steps.end(), at, [](int64_t v, const Step& s) { return v < s.ts; });
+  if (it == steps.begin()) return -1;
+  --it;
+  return at < it->end ? static_cast<int32_t>(it - steps.begin()) : -1;
+}
+
+// Each device slice goes to the step that launched it (unlinked work: the
+// step its start falls in), and each step's device span covers its work.
+void attributeDeviceWork(Trace& t) {
+  t.stepOfSlice.assign(t.slices.size(), -1);
+  for (uint32_t i : t.deviceSlices) {
+    const Slice& s = t.slices[i];
+    const int32_t k = stepAt(t.steps, launchTime(t, s).value_or(s.ts));
+    if (k < 0) continue;
+    t.stepOfSlice[i] = k;
+    Step& step = t.steps[k];
+    step.deviceStart = step.hasDeviceWork ? std::min(step.deviceStart, s.ts) : s.ts;
+    step.deviceEnd = step.hasDeviceWork ? std::max(step.deviceEnd, s.end()) : s.end();
+    step.hasDeviceWork = true;
+  }
+  // Steps overlapping on the device (work on several streams): a step ends where the next one's work begins.
+  for (size_t k = 0; k + 1 < t.steps.size(); ++k) {
+    Step& step = t.steps[k];
+    const Step* next = nullptr;
+    for (size_t n = k + 1; n < t.steps.size() && !next; ++n)
+      if (t.steps[n].hasDeviceWork) next = &t.steps[n];
+    if (step.hasDeviceWork && next && next->deviceStart < step.deviceEnd) {
+      step.deviceEnd = std::max(step.deviceStart, next->deviceStart);
+      step.deviceSpanCut = true;
+    }
+  }
+}
+
+// A lag counts when it is more than this share of the step's host range.
+constexpr double kLagShare = 0.05;
+
+bool lags(const Step& step) {
+  return step.hasDeviceWork && static_cast<double>(step.lagNs()) > kLagShare * static_cast<double>(step.end - step.ts);
+}
+
+// The device clock when most steps with device work lag, and why, in words
+// (how far behind, and the steps where the lag ran out).
+void chooseStepClock(Trace& t) {
+  std::vector<int64_t> lagsNs;
+  std::vector<std::string> caughtUp;
+  size_t lagging = 0;
+  for (const Step& step : t.steps) {
+    if (!step.hasDeviceWork) continue;
+    lagsNs.push_back(step.lagNs());
+    if (lags(step)) {
+      ++lagging;
+    } else if (lagging > 0) {
+      caughtUp.emplace_back(t.str(step.name));
+    }
+  }
+  if (lagsNs.empty()) {
+    t.stepClockNote = t.steps.empty() ? "" : "no device work launched in the steps: each step is its host range";
+    return;
+  }
+  std::sort(lagsNs.begin(), lagsNs.end());
+  const int64_t median = lagsNs[lagsNs.size() / 2];
+  if (2 * lagging <= lagsNs.size()) {
+    t.stepClockNote = "each step is its host range: the device finishes a step's work at most " +
+                      std::to_string(static_cast<int>(kLagShare * 100)) + " % of the step after the host range " +
+                      "ends in " + std::to_string(lagsNs.size() - lagging) + " of " + std::to_string(lagsNs.size()) +
+                      " steps";
+    return;
+  }
+  t.stepClock = StepClock::Device;
+  t.stepClockNote =
+      "each step is its device span (from the first device work it launched to the end of the last): "
+      "the device runs behind the host, finishing a step's work a median " +
+      formatMs(median) + " after its host range ends (the host launches ahead and waits later)";
+  if (!caughtUp.empty()) {
+    std::string names;
+    for (const std::string& n : caughtUp) names += (names.empty() ? "" : ", ") + n;
+    t.stepClockNote += "; the lag runs out in " + names + " (the host waited for the device there)";
+  }
+}
+
 }  // namespace
 
 void buildSteps(Trace& t) {
+  findSteps(t);
+  attributeDeviceWork(t);
+  chooseStepClock(t);
+}
+
+void findSteps(Trace& t) {
   t.steps = profilerSteps(t);
   if (!t.steps.empty()) {
     t.stepSource = StepSource::ProfilerSteps;

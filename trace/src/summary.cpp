@@ -145,8 +145,19 @@ void writeStepsInfo(JsonWriter& w, const Trace& t) {
     w.value("Optimizer.step#");
   else
     w.null();
-  w.field("note", t.stepsNote).key("durations_ns").beginArray();
+  w.field("note", t.stepsNote).field("clock", stepClockName(t.stepClock)).field("clock_note", t.stepClockNote);
+  // On the step clock, then each span alone (null: a step without device work).
+  w.key("durations_ns").beginArray();
+  for (const Step& step : t.steps) {
+    const auto [start, end] = t.stepSpan(step);
+    w.value(end - start);
+  }
+  w.endArray().key("host_durations_ns").beginArray();
   for (const Step& step : t.steps) w.value(step.end - step.ts);
+  w.endArray().key("device_durations_ns").beginArray();
+  for (const Step& step : t.steps) step.hasDeviceWork ? w.value(step.deviceEnd - step.deviceStart) : w.null();
+  w.endArray().key("lags_ns").beginArray();
+  for (const Step& step : t.steps) step.hasDeviceWork ? w.value(step.lagNs()) : w.null();
   w.endArray().endObject();
 }
 

@@ -52,6 +52,15 @@ std::string formatUs(int64_t ns) {
   return buf;
 }
 
+std::string formatMs(int64_t ns) { return formatUs(ns / 1000) + " ms"; }
+
+const char* stepClockName(StepClock clock) { return clock == StepClock::Device ? "device" : "host"; }
+
+std::pair<int64_t, int64_t> Trace::stepSpan(const Step& step) const {
+  if (stepClock == StepClock::Device && step.hasDeviceWork) return {step.deviceStart, step.deviceEnd};
+  return {step.ts, step.end};
+}
+
 std::string Trace::keyText(const Key& k) const {
   return k.isString ? std::string(str(static_cast<uint32_t>(k.value))) : std::to_string(k.value);
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "json_reader.h"
@@ -161,9 +162,23 @@ struct Step {
   int64_t number = 0;
   uint32_t name = kNoString;  // "ProfilerStep#N", "iteration N"
   int32_t range = kNoSlice;   // the ProfilerStep#N slice; kNoSlice for an optimizer step
+  // The device span: from the start of the first device work launched in
+  // the host range [ts, end) to the end of the last, cut where the next
+  // step's work begins when they overlap on the device. None without device work.
+  bool hasDeviceWork = false;
+  bool deviceSpanCut = false;  // the next step's work began before this one's ended
+  int64_t deviceStart = 0, deviceEnd = 0;
+  // How far the device is behind the host when the step's host range ends
+  // (negative: the step's device work was done before it ended).
+  int64_t lagNs() const { return hasDeviceWork ? deviceEnd - end : 0; }
 };
 
 enum class StepSource : uint8_t { None, ProfilerSteps, OptimizerSteps };
+
+// Which of a step's two spans "step time" and its breakdown use (steps.cpp).
+enum class StepClock : uint8_t { Host, Device };
+// "host" or "device".
+const char* stepClockName(StepClock clock);
 
 // openreg's metadata of an on-demand trace ("openreg_profiler": {"on_demand": ...}).
 struct OnDemandInfo {
@@ -238,6 +253,15 @@ class Trace {
   std::vector<Step> steps;
   StepSource stepSource = StepSource::None;
   std::string stepsNote;
+  // The step each device slice was launched in (index into steps), by slice
+  // index; -1 for other slices and for device work launched outside every step.
+  std::vector<int32_t> stepOfSlice;
+  // The span the tools take for a step: the device's when the device lags
+  // the host by more than a small share of the step, and why, in words.
+  StepClock stepClock = StepClock::Host;
+  std::string stepClockNote;
+  // A step's start and end on the trace's step clock.
+  std::pair<int64_t, int64_t> stepSpan(const Step& step) const;
   // The `instance`-th step named `name` (several traces of a rank repeat no
   // name; one trace may), or nullptr.
   const Step* stepNamed(std::string_view name, int64_t instance = 0) const;
@@ -295,8 +319,11 @@ class Trace {
 inline constexpr uint32_t roleBit(CategoryRole r) { return 1u << static_cast<uint32_t>(r); }
 inline constexpr uint32_t kAnyRole = 0xFFFFFFFFu;
 
-// Fills t.steps, t.stepSource and t.stepsNote (steps.cpp); part of loading.
+// Fills t.steps, t.stepSource, t.stepsNote, the steps' device spans,
+// t.stepOfSlice and the step clock (steps.cpp); part of loading.
 void buildSteps(Trace& t);
+// The steps alone (t.steps, t.stepSource, t.stepsNote).
+void findSteps(Trace& t);
 
 // Parses the document from `reader`. A JSON error is kept in
 // trace.parseError (events read before it stay); I/O errors throw IoError.
@@ -313,5 +340,7 @@ inline int64_t saturatingAdd(int64_t a, int64_t b) {
 
 // Formats ns as Kineto writes µs: "123.456".
 std::string formatUs(int64_t ns);
+// "12.345 ms" for ns (three decimals, truncated as formatUs).
+std::string formatMs(int64_t ns);
 
 }  // namespace openreg::trace

@@ -284,7 +284,7 @@ TEST(CriticalPath, EachStepInShort) {
   o.top = 1;
   const std::string j = criticalPathJson({r0.get(), r1.get()}, o);
   EXPECT_EQ(j.rfind(R"({"steps":[{"step":"ProfilerStep#1","step_ns":200000,"path_ns":124000,"path_share":0.62,)"
-                    R"("bounding_rank":1,"start_rank":1,"end_rank":0,)",
+                    R"("host_step_ns":200000,"lag_ns":0,"bounding_rank":1,"start_rank":1,"end_rank":0,)",
                     0),
             0u)
       << j;
@@ -366,9 +366,13 @@ TEST(CriticalPath, ARangeTheRanksRanAtDifferentTimesIsOneRun) {
   CpOptions o;
   o.range = "c10d::allreduce_";  // rank 0 at 10-14 us, rank 1 at 82-86 us
   const std::string j = criticalPathJson({r0.get(), r1.get()}, o);
-  EXPECT_NE(j.find(R"("notes":["the ranks' c10d::allreduce_ ranges do not all overlap in time)"), std::string::npos)
+  EXPECT_NE(j.find(R"(","the ranks' c10d::allreduce_ ranges do not all overlap in time)"), std::string::npos) << j;
+  // 10 us to 86 us on the host; rank 1's all-reduce, launched at 83 us, runs until 115 us.
+  EXPECT_NE(j.find(R"("step_ns":105000,"path_ns":33000,"traces":[0,1],"notes":["the step's work ends 0.029 ms after )"
+                   R"(its host range (0.076 ms) does: the device runs behind the host)"),
+            std::string::npos)
       << j;
-  EXPECT_NE(j.find(R"("step_ns":76000)"), std::string::npos) << j;  // 10 us to 86 us
+  EXPECT_NE(j.find(R"("path_share":0.3142857142857143,"host_step_ns":76000,"lag_ns":29000,)"), std::string::npos) << j;
 }
 
 // tensorboard_trace_handler writes a trace per rank and profiling cycle: the step is taken from the cycle that
@@ -422,7 +426,8 @@ TEST(CriticalPath, NotesSayWhatTheNumbersCannotShow) {
   EXPECT_NE(j.find(R"("notes":["1 of 2 ranks given (rank 0): at a collective the missing ranks' arrival is unknown)"),
             std::string::npos)
       << j;
-  // A kernel launched in a 20 us step runs 80 us: the path follows it past the step's end.
+  // A kernel launched in a 20 us step runs 80 us: the path follows it past the host range's end, and the step is
+  // measured to the end of its work, so the path is never longer than the step.
   TraceBuilder b;
   b.lanes(0, {7}).span(0, 100 * kUs);
   b.op("ProfilerStep#1", 0, 20 * kUs, 1, "user_annotation").op("aten::mm", 1 * kUs, 10 * kUs, 2);
@@ -430,10 +435,11 @@ TEST(CriticalPath, NotesSayWhatTheNumbersCannotShow) {
   b.kernel("gemm", 6 * kUs, 80 * kUs, 0, 7, 101, 2);
   auto t = b.load();
   j = criticalPathJson({t.get()}, step1());
-  EXPECT_NE(j.find(R"("path_ns":85000,"traces":[0],"notes":["the path (0.085 ms) is longer than the step )"
-                   R"((0.020 ms))"),
+  EXPECT_NE(j.find(R"("step_ns":86000,"path_ns":85000,"traces":[0],"notes":["the step's work ends 0.066 ms after )"
+                   R"(its host range (0.020 ms) does: the device runs behind the host.)"),
             std::string::npos)
       << j;
+  EXPECT_NE(j.find(R"("path_share":0.9883720930232558,"host_step_ns":20000,"lag_ns":66000,)"), std::string::npos) << j;
 }
 
 TEST(CriticalPath, WhatIfNamesWhatTheStepHolds) {

@@ -83,10 +83,45 @@ bool has(const std::string& json, const std::string& part) { return json.find(pa
 
 TEST(Report, StepSplitsIntoDeviceHostAndIdle) {
   const std::string json = reportOf(oneStep());
-  EXPECT_TRUE(has(json, R"("steps":[{"name":"ProfilerStep#1","start_ns":0,"end_ns":200000,"duration_ns":200000,)"
+  EXPECT_TRUE(has(json, R"("step_clock":"host",)"));
+  EXPECT_TRUE(has(json, R"("steps":[{"name":"ProfilerStep#1","clock":"host","start_ns":0,"end_ns":200000,)"
+                        R"("duration_ns":200000,"host_start_ns":0,"host_end_ns":200000,"host_duration_ns":200000,)"
+                        R"("device_start_ns":10000,"device_end_ns":191000,"device_duration_ns":181000,)"
+                        R"("lag_ns":-9000,"device_span_cut":false,)"
                         R"("device_ns":63000,"communication_ns":0,"comm_total_ns":0,"host_ns":112000,)"
                         R"("idle_ns":25000,"bound_by":"host"}])"))
-      << json.substr(json.find("\"report\""), 400);
+      << json.substr(json.find("\"report\""), 900);
+}
+
+// steps 1-3 are 10 us host ranges each launching a 25 us kernel that runs after the range (at 2-27, 27-52, 52-77);
+// step 4 (30-100) launches a 10 us kernel (77-87) and synchronises. On the device clock each step is its own
+// kernel: the shares add up to the span and never count an earlier step's work.
+TEST(Report, StepsOfALaggingDeviceAreTheirDeviceSpans) {
+  constexpr int64_t kUs = 1000;
+  TraceBuilder b;
+  b.lanes(0, {7}).span(0, 100 * kUs);
+  const int64_t hostStart[] = {0, 10, 20, 30}, hostDur[] = {10, 10, 10, 70};
+  const int64_t kernelStart[] = {2, 27, 52, 77}, kernelDur[] = {25, 25, 25, 10};
+  for (int k = 0; k < 4; ++k) {
+    const int64_t id = 10 + k, correlation = 100 + k;
+    b.op("ProfilerStep#" + std::to_string(k + 1), hostStart[k] * kUs, hostDur[k] * kUs, id * 10, "user_annotation");
+    b.op("aten::mm", (hostStart[k] + 1) * kUs, 2 * kUs, id);
+    b.runtime("orLaunchKernel", (hostStart[k] + 1) * kUs, 1 * kUs, correlation, id);
+    b.kernel("gemm", kernelStart[k] * kUs, kernelDur[k] * kUs, 0, 7, correlation, id);
+  }
+  b.op("aten::synchronize", 32 * kUs, 56 * kUs, 20).runtime("orDeviceSynchronize", 32 * kUs, 56 * kUs, 200, 20);
+  const std::string json = reportOf(b);
+  EXPECT_TRUE(has(json, R"("step_clock":"device","step_clock_note":"each step is its device span)")) << json;
+  EXPECT_TRUE(has(json, R"({"name":"ProfilerStep#2","clock":"device","start_ns":27000,"end_ns":52000,)"
+                        R"("duration_ns":25000,"host_start_ns":10000,"host_end_ns":20000,"host_duration_ns":10000,)"
+                        R"("device_start_ns":27000,"device_end_ns":52000,"device_duration_ns":25000,"lag_ns":32000,)"
+                        R"("device_span_cut":false,"device_ns":25000,"communication_ns":0,"comm_total_ns":0,)"
+                        R"("host_ns":0,"idle_ns":0,"bound_by":"device"})"))
+      << json.substr(json.find("\"report\""), 1500);
+  EXPECT_TRUE(has(json, R"({"name":"ProfilerStep#4","clock":"device","start_ns":77000,"end_ns":87000,)"
+                        R"("duration_ns":10000,"host_start_ns":30000,"host_end_ns":100000,"host_duration_ns":70000,)"
+                        R"("device_start_ns":77000,"device_end_ns":87000,"device_duration_ns":10000,"lag_ns":-13000,)"))
+      << json.substr(json.find("\"report\""), 2500);
 }
 
 TEST(Report, OpTableGroupsByInputShapes) {

@@ -205,3 +205,81 @@ TEST(Steps, ATraceWithoutStepsAsksForARangeOrTheWholeTrace) {
 
 }  // namespace
 }  // namespace openreg::trace
+
+namespace openreg::trace {
+namespace {
+
+// A host that launches faster than the device runs: steps 1-3 are 10 us host ranges at 0, 10 and 20, each
+// launching (at +1) a 25 us kernel; on one stream they run at 2-27, 27-52 and 52-77. Step 4 (30-100) launches
+// a 10 us kernel at 31 and synchronises: it runs at 77-87, and the lag runs out.
+TraceBuilder laggingLoop() {
+  TraceBuilder b;
+  b.lanes(0, {7}).span(0, 100 * kUs);
+  const int64_t hostStart[] = {0, 10, 20, 30}, hostDur[] = {10, 10, 10, 70};
+  const int64_t kernelStart[] = {2, 27, 52, 77}, kernelDur[] = {25, 25, 25, 10};
+  for (int k = 0; k < 4; ++k) {
+    const int64_t id = 10 + k, correlation = 100 + k;
+    b.op("ProfilerStep#" + std::to_string(k + 1), hostStart[k] * kUs, hostDur[k] * kUs, id * 10, "user_annotation");
+    b.op("aten::mm", (hostStart[k] + 1) * kUs, 2 * kUs, id);
+    b.runtime("orLaunchKernel", (hostStart[k] + 1) * kUs, 1 * kUs, correlation, id);
+    b.kernel("gemm", kernelStart[k] * kUs, kernelDur[k] * kUs, 0, 7, correlation, id);
+  }
+  b.op("aten::synchronize", 32 * kUs, 56 * kUs, 20).runtime("orDeviceSynchronize", 32 * kUs, 56 * kUs, 200, 20);
+  return b;
+}
+
+TEST(StepSpans, AStepsDeviceSpanIsTheWorkItLaunched) {
+  auto t = laggingLoop().load();
+  ASSERT_EQ(t->steps.size(), 4u);
+  const int64_t deviceStart[] = {2, 27, 52, 77}, deviceEnd[] = {27, 52, 77, 87}, lag[] = {17, 32, 47, -13};
+  for (size_t k = 0; k < 4; ++k) {
+    const Step& s = t->steps[k];
+    EXPECT_TRUE(s.hasDeviceWork);
+    EXPECT_EQ(s.deviceStart, deviceStart[k] * kUs) << k;
+    EXPECT_EQ(s.deviceEnd, deviceEnd[k] * kUs) << k;
+    EXPECT_EQ(s.lagNs(), lag[k] * kUs) << k;
+    EXPECT_FALSE(s.deviceSpanCut);
+  }
+  EXPECT_EQ(t->stepClock, StepClock::Device);
+  EXPECT_EQ(t->stepClockNote,
+            "each step is its device span (from the first device work it launched to the end of the last): the "
+            "device runs behind the host, finishing a step's work a median 0.032 ms after its host range ends (the "
+            "host launches ahead and waits later); the lag runs out in ProfilerStep#4 (the host waited for the "
+            "device there)");
+  EXPECT_EQ(t->stepSpan(t->steps[1]), std::make_pair(27 * kUs, 52 * kUs));
+}
+
+// Without lag (each step synchronises), a step is its host range.
+TEST(StepSpans, AStepThatWaitsForItsWorkIsItsHostRange) {
+  TraceBuilder b;
+  b.lanes(0, {7}).span(0, 40 * kUs);
+  for (int k = 0; k < 2; ++k) {
+    const int64_t at = k * 20 * kUs, id = 10 + k;
+    b.op("ProfilerStep#" + std::to_string(k + 1), at, 20 * kUs, id * 10, "user_annotation");
+    b.runtime("orLaunchKernel", at + 1 * kUs, 1 * kUs, 100 + k, id);
+    b.kernel("gemm", at + 2 * kUs, 10 * kUs, 0, 7, 100 + k, id);
+    b.runtime("orDeviceSynchronize", at + 3 * kUs, 10 * kUs, 200 + k, id);
+  }
+  auto t = b.load();
+  EXPECT_EQ(t->stepClock, StepClock::Host);
+  EXPECT_EQ(t->steps[0].lagNs(), -8 * kUs);
+  EXPECT_EQ(t->stepSpan(t->steps[1]), std::make_pair(20 * kUs, 40 * kUs));
+}
+
+// Work on two streams overlapping the next step's: the span ends where the next step's begins.
+TEST(StepSpans, OverlappingStepsOnTheDeviceAreCutWhereTheNextBegins) {
+  TraceBuilder b;
+  b.lanes(0, {7, 8}).span(0, 100 * kUs);
+  b.op("ProfilerStep#1", 0, 10 * kUs, 100, "user_annotation");
+  b.runtime("orLaunchKernel", 1 * kUs, 1 * kUs, 101, 1).kernel("long", 5 * kUs, 60 * kUs, 0, 8, 101, 1);
+  b.op("ProfilerStep#2", 10 * kUs, 10 * kUs, 200, "user_annotation");
+  b.runtime("orLaunchKernel", 11 * kUs, 1 * kUs, 102, 2).kernel("next", 30 * kUs, 20 * kUs, 0, 7, 102, 2);
+  auto t = b.load();
+  EXPECT_EQ(t->steps[0].deviceEnd, 30 * kUs);
+  EXPECT_TRUE(t->steps[0].deviceSpanCut);
+  EXPECT_EQ(t->steps[1].deviceStart, 30 * kUs);
+  EXPECT_EQ(t->steps[1].deviceEnd, 50 * kUs);
+}
+
+}  // namespace
+}  // namespace openreg::trace

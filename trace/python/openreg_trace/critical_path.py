@@ -140,6 +140,8 @@ def each_step_text(r: dict[str, Any]) -> str:
             f"  {s['step']:<18} {_ms(s['path_ns']):>12} of {_ms(s['step_ns']):>12} "
             f"({100 * s['path_share']:5.1f}%)  mostly {kind}"
         )
+        if s.get("lag_ns"):
+            line += f"; device {_ms(s['lag_ns'])} behind the host range"
         if longest:
             line += f"; longest on it: {longest[0]['name'][:50]}"
         if ranks:
@@ -253,10 +255,17 @@ def _ms(ns: int) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
+def _lag_text(r: dict[str, Any]) -> str:
+    """Where the step's work outran its host range: the step is measured to the end of its work."""
+    if not r.get("lag_ns"):
+        return ""
+    return f", to the end of its work (host range {_ms(r['host_step_ns'])}, the device {_ms(r['lag_ns'])} behind)"
+
+
 def report_text(r: dict[str, Any], top: int = 10) -> str:
     lines = [
         f"Critical path of {r['step']}: {_ms(r['path_ns'])} of a {_ms(r['step_ns'])} step "
-        f"({100 * r['path_share']:.1f}%)"
+        f"({100 * r['path_share']:.1f}%)" + _lag_text(r)
     ]
     lines.extend(_steps_note(r))
     lines.extend(f"  note: {n}" for n in r.get("notes", []))

@@ -58,6 +58,7 @@ def summary_text(s: dict[str, Any], path: str = "", top: int = 10) -> str:
     steps = t.get("steps") or {}
     if steps.get("from") == "Optimizer.step#":  # an on-demand trace: said how its steps were found
         out.append(f"  steps: {steps['note']}")
+    out.extend(_step_time_text(steps))
     if t["malformed_events"]:
         out.append(f"  warning: {t['malformed_events']} malformed events were ignored (run `check` for details)")
 
@@ -183,6 +184,21 @@ def summary_text(s: dict[str, Any], path: str = "", top: int = 10) -> str:
     return "\n".join(out)
 
 
+def _step_time_text(steps: dict[str, Any]) -> list[str]:
+    """Mean step time on the trace's step clock, and why that clock."""
+    durations = steps.get("durations_ns") or []
+    if not durations:
+        return []
+    mean = sum(durations) / len(durations)
+    hosts = steps.get("host_durations_ns") or durations
+    line = f"  step time {duration(mean)} (mean of {len(durations)}, "
+    if steps.get("clock") == "device":
+        line += f"device spans; host ranges {duration(sum(hosts) / len(hosts))})"
+    else:
+        line += "host ranges)"
+    return [line, f"    {steps['clock_note']}"] if steps.get("clock_note") else [line]
+
+
 def _critical_path_text(cp: dict[str, Any] | None) -> list[str]:
     """The summary's short critical-path section (`critical-path` has the whole report)."""
     if not cp:
@@ -193,6 +209,11 @@ def _critical_path_text(cp: dict[str, Any] | None) -> list[str]:
         f"Critical path of {cp['step']}: {duration(cp['path_ns'])} of {duration(cp['step_ns'])} "
         f"({percent(cp['path_share'])}); " + ", ".join(f"{k} {percent(v / cp['step_ns'])}" for v, k in kinds[:4]),
     ]
+    if cp.get("lag_ns"):
+        out.append(
+            f"  the step is measured to the end of its work: host range {duration(cp['host_step_ns'])}, "
+            f"the device {duration(cp['lag_ns'])} behind when it ends"
+        )
     longest = sorted(cp["top_ops"] + cp["top_kernels"], key=lambda r: -r["path_ns"])[:3]
     if longest:
         out.append("  longest on it: " + ", ".join(f"{r['name'][:60]} {duration(r['path_ns'])}" for r in longest))

@@ -147,7 +147,7 @@
     const cards = [
       ['Events', fmtInt(S.trace.events)],
       ['Window', fmtNs(S.window ? S.window.duration_ns : null)],
-      [steps.length && steps[0].name !== 'window' ? `Step time (mean of ${steps.length})` : 'Profiled span', fmtNs(stepNs)],
+      [steps.length && steps[0].name !== 'window' ? `Step time${R.step_clock === 'device' ? ' on the device' : ''} (mean of ${steps.length})` : 'Profiled span', fmtNs(stepNs)],
       ['Device time', fmtNs(S.device_total_ns)],
       ['Device utilisation', pct(util)],
       ['Kernels (distinct)', fmtInt(S.kernel_names)],
@@ -179,11 +179,13 @@
       const counts = {};
       steps.forEach((s) => (counts[s.bound_by] = (counts[s.bound_by] || 0) + 1));
       $('steps-note').replaceChildren('Bound by: ', ...Object.entries(counts).map(([k, n]) => el('span', {}, el('span', { class: 'bound ' + k, text: k }), ` ${n} step${n > 1 ? 's' : ''}  `)),
-        ...(R.steps_note ? [el('div', { class: 'note', text: 'Steps: ' + R.steps_note })] : []));
+        ...(R.steps_note ? [el('div', { class: 'note', text: 'Steps: ' + R.steps_note })] : []),
+        ...(R.step_clock_note ? [el('div', { class: 'note', id: 'step-clock-note', text: 'Step time: ' + R.step_clock_note })] : []));
       const box = el('div', { class: 'steps-table' });
       $('steps-note').after(box);
       table(box, [
-        { key: 'name', label: 'step', cls: 'mono' }, { key: 'duration_ns', label: 'duration', num: true, fmt: fmtNs },
+        { key: 'name', label: 'step', cls: 'mono' }, { key: 'duration_ns', label: R.step_clock === 'device' ? 'duration (device span)' : 'duration (host range)', num: true, fmt: fmtNs },
+        { key: 'host_duration_ns', label: 'host range', num: true, fmt: fmtNs }, { key: 'lag_ns', label: 'device behind by', num: true, fmt: fmtNs },
         { key: 'device_ns', label: 'device', num: true, fmt: fmtNs }, { key: 'communication_ns', label: 'exposed comm.', num: true, fmt: fmtNs },
         { key: 'host_ns', label: 'host', num: true, fmt: fmtNs }, { key: 'idle_ns', label: 'idle', num: true, fmt: fmtNs },
         { key: 'bound_by', label: 'bound by', fmt: (v) => v },
@@ -267,7 +269,8 @@
       return;
     }
     slot.dataset.state = 'filled';
-    slot.append(el('div', {}, el('b', { text: `${cp.step}: path ${fmtNs(cp.path_ns)}` }), ` of the step's ${fmtNs(cp.step_ns)} (${pct(cp.path_share)})`));
+    slot.append(el('div', {}, el('b', { text: `${cp.step}: path ${fmtNs(cp.path_ns)}` }), ` of the step's ${fmtNs(cp.step_ns)} (${pct(cp.path_share)})`,
+      ...(cp.lag_ns > 0 ? [el('div', { class: 'note', text: `The step is measured to the end of the work it launched: its host range is ${fmtNs(cp.host_step_ns)}, and the device is ${fmtNs(cp.lag_ns)} behind the host when it ends.` })] : [])));
     const kinds = Object.entries(cp.kinds || {}).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
     const total = kinds.reduce((a, [, v]) => a + v, 0) || 1;
     const KC = { host_op: COLORS.host, launch_overhead: '#a78bfa', kernel: COLORS.device, copy: '#22c55e', sync_wait: '#ef4444', communication: COLORS.communication, idle: COLORS.idle };
