@@ -701,6 +701,47 @@ def scenario_trace() -> dict:
     return {"key_averages": averages, "communication_stream": stream, "pipelined_numel": PIPELINED_IN_TRACE}
 
 
+def scenario_fsdp2_trace() -> dict:
+    """Two profiled FSDP2 steps (torchtitan's setup: fully_shard per layer and at the root, a gradient divide
+    factor); one trace per rank in $RANK_FOLDER/fsdp2_traces, and what each rank launched."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+    init()
+    dev = device()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8)
+    ).to(dev)
+    mesh = init_device_mesh(dev.type, (WORLD,))
+    layers = [layer for layer in model if isinstance(layer, torch.nn.Linear)]
+    for layer in layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.set_gradient_divide_factor(3.0)  # not the world size: PREMUL_SUM(1/3), as torchtitan's
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batch, target = torch.randn(32, 64, device=dev), torch.randn(32, 8, device=dev)
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+        schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
+        on_trace_ready=tensorboard_trace_handler(os.path.join(FOLDER, "fsdp2_traces"), worker_name=f"rank{RANK}"),
+        record_shapes=True,
+    ) as prof:
+        for _ in range(4):
+            optimizer.zero_grad()
+            torch.nn.functional.mse_loss(model(batch), target).backward()
+            optimizer.step()
+            torch.openreg.synchronize()
+            prof.step()
+    stream = dist.group.WORLD._get_backend(dev).communication_stream_id(dev.index)
+    shard_numels = [p.to_local().numel() for p in model.parameters()]
+    dist.destroy_process_group()
+    return {"communication_stream": stream, "layers": len(layers), "shard_numels": shard_numels}
+
+
 def _error_of(fn) -> str | None:
     try:
         fn()
@@ -931,6 +972,7 @@ SCENARIOS = {
     "default_backend": scenario_default_backend,
     "ddp": scenario_ddp,
     "trace": scenario_trace,
+    "fsdp2_trace": scenario_fsdp2_trace,
 }
 
 
