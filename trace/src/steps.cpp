@@ -41,13 +41,23 @@ std::vector<Step> profilerSteps(Trace& t) {
   return steps;
 }
 
-// The ends of the Optimizer.step# ranges on the host thread that has the most
-// of them (the training loop's), in time order.
+// Whether an Optimizer.step# range encloses slice i (a container of
+// optimizers, as torchtitan's OptimizersContainer.step around AdamW.step).
+bool insideOptimizerStep(const Trace& t, uint32_t i) {
+  for (int32_t p = t.parent[i]; p != kNoSlice; p = t.parent[p])
+    if (startsWith(t.str(t.slices[p].name), kOptimizerStep)) return true;
+  return false;
+}
+
+// The ends of the outermost Optimizer.step# ranges on the host thread that
+// has the most of them (the training loop's), in time order.
 std::vector<int64_t> optimizerStepEnds(const Trace& t) {
   std::map<uint32_t, std::vector<int64_t>> byLane;
-  for (const Slice& s : t.slices)
-    if (t.laneKind[s.lane] == LaneKind::Host && startsWith(t.str(s.name), kOptimizerStep))
+  for (uint32_t i = 0; i < t.slices.size(); ++i) {
+    const Slice& s = t.slices[i];
+    if (t.laneKind[s.lane] == LaneKind::Host && startsWith(t.str(s.name), kOptimizerStep) && !insideOptimizerStep(t, i))
       byLane[s.lane].push_back(s.end());
+  }
   const std::vector<int64_t>* best = nullptr;
   for (const auto& [lane, ends] : byLane)
     if (!best || ends.size() > best->size()) best = &ends;

@@ -94,6 +94,17 @@ TEST(Steps, TheThreadWithTheMostOptimizerStepsIsTheLoop) {
   EXPECT_EQ(t->steps[1].end, 50 * kUs);
 }
 
+// A container of optimizers (torchtitan's OptimizersContainer.step) records its own Optimizer.step# range
+// around each optimizer's: one step, ending where the outermost range ends.
+TEST(Steps, NestedOptimizerStepsAreOneStep) {
+  TraceBuilder b = onDemandLoop();
+  for (int64_t end : {20, 50, 80})
+    b.op("Optimizer.step#AdamW.step", (end - 3) * kUs, 2 * kUs, 500 + end, "user_annotation");
+  const auto t = b.load();
+  EXPECT_EQ(steps(*t), (std::vector<Seen>{{"iteration 1", 20 * kUs, 50 * kUs, 1, false},
+                                          {"iteration 2", 50 * kUs, 80 * kUs, 2, false}}));
+}
+
 TEST(Steps, NoStepsSaySo) {
   TraceBuilder b;
   b.lanes(0, {1}).launch("aten::mm", "gemm", 0, 3 * kUs, 4 * kUs, 0, 1, 101, 1);
