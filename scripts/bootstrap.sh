@@ -44,6 +44,12 @@ else
   "$PYTHON" -m pip install -q --no-deps traceinsight==0.6.1
 fi
 
+# torchtitan 0.3.0 and what it imports, for tests/torchtitan (scripts/install_torchtitan.sh: every package
+# pinned and --no-deps, so that torch stays 2.13.0); skipped once installed.
+if ! "$PYTHON" -c "import importlib.metadata as m, sys; sys.exit(0 if m.version('torchtitan') == '0.3.0' else 1)" 2>/dev/null; then
+  PYTHON="$PYTHON" scripts/install_torchtitan.sh
+fi
+
 # The trace tools first (trace/: the package openreg_trace, the command openreg-trace): the backend
 # depends on them. Editable, so the checkout's Python is what runs; no torch, and no build isolation:
 # its pinned build backend came with requirements-test.txt.

@@ -61,6 +61,10 @@ echo "== Python tests"
 # -rs lists every skipped test with its reason in the log.
 "$PYTHON" -m pytest -q -rs tests
 
+# Not a pytest module: two torchrun jobs of about 20 s each, checked against each other (tests/torchtitan/README.md).
+echo "== torchtitan 0.3.0 on openreg: FSDP2 on 2 ranks against 1 rank (tests/torchtitan)"
+"$PYTHON" tests/torchtitan/run_torchtitan_check.py
+
 if [[ -n "${SKIP_SANITIZERS:-}" ]]; then
   echo "== NOTE: the sanitizer runs were SKIPPED (SKIP_SANITIZERS is set)"
 fi
