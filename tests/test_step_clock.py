@@ -10,6 +10,7 @@ Exact figures for a synthetic lagging trace are in trace/tests/test_steps.cpp an
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -125,3 +126,33 @@ def test_held_traces_keep_paths_within_their_steps(name):
         assert s["path_ns"] <= s["step_ns"], (name, s)
     # These GPUs keep up with their hosts (each step waits): the host clock, as before.
     assert report_steps(path)["step_clock"] == "host"
+
+
+def test_the_demo_s_steps_add_up_on_their_clock(tmp_path):
+    """openreg's own demo (the GPT, two profiled steps per trace): whichever clock its steps take, each step's shares
+    add up to its span, the page's data names the clock, and no step's path is longer than the step."""
+    out = tmp_path / "traces"
+    done = subprocess.run(
+        [sys.executable, "-m", "torch_openreg", "demo", "--size", "tiny", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    traces = sorted(out.glob("*.pt.trace.json"))
+    assert traces
+    for trace in traces:
+        r = report_steps(trace)
+        assert r["step_clock"] in ("host", "device") and r["step_clock_note"], r
+        assert r["steps"]
+        for s in r["steps"]:
+            assert s["device_ns"] + s["communication_ns"] + s["host_ns"] + s["idle_ns"] == s["duration_ns"], s
+            span = (
+                (s["device_start_ns"], s["device_end_ns"])
+                if s["clock"] == "device"
+                else (s["host_start_ns"], s["host_end_ns"])
+            )
+            assert (s["start_ns"], s["end_ns"]) == span
+        for s in each_step([trace], top=1)["steps"]:
+            assert s["path_ns"] <= s["step_ns"], s
