@@ -329,13 +329,14 @@ def test_cli_rejects_what_it_cannot_answer(tmp_path):
 def test_two_ranks_slowed_rank_bounds_the_step_across_ranks(tmp_path):
     """`demo --ranks 2` where rank 1, at each step, waits until rank 0 has begun the step and then sleeps 100 ms
     in a host op (so it arrives last at the step's first collective, by construction, whatever the machine's load),
-    and rank 0 sleeps 100 ms in one after its step's work (ops that sleep hold no core: the simulated devices keep
+    and rank 0 sleeps 300 ms in one after its step's work, more than rank 1's device can lag behind its host on a
+    loaded machine (ops that sleep hold no core: the simulated devices keep
     their pace). The path starts on rank 1 through its delay and ends on rank 0 through its own; between them it
     crosses ranks only at collectives, each time from the rank that arrived there last. Which rank is last at the
     later collectives depends on scheduling (waits of a few ms either way): the test asserts the relation, not
     who."""
     out = tmp_path / "traces"
-    env = dict(os.environ, OPENREG_DEMO_DELAY="1:100,0:100:after")
+    env = dict(os.environ, OPENREG_DEMO_DELAY="1:100,0:300:after")
     args = ["--size", "tiny", "--wait", "0", "--warmup", "1", "--active", "1", "--repeat", "1"]
     done = subprocess.run(
         [sys.executable, "-m", "torch_openreg", "demo", "--ranks", "2", "-o", str(out), *args],
