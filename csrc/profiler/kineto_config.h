@@ -7,6 +7,7 @@
 // apart. Torch-free, so it is unit-tested without Kineto.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 namespace openreg::profiler {
@@ -16,5 +17,9 @@ namespace openreg::profiler {
 // parses them; an empty list is no choice (Kineto falls back to its default
 // set). Never throws.
 bool configNamesActivityTypes(std::string_view configText);
+
+// The value of `key` in `configText` (its last line), trimmed; nullopt when
+// no line sets it. A view into `configText`. Never throws.
+std::optional<std::string_view> configValue(std::string_view configText, std::string_view key);
 
 }  // namespace openreg::profiler

@@ -55,6 +55,14 @@ void handPluginToKinetoInDaemonMode() {
   } catch (...) {}
 }
 
+void describeClientConfig(const libkineto::Config& config, SessionRequest& request) {
+  request.customConfig = config.getCustomConfig();
+  const std::string& text = config.source();
+  if (auto metrics = configValue(text, "CUPTI_PROFILER_METRICS")) request.profilerMetrics = std::string(*metrics);
+  if (auto perKernel = configValue(text, "CUPTI_PROFILER_ENABLE_PER_KERNEL"))
+    request.perKernel = std::string(*perKernel);
+}
+
 void describeOnDemandRequest(const libkineto::Config& config, SessionRequest& request) {
   request.typesByDefault = !configNamesActivityTypes(config.source());
   if (request.typesByDefault) request.runtime = true;

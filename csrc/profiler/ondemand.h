@@ -29,6 +29,10 @@ void handPluginToKinetoInDaemonMode();
 // the runtime rows and launch arrows: Kineto's default set has CUDA's runtime
 // type, not PRIVATEUSE1_RUNTIME. One that names types gets those.
 void describeOnDemandRequest(const libkineto::Config& config, SessionRequest& request);
+// Fills the request's client fields (customConfig, profilerMetrics, perKernel)
+// from what torch's _ExperimentalConfig put in Kineto's config. Never throws
+// past a std::bad_alloc.
+void describeClientConfig(const libkineto::Config& config, SessionRequest& request);
 
 // What endOnDemandTraceAtExit did.
 enum OnDemandExit : int {

@@ -113,6 +113,7 @@ class OpenregActivityProfiler final : public libkineto::IActivityProfiler {
       request.durationNs = durationMs > 0 ? durationMs * 1000000 : 0;
       request.onDemand = !config.activitiesLogToMemory();
       if (request.onDemand) describeOnDemandRequest(config, request);
+      describeClientConfig(config, request);
       const ActivityApi& api = ActivityApi::instance();
       if (!api.available()) {
         TORCH_WARN("openreg profiler: ", api.error(), "; the openreg device lanes of this trace stay empty");

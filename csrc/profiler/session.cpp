@@ -233,6 +233,16 @@ void OpenregSession::warnIfCancelled() const {
              "trace again once that profile() has ended");
 }
 
+void OpenregSession::writeClientConfig(common::JsonWriter& out) const {
+  out.key("client_config").beginObject().field("custom_config", request_.customConfig);
+  for (const auto& [key, value] : {std::pair{"profiler_metrics", &request_.profilerMetrics},
+                                   std::pair{"profiler_measure_per_kernel", &request_.perKernel}}) {
+    out.key(key);
+    value->has_value() ? out.value(**value) : out.null();
+  }
+  out.endObject();
+}
+
 void OpenregSession::writeOnDemand(common::JsonWriter& out) const {
   out.key("on_demand");
   if (!request_.onDemand) {
@@ -841,6 +851,7 @@ std::unordered_map<std::string, std::string> OpenregSession::getMetadata() {
       .field("requested_duration_ms", request_.durationNs / 1000000)
       .field("deferred_start", deferredStart());
   writeOnDemand(w);
+  writeClientConfig(w);
   w.endObject();
   out["openreg_profiler"] = w.take();
   return out;

@@ -49,6 +49,12 @@ struct SessionRequest {
   std::string traceId;          // REQUEST_TRACE_ID
   int iterations = 0;           // ACTIVITIES_ITERATIONS of an iteration-based request, else 0
   int startIteration = -1;      // Kineto's step count where it starts (after any roundup), else -1
+  // What torch's _ExperimentalConfig passed on through Kineto's config text,
+  // as the plugin received it: custom_profiler_config (CUSTOM_CONFIG) and
+  // profiler_metrics / profiler_measure_per_kernel (CUPTI_PROFILER_METRICS,
+  // CUPTI_PROFILER_ENABLE_PER_KERNEL). Recorded in the trace's metadata.
+  std::string customConfig;
+  std::optional<std::string> profilerMetrics, perKernel;
 
   bool anyDeviceActivity() const { return kernels || memcpy || memset || userAnnotations; }
   static SessionRequest fromActivityTypes(const std::set<libkineto::ActivityType>& types);
@@ -202,6 +208,8 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   void writeRuntimeCounters(common::JsonWriter& out) const;
   // The "on_demand" field of the metadata (null for other traces).
   void writeOnDemand(common::JsonWriter& out) const;
+  // What torch's _ExperimentalConfig passed on ("client_config" in the metadata).
+  void writeClientConfig(common::JsonWriter& out) const;
   // Says so when Kineto drops this on-demand trace unwritten.
   void warnIfCancelled() const;
   // OPENREG_PROFILER_DEBUG's line on stderr.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 using openreg::profiler::configNamesActivityTypes;
+using openreg::profiler::configValue;
 
 // The text `dyno gputrace` sends names no types: Kineto gives every plugin
 // its default set then.
@@ -30,4 +31,15 @@ TEST(KinetoConfig, CommentsAndOtherKeysDoNotCount) {
   EXPECT_FALSE(configNamesActivityTypes("# ACTIVITY_TYPES=kernel"));
   EXPECT_FALSE(configNamesActivityTypes("MY_ACTIVITY_TYPES=kernel\nACTIVITY_TYPES_X=kernel"));
   EXPECT_FALSE(configNamesActivityTypes("ACTIVITY_TYPES kernel"));
+}
+
+// What torch's _ExperimentalConfig(profiler_metrics=..., profiler_measure_per_kernel=...) writes into the text.
+TEST(KinetoConfig, AKeysValueIsItsLastLineTrimmed) {
+  const std::string text =
+      "ACTIVITIES_WARMUP_PERIOD_SECS=0\nCUPTI_PROFILER_METRICS= a,b \nCUPTI_PROFILER_ENABLE_PER_KERNEL=true # x";
+  EXPECT_EQ(configValue(text, "CUPTI_PROFILER_METRICS"), "a,b");
+  EXPECT_EQ(configValue(text, "CUPTI_PROFILER_ENABLE_PER_KERNEL"), "true");
+  EXPECT_EQ(configValue("K=1\nK=2", "K"), "2");
+  EXPECT_EQ(configValue("K=", "K"), "");
+  EXPECT_EQ(configValue("KK=1\n# K=1", "K"), std::nullopt);
 }
