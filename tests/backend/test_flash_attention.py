@@ -475,3 +475,36 @@ def test_bad_calls_raise_at_the_call(name, call, message):
     c = torch.tensor([0, 20], dtype=torch.int32, device=DEVICE)
     with pytest.raises(RuntimeError, match=message):
         call(q, c)
+
+
+def test_offsets_must_be_contiguous():
+    """The kernel reads cum_seq_q/k as arrays: a strided view of other offsets would be read wrong, silently."""
+    q = torch.randn(20, 2, 8, device=DEVICE)
+    store = torch.tensor([0, 3, 10, 15, 20], dtype=torch.int32, device=DEVICE)
+    for offsets in (store[::2], torch.zeros(1, dtype=torch.int32, device=DEVICE).expand(3)):
+        with pytest.raises(RuntimeError, match="cum_seq_q must be contiguous"):
+            torch.ops.aten._flash_attention_forward(q, q, q, offsets, offsets, 20, 20, 0.0, False, False)
+
+
+@pytest.mark.parametrize(
+    "q_rows, k_rows, causal, left, right",
+    [(16, 16, False, -1, 2**63 - 1), (16, 8, True, 2**63 - 1, -1), (8, 16, False, 2**63 - 1, 2**63 - 1)],
+)
+def test_a_window_of_int64_max_is_unbounded(q_rows, k_rows, causal, left, right):
+    """A window wider than the scores (sys.maxsize as "unbounded") must not overflow the band's arithmetic."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, q_rows, 2, 8), torch.randn(1, k_rows, 2, 8), torch.randn(1, k_rows, 2, 8)
+    expected = reference(*(t.transpose(1, 2) for t in (q, k, v)), band_mask(q_rows, k_rows, causal))[0].transpose(1, 2)
+    out = torch.ops.aten._flash_attention_forward(
+        *(t.to(DEVICE) for t in (q, k, v)),
+        None,
+        None,
+        q_rows,
+        k_rows,
+        0.0,
+        causal,
+        False,
+        window_size_left=left,
+        window_size_right=right,
+    )[0]
+    assert_close(out, expected, torch.float32, "output")

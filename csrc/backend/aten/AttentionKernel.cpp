@@ -179,15 +179,23 @@ struct TileIndex {
 // Query i's diagonal key is i + diagonalShift(g).
 int64_t diagonalShift(const Geometry& g) { return g.alignBottomRight ? g.keyLength - g.queryLength : 0; }
 
+// A window bound no wider than the scores (a window of INT64_MAX keys is
+// unbounded: the arithmetic below must not overflow); -1 stays unbounded.
+int64_t boundedWindow(int64_t keys, const Geometry& g) {
+  return keys < 0 ? keys : std::min(keys, g.queryLength + g.keyLength);
+}
+
 // The keys rows i0 .. i0 + rows - 1 see lie in [keyBegin, keyEnd).
 int64_t keyBegin(const Geometry& g, int64_t i0) {
-  if (g.keysBefore < 0) return 0;
-  return std::clamp<int64_t>(i0 + diagonalShift(g) - g.keysBefore, 0, g.keyLength);
+  const int64_t before = boundedWindow(g.keysBefore, g);
+  if (before < 0) return 0;
+  return std::clamp<int64_t>(i0 + diagonalShift(g) - before, 0, g.keyLength);
 }
 
 int64_t keyEnd(const Geometry& g, int64_t i0, int64_t rows) {
-  if (g.keysAfter < 0) return g.keyLength;
-  return std::clamp<int64_t>(i0 + rows + diagonalShift(g) + g.keysAfter, 0, g.keyLength);
+  const int64_t after = boundedWindow(g.keysAfter, g);
+  if (after < 0) return g.keyLength;
+  return std::clamp<int64_t>(i0 + rows + diagonalShift(g) + after, 0, g.keyLength);
 }
 
 template <class B, class A>
@@ -218,17 +226,18 @@ void finishScores(A* scores, int64_t ld, const TileIndex& t, const Geometry& g, 
   const auto scale = static_cast<A>(g.scale);
   constexpr A kMinusInf = -std::numeric_limits<A>::infinity();
   const int64_t shift = diagonalShift(g);
+  const int64_t keysAfter = boundedWindow(g.keysAfter, g), keysBefore = boundedWindow(g.keysBefore, g);
   for (int64_t r = 0; r < t.rows; ++r) {
     A* row = scores + r * ld;
     const int64_t i = t.i0 + r;
     for (int64_t c = 0; c < t.cols; ++c) row[c] *= scale;
     if (bias.has_value()) addBiasRow<T>(row, *bias, t, i);
-    if (g.keysAfter >= 0) {
-      const int64_t last = i + shift + g.keysAfter;  // the last key row i sees
+    if (keysAfter >= 0) {
+      const int64_t last = i + shift + keysAfter;  // the last key row i sees
       for (int64_t c = std::clamp<int64_t>(last + 1 - t.j0, 0, t.cols); c < t.cols; ++c) row[c] = kMinusInf;
     }
-    if (g.keysBefore >= 0) {
-      const int64_t first = i + shift - g.keysBefore;
+    if (keysBefore >= 0) {
+      const int64_t first = i + shift - keysBefore;
       const int64_t hidden = std::clamp<int64_t>(first - t.j0, 0, t.cols);
       for (int64_t c = 0; c < hidden; ++c) row[c] = kMinusInf;
     }

@@ -154,6 +154,8 @@ void checkOffsets(const char* op, const at::Tensor& cum, const char* name, const
               " must be a 1-d int32 tensor of batch + 1 offsets; got ", cum.scalar_type(), " of size ", cum.sizes());
   TORCH_CHECK(cum.device() == q.device(), op, ": ", name, " must be on the query's device ", q.device(), ", not ",
               cum.device());
+  // The kernel reads the offsets as an array (as CUDA's flash attention requires them).
+  TORCH_CHECK(cum.is_contiguous(), op, ": ", name, " must be contiguous; got strides ", cum.strides());
 }
 
 // The packed sequences of a call: the offsets stay on the device, read by the kernel.
