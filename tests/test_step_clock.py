@@ -32,8 +32,8 @@ STEPS = 4
 
 
 def profiled_steps(path: Path, synchronize_each_step: bool) -> Path:
-    """STEPS steps of six 384 x 384 matrix products; the host launches them in well under the device's time."""
-    x = torch.randn(384, 384, device="openreg")
+    """STEPS steps of six 512 x 512 matrix products; the host launches them in well under the device's time."""
+    x = torch.randn(512, 512, device="openreg")
     torch.openreg.synchronize()
     activities = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
     traced = {}
