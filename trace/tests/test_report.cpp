@@ -93,24 +93,10 @@ TEST(Report, StepSplitsIntoDeviceHostAndIdle) {
       << json.substr(json.find("\"report\""), 900);
 }
 
-// steps 1-3 are 10 us host ranges each launching a 25 us kernel that runs after the range (at 2-27, 27-52, 52-77);
-// step 4 (30-100) launches a 10 us kernel (77-87) and synchronises. On the device clock each step is its own
-// kernel: the shares add up to the span and never count an earlier step's work.
+// testing::laggingLoop: on the device clock each step is its own kernel: the shares add up to the span and never
+// count an earlier step's work.
 TEST(Report, StepsOfALaggingDeviceAreTheirDeviceSpans) {
-  constexpr int64_t kUs = 1000;
-  TraceBuilder b;
-  b.lanes(0, {7}).span(0, 100 * kUs);
-  const int64_t hostStart[] = {0, 10, 20, 30}, hostDur[] = {10, 10, 10, 70};
-  const int64_t kernelStart[] = {2, 27, 52, 77}, kernelDur[] = {25, 25, 25, 10};
-  for (int k = 0; k < 4; ++k) {
-    const int64_t id = 10 + k, correlation = 100 + k;
-    b.op("ProfilerStep#" + std::to_string(k + 1), hostStart[k] * kUs, hostDur[k] * kUs, id * 10, "user_annotation");
-    b.op("aten::mm", (hostStart[k] + 1) * kUs, 2 * kUs, id);
-    b.runtime("orLaunchKernel", (hostStart[k] + 1) * kUs, 1 * kUs, correlation, id);
-    b.kernel("gemm", kernelStart[k] * kUs, kernelDur[k] * kUs, 0, 7, correlation, id);
-  }
-  b.op("aten::synchronize", 32 * kUs, 56 * kUs, 20).runtime("orDeviceSynchronize", 32 * kUs, 56 * kUs, 200, 20);
-  const std::string json = reportOf(b);
+  const std::string json = reportOf(testing::laggingLoop());
   EXPECT_TRUE(has(json, R"("step_clock":"device","step_clock_note":"each step is its device span)")) << json;
   EXPECT_TRUE(has(json, R"({"name":"ProfilerStep#2","clock":"device","start_ns":27000,"end_ns":52000,)"
                         R"("duration_ns":25000,"host_start_ns":10000,"host_end_ns":20000,"host_duration_ns":10000,)"

@@ -220,24 +220,7 @@ TEST(Steps, ATraceWithoutStepsAsksForARangeOrTheWholeTrace) {
 namespace openreg::trace {
 namespace {
 
-// A host that launches faster than the device runs: steps 1-3 are 10 us host ranges at 0, 10 and 20, each
-// launching (at +1) a 25 us kernel; on one stream they run at 2-27, 27-52 and 52-77. Step 4 (30-100) launches
-// a 10 us kernel at 31 and synchronises: it runs at 77-87, and the lag runs out.
-TraceBuilder laggingLoop() {
-  TraceBuilder b;
-  b.lanes(0, {7}).span(0, 100 * kUs);
-  const int64_t hostStart[] = {0, 10, 20, 30}, hostDur[] = {10, 10, 10, 70};
-  const int64_t kernelStart[] = {2, 27, 52, 77}, kernelDur[] = {25, 25, 25, 10};
-  for (int k = 0; k < 4; ++k) {
-    const int64_t id = 10 + k, correlation = 100 + k;
-    b.op("ProfilerStep#" + std::to_string(k + 1), hostStart[k] * kUs, hostDur[k] * kUs, id * 10, "user_annotation");
-    b.op("aten::mm", (hostStart[k] + 1) * kUs, 2 * kUs, id);
-    b.runtime("orLaunchKernel", (hostStart[k] + 1) * kUs, 1 * kUs, correlation, id);
-    b.kernel("gemm", kernelStart[k] * kUs, kernelDur[k] * kUs, 0, 7, correlation, id);
-  }
-  b.op("aten::synchronize", 32 * kUs, 56 * kUs, 20).runtime("orDeviceSynchronize", 32 * kUs, 56 * kUs, 200, 20);
-  return b;
-}
+using testing::laggingLoop;
 
 TEST(StepSpans, AStepsDeviceSpanIsTheWorkItLaunched) {
   auto t = laggingLoop().load();

@@ -352,6 +352,46 @@ Gradients flashBackward(const char* op, const BackwardInputs& in, Layout layout,
   return grads;
 }
 
+// A _flash_attention_* call's layout, geometry and packed sequences (both
+// passes read them the same way).
+struct FlashCall {
+  Layout layout = Layout::BatchRowHead;
+  Geometry geometry;
+  std::optional<Sequences> sequences;
+};
+
+struct FlashInputs {
+  const at::Tensor& q;
+  const at::Tensor& k;
+  const at::Tensor& v;
+};
+
+struct FlashOptions {
+  const c10::SymInt& maxQ;
+  const c10::SymInt& maxK;
+  std::optional<double> scale;
+  bool isCausal = false;
+  const std::optional<c10::SymInt>& windowLeft;
+  const std::optional<c10::SymInt>& windowRight;
+};
+
+// `cumQ`, `cumK`: the offsets of the packed form, or nullptr for the fixed form.
+FlashCall flashCallOf(const char* op, const FlashInputs& in, const at::Tensor* cumQ, const at::Tensor* cumK,
+                      const FlashOptions& o) {
+  TORCH_CHECK((cumQ == nullptr) == (cumK == nullptr), op,
+              ": packed sequences need both cum_seq_q and cum_seq_k, or neither");
+  FlashCall call;
+  call.layout = cumQ != nullptr ? Layout::Packed : Layout::BatchRowHead;
+  checkInputs(op, in.q, in.k, in.v, call.layout);
+  call.geometry = geometryOf(in.q, in.k, call.layout, o.scale);
+  setFlashBand(op, call.geometry, o.isCausal, o.windowLeft, o.windowRight);
+  if (call.layout == Layout::Packed) {
+    call.sequences = sequencesOf(op, *cumQ, *cumK, in.q, in.k, o.maxQ, o.maxK);
+    setPacked(call.geometry, *call.sequences);
+  }
+  return call;
+}
+
 using FlashForwardTuple = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 FlashForwardTuple flashAttentionForward(
@@ -368,18 +408,11 @@ FlashForwardTuple flashAttentionForward(
   TORCH_CHECK(!sequsedK.has_value(), kName, ": seqused_k is not supported on openreg");
   TORCH_CHECK(!alibiSlopes.has_value(), kName, ": alibi_slopes is not supported on openreg");
   TORCH_CHECK(!blockTable.has_value(), kName, ": block_table (paged keys and values) is not supported on openreg");
-  TORCH_CHECK(cumSeqQ.has_value() == cumSeqK.has_value(), kName,
-              ": packed sequences need both cum_seq_q and cum_seq_k, or neither");
-  const Layout layout = cumSeqQ.has_value() ? Layout::Packed : Layout::BatchRowHead;
-  checkInputs(kName, query, key, value, layout);
-  Geometry g = geometryOf(query, key, layout, scale);
-  setFlashBand(kName, g, isCausal, windowSizeLeft, windowSizeRight);
-  std::optional<Sequences> sequences;
-  if (layout == Layout::Packed) {
-    sequences = sequencesOf(kName, *cumSeqQ, *cumSeqK, query, key, maxQ, maxK);
-    setPacked(g, *sequences);
-  }
-  ForwardResult r = flashForward(kName, query, key, value, layout, g, sequences, dropoutP, returnDebugMask);
+  const FlashCall call =
+      flashCallOf(kName, {query, key, value}, cumSeqQ ? &*cumSeqQ : nullptr, cumSeqK ? &*cumSeqK : nullptr,
+                  {maxQ, maxK, scale, isCausal, windowSizeLeft, windowSizeRight});
+  ForwardResult r =
+      flashForward(kName, query, key, value, call.layout, call.geometry, call.sequences, dropoutP, returnDebugMask);
   return {r.output, r.logSumExp, r.rngState, r.unused, r.debugMask};
 }
 
@@ -395,18 +428,11 @@ Gradients flashAttentionBackward(const at::Tensor& gradOut, const at::Tensor& qu
   if (!gradOut.defined()) return {};
   const c10::Device device = commonDevice(refArgs(gradOut, query, key, value, out, logSumExp, cumSeqQ, cumSeqK), kOp);
   c10::DeviceGuard guard(device);
-  TORCH_CHECK(cumSeqQ.defined() == cumSeqK.defined(), kName,
-              ": packed sequences need both cum_seq_q and cum_seq_k, or neither");
-  const Layout layout = cumSeqQ.defined() ? Layout::Packed : Layout::BatchRowHead;
-  checkInputs(kName, query, key, value, layout);
-  Geometry g = geometryOf(query, key, layout, scale);
-  setFlashBand(kName, g, isCausal, windowSizeLeft, windowSizeRight);
-  std::optional<Sequences> sequences;
-  if (layout == Layout::Packed) {
-    sequences = sequencesOf(kName, cumSeqQ, cumSeqK, query, key, maxQ, maxK);
-    setPacked(g, *sequences);
-  }
-  return flashBackward(kName, {gradOut, query, key, value, out, logSumExp}, layout, g, sequences, dropoutP, rngState);
+  const FlashCall call = flashCallOf(kName, {query, key, value}, cumSeqQ.defined() ? &cumSeqQ : nullptr,
+                                     cumSeqK.defined() ? &cumSeqK : nullptr,
+                                     {maxQ, maxK, scale, isCausal, windowSizeLeft, windowSizeRight});
+  return flashBackward(kName, {gradOut, query, key, value, out, logSumExp}, call.layout, call.geometry, call.sequences,
+                       dropoutP, rngState);
 }
 
 using SdpaFlashTuple = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
