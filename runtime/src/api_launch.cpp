@@ -33,6 +33,11 @@ orError_t launch(const orLaunchConfig& config, orStream_t streamHandle) {
                  config.annotation != nullptr ? activity::internName(config.annotation) : nullptr};
   task.correlationId = call.correlationId();
   task.recordDevice = call.correlationId() != 0 && activity::active(OR_ACTIVITY_KIND_KERNEL);
+  task.recordMetrics = task.recordDevice && activity::active(OR_ACTIVITY_KIND_KERNEL_METRICS);
+  if (task.recordMetrics) {
+    task.workload = {config.workKnown & (OR_KERNEL_WORK_FLOPS | OR_KERNEL_WORK_BYTES), config.flops, config.bytesRead,
+                     config.bytesWritten};
+  }
   stream->enqueue(std::move(task));
   return call.result(stream->device(), orSuccess);
 }
@@ -66,7 +71,8 @@ orError_t orLaunchKernelEx(const orLaunchConfig* config, orStream_t stream) {
     std::memcpy(&copy, config, known);
     if (known < offsetof(orLaunchConfig, block)) copy.grid = {1, 1, 1};
     if (known < offsetof(orLaunchConfig, sharedMemBytes)) copy.block = {1, 1, 1};
-    // (annotation past an older structSize reads as NULL: copy was zeroed.)
+    // (annotation and the work fields past an older structSize read as NULL
+    // and 0: copy was zeroed.)
     return launch(copy, stream);
   });
 }

@@ -70,6 +70,7 @@ orError_t orMalloc(void** ptr, size_t size) {
                       "orMalloc: the host backing openreg device %d could not provide %zu bytes", index, size);
       } else {
         runtime->memory.add(memory, {size, rounded, index, orMemoryTypeDevice});
+        device.requestedBytes.fetch_add(size, std::memory_order_relaxed);
         *ptr = memory;
         activity::recordMemory(call, OR_ACTIVITY_MEMORY_ALLOCATE, OR_ACTIVITY_MEMORY_KIND_DEVICE, index, memory, size);
       }
@@ -108,6 +109,7 @@ orError_t orFree(void* ptr) {
                            removed.size);
     std::free(ptr);
     runtime->devices[removed.device]->usedBytes.fetch_sub(removed.reserved);
+    runtime->devices[removed.device]->requestedBytes.fetch_sub(removed.size, std::memory_order_relaxed);
     return call.result(removed.device, orSuccess);
   });
 }

@@ -24,6 +24,13 @@ inline uint64_t steadyNowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// CPU time of the calling thread (a device worker's busy time).
+inline uint64_t threadCpuNs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 struct DeviceClockModel {
   // The rate drifts for this long after start-up, then holds: a drift cannot
   // drive the rate to zero in a long run once its setting was accepted

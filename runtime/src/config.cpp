@@ -152,6 +152,22 @@ Config readConfigFromEnvironment() {
     }
     config.exitDrainTimeoutMs = static_cast<uint64_t>(integer);
   }
+  if (const char* v = env("OPENREG_PEAK_GFLOPS")) {
+    if (!parseReal(v, &config.peakFlopsPerSecond) || !(config.peakFlopsPerSecond > 0) ||
+        config.peakFlopsPerSecond > 1e9) {
+      config.error = std::string("OPENREG_PEAK_GFLOPS='") + v + "' is not a number in (0, 1e9]";
+      return config;
+    }
+    config.peakFlopsPerSecond *= 1e9;
+  }
+  if (const char* v = env("OPENREG_PEAK_GBPS")) {
+    if (!parseReal(v, &config.peakBytesPerSecond) || !(config.peakBytesPerSecond > 0) ||
+        config.peakBytesPerSecond > 1e9) {
+      config.error = std::string("OPENREG_PEAK_GBPS='") + v + "' is not a number in (0, 1e9]";
+      return config;
+    }
+    config.peakBytesPerSecond *= 1e9;
+  }
   if (const char* v = env("OPENREG_TEST_FAIL_RECORD_BUFFER_ALLOCS")) {
     if (!parseInteger(v, 0, 1000000000, &config.failRecordBufferAllocs)) {
       config.error = std::string("OPENREG_TEST_FAIL_RECORD_BUFFER_ALLOCS='") + v + "' is not a count";

@@ -18,6 +18,12 @@ struct Config {
   double clockDriftPpmPerS = 0;
   uint64_t flushTimeoutMs = 30000;
   uint64_t exitDrainTimeoutMs = 10000;
+  // The device's declared nominal peaks (OPENREG_PEAK_GFLOPS,
+  // OPENREG_PEAK_GBPS), reported to profilers for rooflines. 0: derived from
+  // the properties (a multiply-add per compute unit per cycle; 16 bytes per
+  // cycle per executor thread).
+  double peakFlopsPerSecond = 0;
+  double peakBytesPerSecond = 0;
   // Test only (OPENREG_TEST_FAIL_RECORD_BUFFER_ALLOCS): the first n
   // allocations of a thread's record buffer fail as if the host were out of
   // memory. Read by activity/buffers.cpp.

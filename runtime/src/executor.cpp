@@ -205,6 +205,7 @@ bool Executor::run(const std::shared_ptr<Stream>& stream, Task& task) {
 
 void Executor::runKernel(Stream& stream, Task& task) {
   const uint64_t start = task.recordDevice ? clock_->now() : 0;
+  const uint64_t cpuStart = task.recordMetrics ? threadCpuNs() : 0;  // inside the span: busy <= duration
   char message[512];
   message[0] = '\0';
   int result;
@@ -217,17 +218,20 @@ void Executor::runKernel(Stream& stream, Task& task) {
     result = -1;
     std::snprintf(message, sizeof(message), "kernel threw an unknown exception");
   }
+  const uint64_t busyNs = task.recordMetrics ? threadCpuNs() - cpuStart : 0;
   const uint64_t end = task.recordDevice ? clock_->now() : 0;
   destroyUserData(task);
   if (result != 0) reportKernelFailure(stream, task, message, sizeof(message));
   if (task.recordDevice) {
     activity::recordKernel(task, stream, start, end, result == 0 ? orSuccess : orErrorLaunchFailure);
+    if (task.recordMetrics) activity::recordKernelMetrics(task, stream, busyNs);
   }
 }
 
 void Executor::runMemcpy(Stream& stream, Task& task) {
   const uint64_t start = task.recordDevice ? clock_->now() : 0;
   std::memmove(task.copy.dst, task.staging ? task.staging.get() : task.copy.src, task.copy.bytes);
+  copiedBytes_.fetch_add(task.copy.bytes, std::memory_order_relaxed);
   if (task.recordDevice) activity::recordMemcpy(task, stream, start, clock_->now());
 }
 

@@ -37,6 +37,8 @@ class Executor {
   void discardPendingWork() { discarding_.store(true, std::memory_order_release); }
 
   int threadCount() const { return threadCount_; }
+  // Bytes the device's copies (memcpy tasks) have moved, for COUNTER records.
+  uint64_t copiedBytes() const { return copiedBytes_.load(std::memory_order_relaxed); }
 
  private:
   void startThreads();
@@ -57,6 +59,7 @@ class Executor {
   const int device_;
   const int threadCount_;
   const DeviceClockModel* const clock_;
+  std::atomic<uint64_t> copiedBytes_{0};
 
   // Takes the next ready stream (high priority first); mutex_ held.
   std::shared_ptr<Stream> popReadyLocked();

@@ -62,6 +62,10 @@ Runtime* createRuntime() {
     p.executorThreads = config.workersPerDevice;
     p.streamPriorityLeast = 0;
     p.streamPriorityGreatest = -1;
+    device->peakFlopsPerSecond =
+        config.peakFlopsPerSecond > 0 ? config.peakFlopsPerSecond : 2.0 * p.multiProcessorCount * p.clockRate * 1000.0;
+    device->peakBytesPerSecond =
+        config.peakBytesPerSecond > 0 ? config.peakBytesPerSecond : 16.0 * p.executorThreads * p.clockRate * 1000.0;
     // Each device has its own counter: same rate model, different offset.
     device->clock.offsetNs = config.clockOffsetNs + static_cast<uint64_t>(index) * 1000000000ull;
     device->clock.originSteadyNs = origin;

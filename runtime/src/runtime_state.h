@@ -34,6 +34,12 @@ struct Device {
   DeviceClockModel clock;
   std::unique_ptr<Executor> executor;
   std::atomic<size_t> usedBytes{0};
+  // For COUNTER records: live orMalloc bytes as requested; the allocator's
+  // published MEMORY_ALLOCATED (UINT64_MAX: never published).
+  std::atomic<uint64_t> requestedBytes{0};
+  std::atomic<uint64_t> publishedAllocatedBytes{UINT64_MAX};
+  double peakFlopsPerSecond = 0;
+  double peakBytesPerSecond = 0;
 
   std::shared_ptr<Stream> defaultStream;
   orStream_t defaultStreamHandle = nullptr;

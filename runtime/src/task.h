@@ -38,6 +38,14 @@ struct KernelWork {
   const char* annotation;  // interned, or nullptr
 };
 
+// What a kernel's launcher said it does (orLaunchConfig's work fields).
+struct KernelWorkload {
+  uint32_t known = 0;  // OR_KERNEL_WORK_* bits
+  uint64_t flops = 0;
+  uint64_t bytesRead = 0;
+  uint64_t bytesWritten = 0;
+};
+
 struct CopyWork {
   void* dst;
   const void* src;  // ignored when the task holds a staging copy
@@ -73,7 +81,10 @@ struct Task {
   // record kind enabled: the executor then writes exactly one device record.
   bool recordDevice = false;
   bool isAsync = true;
+  // Kernels: also a KERNEL_METRICS record (set only with recordDevice).
+  bool recordMetrics = false;
   uint64_t correlationId = 0;
+  KernelWorkload workload;             // Kernel, when recordMetrics
   std::shared_ptr<Event> event;        // EventRecord, WaitEvent
   std::unique_ptr<uint8_t[]> staging;  // Memcpy: a pageable source copied at enqueue
   union {

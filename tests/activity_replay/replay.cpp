@@ -88,7 +88,17 @@ struct ScenarioItem {
     auto it = args.find(key);
     return it != args.end() ? std::strtold(it->second.c_str(), nullptr) : fallback;
   }
+  bool has(const std::string& key) const { return args.count(key) != 0; }
 };
+
+// counter= names of COUNTER items, as the plugin's metric names.
+uint32_t counterKind(const std::string& name) {
+  if (name == "memory_allocated") return OR_COUNTER_MEMORY_ALLOCATED;
+  if (name == "memory_reserved") return OR_COUNTER_MEMORY_RESERVED;
+  if (name == "queued_tasks") return OR_COUNTER_QUEUED_TASKS;
+  if (name == "copy_bytes") return OR_COUNTER_COPY_BYTES;
+  return static_cast<uint32_t>(std::strtoul(name.c_str(), nullptr, 10));  // a number: any kind, also unknown ones
+}
 
 struct Buffer {
   uint8_t* data = nullptr;
@@ -318,6 +328,27 @@ class Replay {
     }
   }
 
+  // The KERNEL_METRICS record of the kernel just written, when the item
+  // gives any of flops=, bytes_read=, bytes_written=, busy_ns=.
+  void writeKernelMetrics(const ScenarioItem& item, int device, uint64_t stream) {
+    if (!item.has("flops") && !item.has("bytes_read") && !item.has("bytes_written") && !item.has("busy_ns")) return;
+    orActivityKernelMetrics m{};
+    m.device = device;
+    m.streamId = stream;
+    m.correlationId = nextCorrelation - 1;
+    if (item.has("flops")) {
+      m.known |= OR_KERNEL_WORK_FLOPS;
+      m.flops = static_cast<uint64_t>(item.num("flops"));
+    }
+    if (item.has("bytes_read") || item.has("bytes_written")) {
+      m.known |= OR_KERNEL_WORK_BYTES;
+      m.bytesRead = static_cast<uint64_t>(item.num("bytes_read"));
+      m.bytesWritten = static_cast<uint64_t>(item.num("bytes_written"));
+    }
+    m.busyNs = static_cast<uint64_t>(item.num("busy_ns"));
+    writeRecord(m, OR_ACTIVITY_KIND_KERNEL_METRICS, device);
+  }
+
   // Replays the scenario into the window that opened at windowOpenedAt.
   void playScenario() {
     const uint64_t base = windowOpenedAt;
@@ -366,7 +397,17 @@ class Replay {
                     start + shift, end + shift, item.str("name"), static_cast<uint64_t>(item.num("bytes", 4096)),
                     copyKind, static_cast<uint64_t>(item.num("op", 0)), static_cast<uint64_t>(item.num("user", 0)),
                     static_cast<uint32_t>(item.num("tid", tid)), static_cast<size_t>(item.num("pad", 0)));
+          if (item.type == "kernel") writeKernelMetrics(item, device, static_cast<uint64_t>(item.num("stream", 1)));
         }
+      } else if (item.type == "counter") {
+        const int device = static_cast<int>(item.num("device", 0));
+        orActivityCounter c{};
+        c.device = device;
+        c.counter = counterKind(item.str("counter", "memory_allocated"));
+        c.streamId = static_cast<uint64_t>(item.num("stream", 0));
+        c.timestamp = at(item, "at_us", 0);
+        c.value = static_cast<uint64_t>(item.num("value", 0));
+        writeRecord(c, OR_ACTIVITY_KIND_COUNTER, device);
       }
     }
   }
@@ -622,6 +663,19 @@ REPLAY_API orError_t orActivityGetVersion(uint32_t* version) {
   return orSuccess;
 }
 
+#ifndef OPENREG_REPLAY_MINIMAL  // optional for the plugin
+REPLAY_API orError_t orActivitySetCounterPeriod(uint64_t periodNs) {
+  // Counters come from the scenario; the period is only checked.
+  if (periodNs < OR_ACTIVITY_COUNTER_PERIOD_MIN_NS || periodNs > OR_ACTIVITY_COUNTER_PERIOD_MAX_NS) return invalid();
+  return orSuccess;
+}
+
+REPLAY_API orError_t orActivityPublishCounter(int device, orActivityCounterKind counter, uint64_t /*value*/) {
+  if (device < 0 || device >= static_cast<int>(Replay::get().devices.size())) return orErrorInvalidDevice;
+  return counter == OR_COUNTER_MEMORY_ALLOCATED ? orSuccess : invalid();
+}
+#endif
+
 REPLAY_API orError_t orActivityGetDeviceCount(int* count) {
   if (count == nullptr) return invalid();
   *count = static_cast<int>(Replay::get().devices.size());
@@ -640,6 +694,8 @@ REPLAY_API orError_t orActivityGetDeviceInfo(int device, orActivityDeviceInfo* i
   out.computeUnits = 8;
   out.clockRateKHz = 1'000'000;
   out.executorThreads = 2;
+  out.peakFlopsPerSecond = 1e12;
+  out.peakBytesPerSecond = 1e11;
   std::memcpy(info, &out, std::min<size_t>(info->structSize, sizeof(out)));
   return orSuccess;
 }

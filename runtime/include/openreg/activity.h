@@ -56,7 +56,10 @@ extern "C" {
 #endif
 
 /* Bumped when a function is added; orActivityGetVersion reports it. */
-#define OR_ACTIVITY_API_VERSION 2 /* 2: COMMUNICATION records (orLaunchCollective) */
+/* 2: COMMUNICATION records (orLaunchCollective). 3: KERNEL_METRICS and
+ * COUNTER records, orActivityPublishCounter, orActivitySetCounterPeriod,
+ * the peaks of orActivityDeviceInfo. */
+#define OR_ACTIVITY_API_VERSION 3
 
 typedef enum orActivityKind {
   OR_ACTIVITY_KIND_INVALID = 0,
@@ -71,6 +74,8 @@ typedef enum orActivityKind {
   OR_ACTIVITY_KIND_OVERHEAD = 9,             /* orActivityOverhead */
   OR_ACTIVITY_KIND_CLOCK_SYNC = 10,          /* orActivityClockSync */
   OR_ACTIVITY_KIND_COMMUNICATION = 11,       /* orActivityCommunication (version 2) */
+  OR_ACTIVITY_KIND_KERNEL_METRICS = 12,      /* orActivityKernelMetrics (version 3) */
+  OR_ACTIVITY_KIND_COUNTER = 13,             /* orActivityCounter (version 3) */
   OR_ACTIVITY_KIND_COUNT,
   OR_ACTIVITY_KIND_FORCE_INT32 = 0x7fffffff /* any int is a valid value of the type */
 } orActivityKind;
@@ -318,6 +323,61 @@ typedef struct orActivityCommunication {
   uint32_t reserved;
 } orActivityCommunication;
 
+/* What a kernel did, as its launcher defined the work (orLaunchConfig's
+ * workKnown, flops, bytesRead, bytesWritten) and as the device measured it.
+ * Written by the executor right after the kernel's KERNEL record, with the
+ * same correlation id, for kernels queued inside the window while both
+ * KERNEL and KERNEL_METRICS are enabled. The runtime never estimates a value:
+ * a field whose OR_KERNEL_WORK_* bit is clear in `known` is 0 and means "not
+ * defined by the launcher", not zero work. */
+typedef struct orActivityKernelMetrics {
+  orActivityRecord header;
+  int32_t device;
+  uint32_t known; /* OR_KERNEL_WORK_FLOPS | OR_KERNEL_WORK_BYTES (runtime.h) */
+  uint64_t streamId;
+  uint64_t correlationId; /* the KERNEL record's */
+  uint64_t flops;         /* floating-point operations (a multiply-add is 2) */
+  uint64_t bytesRead;     /* bytes of device memory the kernel's arguments make it read */
+  uint64_t bytesWritten;  /* ... and write */
+  /* CPU time the executor thread spent running the kernel
+   * (CLOCK_THREAD_CPUTIME_ID): the device worker's busy time. Below the
+   * KERNEL record's duration when the worker was preempted. */
+  uint64_t busyNs;
+} orActivityKernelMetrics;
+
+/* Counters sampled over the window (COUNTER records). */
+typedef enum orActivityCounterKind {
+  OR_COUNTER_INVALID = 0,
+  /* Bytes of device memory the framework's allocator has handed to tensors,
+   * as it last published (orActivityPublishCounter); the runtime cannot see
+   * inside the allocator's blocks. Not sampled until published once. */
+  OR_COUNTER_MEMORY_ALLOCATED = 1,
+  /* Bytes of live orMalloc allocations on the device, as requested (what
+   * a caching allocator reserves from the device). */
+  OR_COUNTER_MEMORY_RESERVED = 2,
+  /* Tasks queued on one stream and not finished (kernels, copies, memsets,
+   * event records and waits, host functions), per stream (streamId). */
+  OR_COUNTER_QUEUED_TASKS = 3,
+  /* Bytes the device's copies (orMemcpy*) have moved since the runtime
+   * started, counted when each copy finishes: cumulative, so the bandwidth of
+   * an interval is the difference of two samples over their time apart. */
+  OR_COUNTER_COPY_BYTES = 4,
+  OR_COUNTER_KIND_COUNT,
+  OR_COUNTER_FORCE_INT32 = 0x7fffffff
+} orActivityCounterKind;
+
+/* One sample of one counter, taken on the runtime's delivery thread at the
+ * window's opening, every counter period (orActivitySetCounterPeriod) while
+ * it is open, and at its closing. Host clock, like RUNTIME records. */
+typedef struct orActivityCounter {
+  orActivityRecord header;
+  int32_t device;
+  uint32_t counter;   /* orActivityCounterKind */
+  uint64_t streamId;  /* OR_COUNTER_QUEUED_TASKS: the stream; else 0 */
+  uint64_t timestamp; /* host epoch ns (or the registered host clock) */
+  uint64_t value;     /* bytes, or tasks */
+} orActivityCounter;
+
 /* ----------------------------------------------------------- the window */
 
 /* Opens and closes the tracing window. Cheap (an atomic flag); callable from
@@ -462,6 +522,26 @@ OR_API orError_t orActivityMarkerRangePush(const char* name);
 OR_API orError_t orActivityMarkerRangePop(void);
 OR_API orError_t orActivityMarkerInstant(const char* name);
 
+/* -------------------------------------------------------------- counters */
+
+/* Default and bounds of the counter period. */
+#define OR_ACTIVITY_COUNTER_PERIOD_DEFAULT_NS 1000000ull /* 1 ms */
+#define OR_ACTIVITY_COUNTER_PERIOD_MIN_NS 100000ull      /* 100 us */
+#define OR_ACTIVITY_COUNTER_PERIOD_MAX_NS 10000000000ull /* 10 s */
+
+/* How often COUNTER records are sampled while the window is open and the
+ * kind is enabled. orErrorInvalidValue outside [MIN, MAX];
+ * orErrorNotSupported while the window is open. Process-wide. */
+OR_API orError_t orActivitySetCounterPeriod(uint64_t periodNs);
+
+/* A value the runtime cannot measure itself, published by the layer that
+ * knows it: OR_COUNTER_MEMORY_ALLOCATED, by the framework's caching
+ * allocator, after each change. One relaxed atomic store (also with tracing
+ * off, so the first sample of a window is right); samples read the latest
+ * value. orErrorInvalidDevice for a bad device; orErrorInvalidValue for a
+ * counter the runtime measures itself. Any thread. */
+OR_API orError_t orActivityPublishCounter(int device, orActivityCounterKind counter, uint64_t value);
+
 /* -------------------------------------------------------- introspection */
 
 OR_API orError_t orActivityGetVersion(uint32_t* version);
@@ -475,6 +555,11 @@ typedef struct orActivityDeviceInfo {
   int32_t clockRateKHz;
   int32_t executorThreads;
   int32_t reserved;
+  /* Version 3 (a reader checks the structSize written back): the device's
+   * declared nominal peaks, for rooflines, as a datasheet states them (0:
+   * not declared). */
+  double peakFlopsPerSecond;
+  double peakBytesPerSecond;
 } orActivityDeviceInfo;
 
 OR_API orError_t orActivityGetDeviceCount(int* count);

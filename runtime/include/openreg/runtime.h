@@ -316,7 +316,20 @@ typedef struct orLaunchConfig {
    * same few strings over and over, not a new one per launch. The caller
    * guarantees it is valid JSON; the runtime does not parse it. */
   const char* annotation;
+  /* Appended (read only when structSize covers them): the work the kernel's
+   * arguments define, for KERNEL_METRICS records. Set a bit of workKnown for
+   * each value given; a value whose bit is clear is ignored. Never estimate:
+   * leave a bit clear when the kernel's work is not defined by its
+   * arguments. */
+  uint32_t workKnown; /* OR_KERNEL_WORK_FLOPS | OR_KERNEL_WORK_BYTES */
+  uint32_t reserved;
+  uint64_t flops;        /* floating-point operations; a multiply-add counts 2 */
+  uint64_t bytesRead;    /* device memory bytes read */
+  uint64_t bytesWritten; /* device memory bytes written */
 } orLaunchConfig;
+
+/* orLaunchConfig.workKnown bits. */
+enum { OR_KERNEL_WORK_FLOPS = 1, OR_KERNEL_WORK_BYTES = 2 };
 
 /* Queues the kernel and returns before it runs. name and func must not be
  * NULL. On success the runtime owns userData (it calls userDataDestroy once);

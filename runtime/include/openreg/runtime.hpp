@@ -13,10 +13,27 @@
 namespace openreg {
 
 // Launch shape recorded with a kernel; purely descriptive on this device.
+// The work fields are orLaunchConfig's (workKnown bits, flops, bytes).
 struct LaunchShape {
   orDim3 grid{1, 1, 1};
   orDim3 block{1, 1, 1};
   uint32_t sharedMemBytes = 0;
+  uint32_t workKnown = 0;
+  uint64_t flops = 0;
+  uint64_t bytesRead = 0;
+  uint64_t bytesWritten = 0;
+
+  LaunchShape& withFlops(uint64_t count) {
+    workKnown |= OR_KERNEL_WORK_FLOPS;
+    flops = count;
+    return *this;
+  }
+  LaunchShape& withBytes(uint64_t read, uint64_t written) {
+    workKnown |= OR_KERNEL_WORK_BYTES;
+    bytesRead = read;
+    bytesWritten = written;
+    return *this;
+  }
 };
 
 namespace detail {

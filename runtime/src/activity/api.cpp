@@ -70,14 +70,17 @@ orError_t orActivityEnableTracing(void) {
       publishActiveKinds();
     }
     writeClockSyncRecords();
+    writeCounterRecords();
     return orSuccess;
   });
 }
 
 orError_t orActivityDisableTracing(void) {
   return guarded([&]() -> orError_t {
-    // A last clock sample closes the window so the mapping spans all of it.
+    // A last clock sample closes the window so the mapping spans all of it;
+    // a last counter sample ends every counter's last interval.
     writeClockSyncRecords();
+    writeCounterRecords();
     std::lock_guard lock(gSwitchMutex);
     gTracing = false;
     publishActiveKinds();
@@ -300,6 +303,39 @@ orError_t orActivityGetVersion(uint32_t* version) {
   return orSuccess;
 }
 
+orError_t orActivitySetCounterPeriod(uint64_t periodNs) {
+  return guarded([&]() -> orError_t {
+    if (periodNs < OR_ACTIVITY_COUNTER_PERIOD_MIN_NS || periodNs > OR_ACTIVITY_COUNTER_PERIOD_MAX_NS) {
+      return fail(orErrorInvalidValue, "orActivitySetCounterPeriod: %llu ns is outside [%llu, %llu]",
+                  static_cast<unsigned long long>(periodNs), OR_ACTIVITY_COUNTER_PERIOD_MIN_NS,
+                  OR_ACTIVITY_COUNTER_PERIOD_MAX_NS);
+    }
+    std::lock_guard lock(gSwitchMutex);
+    if (gTracing) return fail(orErrorNotSupported, "orActivitySetCounterPeriod: the tracing window is open");
+    setCounterPeriodNs(periodNs);
+    return orSuccess;
+  });
+}
+
+orError_t orActivityPublishCounter(int device, orActivityCounterKind counter, uint64_t value) {
+  return guarded([&]() -> orError_t {
+    orError_t error;
+    Runtime* runtime = acquireRuntime(&error);
+    if (runtime == nullptr) return error;
+    if (orError_t e = checkDevice(*runtime, device, "orActivityPublishCounter")) return e;
+    if (counter != OR_COUNTER_MEMORY_ALLOCATED) {
+      return fail(orErrorInvalidValue,
+                  "orActivityPublishCounter: counter %d is not one a client publishes (only "
+                  "OR_COUNTER_MEMORY_ALLOCATED; the runtime measures the others)",
+                  static_cast<int>(counter));
+    }
+    // UINT64_MAX marks "never published": the largest value reads one below.
+    runtime->devices[device]->publishedAllocatedBytes.store(value == UINT64_MAX ? value - 1 : value,
+                                                            std::memory_order_relaxed);
+    return orSuccess;
+  });
+}
+
 orError_t orActivityGetDeviceCount(int* count) { return orGetDeviceCount(count); }
 
 orError_t orActivityGetDeviceInfo(int device, orActivityDeviceInfo* info) {
@@ -320,6 +356,8 @@ orError_t orActivityGetDeviceInfo(int device, orActivityDeviceInfo* info) {
     full.computeUnits = p.multiProcessorCount;
     full.clockRateKHz = p.clockRate;
     full.executorThreads = p.executorThreads;
+    full.peakFlopsPerSecond = runtime->devices[device]->peakFlopsPerSecond;
+    full.peakBytesPerSecond = runtime->devices[device]->peakBytesPerSecond;
     const size_t bytes = info->structSize < sizeof(full) ? info->structSize : sizeof(full);
     const uint32_t callerSize = info->structSize;
     std::memcpy(info, &full, bytes);

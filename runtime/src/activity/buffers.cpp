@@ -159,19 +159,45 @@ bool requestBuffer(ThreadContext& context, ThreadBuffer& buffer) {
 // so that a thread descheduled for up to 5 ms still keeps it.
 constexpr uint64_t kClockSyncPeriodNs = OR_ACTIVITY_CLOCK_SYNC_INTERVAL_NS / 2;
 
+// The periodic samples the delivery thread takes while their kind is active.
+struct PeriodicSample {
+  orActivityKind kind;
+  uint64_t (*periodNs)();
+  void (*write)();
+  uint64_t last = 0;  // steady ns
+
+  // Steady ns until the next one is due (0: now); UINT64_MAX when inactive.
+  uint64_t dueIn(uint64_t now) const {
+    if (!active(kind)) return UINT64_MAX;
+    const uint64_t due = last + periodNs();
+    return due > now ? due - now : 0;
+  }
+  void takeIfDue() {
+    const uint64_t now = steadyNowNs();
+    if (dueIn(now) == 0) {
+      write();
+      last = now;
+    }
+  }
+};
+
+uint64_t clockSyncPeriodNs() { return kClockSyncPeriodNs; }
+
 void deliveryLoop() {
   State& s = state();
-  uint64_t lastClockSync = 0;
+  PeriodicSample samples[] = {{OR_ACTIVITY_KIND_CLOCK_SYNC, clockSyncPeriodNs, writeClockSyncRecords},
+                              {OR_ACTIVITY_KIND_COUNTER, counterPeriodNs, writeCounterRecords}};
   for (;;) {
     {
       std::unique_lock lock(s.queueMutex);
-      // While clock samples are traced, wake when the next one is due (a
-      // change of the window or the kinds wakes the thread too).
+      // While samples are traced, wake when the next one is due (a change of
+      // the window or the kinds wakes the thread too).
       auto ready = [&] { return s.stopDelivery || !s.queue.empty() || s.tracingChanged; };
-      if (active(OR_ACTIVITY_KIND_CLOCK_SYNC)) {
-        const uint64_t now = steadyNowNs();
-        const uint64_t due = lastClockSync + kClockSyncPeriodNs;
-        s.queueCv.wait_for(lock, std::chrono::nanoseconds(due > now ? due - now : 0), ready);
+      const uint64_t now = steadyNowNs();
+      uint64_t wait = UINT64_MAX;
+      for (const PeriodicSample& sample : samples) wait = std::min(wait, sample.dueIn(now));
+      if (wait != UINT64_MAX) {
+        s.queueCv.wait_for(lock, std::chrono::nanoseconds(wait), ready);
       } else {
         s.queueCv.wait(lock, ready);
       }
@@ -179,13 +205,7 @@ void deliveryLoop() {
       s.tracingChanged = false;
     }
     deliverQueued();
-    if (active(OR_ACTIVITY_KIND_CLOCK_SYNC)) {
-      const uint64_t now = steadyNowNs();
-      if (now - lastClockSync >= kClockSyncPeriodNs) {
-        writeClockSyncRecords();
-        lastClockSync = now;
-      }
-    }
+    for (PeriodicSample& sample : samples) sample.takeIfDue();
   }
 }
 

@@ -24,6 +24,21 @@ void recordKernel(const Task& task, const Stream& stream, uint64_t start, uint64
   writeRecord(record, OR_ACTIVITY_KIND_KERNEL, stream.device());
 }
 
+void recordKernelMetrics(const Task& task, const Stream& stream, uint64_t busyNs) {
+  orActivityKernelMetrics record{};
+  record.device = stream.device();
+  record.known = task.workload.known;
+  record.streamId = stream.id();
+  record.correlationId = task.correlationId;
+  if (task.workload.known & OR_KERNEL_WORK_FLOPS) record.flops = task.workload.flops;
+  if (task.workload.known & OR_KERNEL_WORK_BYTES) {
+    record.bytesRead = task.workload.bytesRead;
+    record.bytesWritten = task.workload.bytesWritten;
+  }
+  record.busyNs = busyNs;
+  writeRecord(record, OR_ACTIVITY_KIND_KERNEL_METRICS, stream.device());
+}
+
 void recordMemcpy(const Task& task, const Stream& stream, uint64_t start, uint64_t end) {
   orActivityMemcpy record{};
   record.copyKind = task.copy.copyKind;

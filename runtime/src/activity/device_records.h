@@ -16,6 +16,8 @@ namespace openreg::activity {
 
 // A KERNEL record; `status` is the kernel's outcome.
 void recordKernel(const Task& task, const Stream& stream, uint64_t start, uint64_t end, orError_t status);
+// The KERNEL_METRICS record that follows a kernel's KERNEL record.
+void recordKernelMetrics(const Task& task, const Stream& stream, uint64_t busyNs);
 // A MEMCPY record.
 void recordMemcpy(const Task& task, const Stream& stream, uint64_t start, uint64_t end);
 // A MEMSET record.

@@ -233,6 +233,57 @@ void writeClockSyncRecords() {
 
 namespace {
 
+std::atomic<uint64_t> gCounterPeriodNs{OR_ACTIVITY_COUNTER_PERIOD_DEFAULT_NS};
+// Serialises samplers (the delivery thread, the window's opening and
+// closing), so one device's samples stay in time order.
+std::mutex gCounterMutex;
+
+void appendCounter(BufferWriter& writer, int device, orActivityCounterKind counter, uint64_t streamId,
+                   uint64_t timestamp, uint64_t value) {
+  orActivityCounter record{};
+  record.header = {OR_ACTIVITY_KIND_COUNTER, sizeof(record)};
+  record.device = device;
+  record.counter = counter;
+  record.streamId = streamId;
+  record.timestamp = timestamp;
+  record.value = value;
+  writer.append(&record, sizeof(record), device);
+}
+
+void sampleDevice(BufferWriter& writer, Device& device, uint64_t timestamp) {
+  const uint64_t allocated = device.publishedAllocatedBytes.load(std::memory_order_relaxed);
+  if (allocated != UINT64_MAX)
+    appendCounter(writer, device.index, OR_COUNTER_MEMORY_ALLOCATED, 0, timestamp, allocated);
+  appendCounter(writer, device.index, OR_COUNTER_MEMORY_RESERVED, 0, timestamp,
+                device.requestedBytes.load(std::memory_order_relaxed));
+  appendCounter(writer, device.index, OR_COUNTER_COPY_BYTES, 0, timestamp, device.executor->copiedBytes());
+  for (const auto& stream : device.snapshotStreams()) {
+    const uint64_t enqueued = stream->enqueuedCount();
+    const uint64_t completed = stream->completedCount();
+    appendCounter(writer, device.index, OR_COUNTER_QUEUED_TASKS, stream->id(), timestamp,
+                  enqueued > completed ? enqueued - completed : 0);
+  }
+}
+
+}  // namespace
+
+uint64_t counterPeriodNs() { return gCounterPeriodNs.load(std::memory_order_relaxed); }
+void setCounterPeriodNs(uint64_t periodNs) { gCounterPeriodNs.store(periodNs, std::memory_order_relaxed); }
+
+void writeCounterRecords() {
+  if (!active(OR_ACTIVITY_KIND_COUNTER)) return;
+  orError_t error;
+  Runtime* runtime = acquireRuntime(&error);
+  if (runtime == nullptr) return;
+  std::lock_guard lock(gCounterMutex);
+  if (!active(OR_ACTIVITY_KIND_COUNTER)) return;  // closed meanwhile (see writeClockSyncRecords)
+  BufferWriter writer(threadContext());
+  const uint64_t timestamp = hostRecordNs();
+  for (auto& device : runtime->devices) sampleDevice(writer, *device, timestamp);
+}
+
+namespace {
+
 // Interned names live forever; a small per-thread cache keyed by the caller's
 // pointer (and checked by content) keeps launches off the global lock.
 struct NameTable {

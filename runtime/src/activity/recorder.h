@@ -57,6 +57,13 @@ void writeClockSyncRecords();
 void restartClockSyncGaps();
 uint64_t lateClockSyncs();
 
+// One COUNTER record per counter of each device (and per stream for
+// QUEUED_TASKS), stamped now in the host clock, when that kind is active.
+void writeCounterRecords();
+// The sampling period of COUNTER records (orActivitySetCounterPeriod).
+uint64_t counterPeriodNs();
+void setCounterPeriodNs(uint64_t periodNs);
+
 // Stable storage for a name, valid until the library is unloaded.
 const char* internName(const char* name);
 
