@@ -16,6 +16,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/util/ApproximateClock.h>
 #include <c10/util/Exception.h>
+#include <openreg/activity.h>
 
 #include "backend/Check.h"
 #include "backend/Device.h"
@@ -389,6 +390,10 @@ class DeviceCache {
     const auto agg = static_cast<size_t>(StatType::AGGREGATE);
     c10::reportMemoryUsageToProfiler(ptr, delta, stats_.allocated_bytes[agg].current,
                                      stats_.reserved_bytes[agg].current, makeDevice(device_));
+    // The device's MEMORY_ALLOCATED counter: what only the allocator knows.
+    // Cannot fail for a valid device; nothing to do if it did.
+    (void)orActivityPublishCounter(device_, OR_COUNTER_MEMORY_ALLOCATED,
+                                   static_cast<uint64_t>(stats_.allocated_bytes[agg].current));
   }
 
   Block* takeFromPool(FreePool& pool, orStream_t stream, size_t rounded) {

@@ -134,6 +134,15 @@ LaunchShape reductionShape(int64_t outputs, int64_t inputsPerOutput) {
   return shape;
 }
 
+uint64_t distinctBytes(const at::Tensor& tensor) {
+  uint64_t elements = 1;
+  for (int64_t d = 0; d < tensor.dim(); ++d) {
+    if (tensor.size(d) == 0) return 0;
+    if (tensor.stride(d) != 0) elements *= static_cast<uint64_t>(tensor.size(d));
+  }
+  return elements * tensor.itemsize();
+}
+
 LaunchShape gemmShape(int64_t m, int64_t n, int64_t batch) {
   // 64x64 output tiles, 16x16 threads computing 4x4 each.
   LaunchShape shape;
@@ -231,6 +240,10 @@ void launchOwnedBody(orStream_t stream, const char* name, const LaunchShape& sha
   config.grid = shape.grid;
   config.block = shape.block;
   config.sharedMemBytes = shape.sharedMemBytes;
+  config.workKnown = shape.workKnown;
+  config.flops = shape.flops;
+  config.bytesRead = shape.bytesRead;
+  config.bytesWritten = shape.bytesWritten;
   const orError_t err = orLaunchKernelEx(&config, stream);
   if (C10_UNLIKELY(err != orSuccess)) {
     // The runtime took no ownership. Destroyed while the exception unwinds:

@@ -57,6 +57,10 @@ LaunchShape rowwiseShape(int64_t rows, int64_t rowLength);
 LaunchShape reductionShape(int64_t outputs, int64_t inputsPerOutput);
 LaunchShape gemmShape(int64_t m, int64_t n, int64_t batch);
 
+// Bytes of the distinct elements a tensor's view covers: broadcast (stride 0)
+// dimensions count once. What a kernel must at least read or write of it.
+uint64_t distinctBytes(const at::Tensor& tensor);
+
 namespace detail {
 // Runs `run(body)` on an executor thread in the state kernel bodies expect:
 // no profiler records (RecordFunction off), no autograd, no Python. An

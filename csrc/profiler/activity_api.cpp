@@ -89,6 +89,7 @@ ActivityApi::ActivityApi(const std::string& libraryPath) {
   resolve(handle_, "orActivityMarkerRangePop", fn_.markerRangePop, nullptr);
   resolve(handle_, "orActivityMarkerInstant", fn_.markerInstant, nullptr);
   resolve(handle_, "orActivityRegisterTimestampCallback", fn_.registerTimestampCallback, nullptr);
+  resolve(handle_, "orActivitySetCounterPeriod", fn_.setCounterPeriod, nullptr);
 
   if (!missing_.empty()) {
     std::ostringstream msg;
@@ -138,9 +139,10 @@ std::optional<RuntimeCounters> readRuntimeCounters(const ActivityFunctions& fn) 
 }
 
 std::string activityKindName(uint32_t kind) {
-  static constexpr const char* kNames[] = {"other",  "runtime",  "kernel",          "memcpy",
-                                           "memset", "memory",   "synchronization", "external_correlation",
-                                           "marker", "overhead", "clock_sync",      "communication"};
+  static constexpr const char* kNames[] = {"other",          "runtime",  "kernel",          "memcpy",
+                                           "memset",         "memory",   "synchronization", "external_correlation",
+                                           "marker",         "overhead", "clock_sync",      "communication",
+                                           "kernel_metrics", "counter"};
   static_assert(std::size(kNames) == OR_ACTIVITY_KIND_COUNT, "a name for every kind");
   if (kind < std::size(kNames)) return kNames[kind];
   return "kind_" + std::to_string(kind);

@@ -42,6 +42,7 @@ struct ActivityFunctions {
   decltype(&::orActivityMarkerRangePop) markerRangePop = nullptr;
   decltype(&::orActivityMarkerInstant) markerInstant = nullptr;
   decltype(&::orActivityRegisterTimestampCallback) registerTimestampCallback = nullptr;
+  decltype(&::orActivitySetCounterPeriod) setCounterPeriod = nullptr;  // version 3
 };
 
 // One loaded (or failed) activity library. Immutable once constructed, so the

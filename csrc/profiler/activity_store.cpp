@@ -144,9 +144,17 @@ EventArgs OpenregActivity::args() const {
   return a;
 }
 
+void OpenregActivity::writeAllArgs(ArgWriter& out) const {
+  const EventArgs a = args();
+  writeArgs(a, out);
+  if (const KernelMetrics* metrics = store().kernelMetricsOf(*this)) {
+    writeKernelMetricArgs(*metrics, store().metricsRequest(), a.durationNs, out);
+  }
+}
+
 const std::string OpenregActivity::metadataJson() const {
   JsonArgs json;
-  writeArgs(args(), json);
+  writeAllArgs(json);
   return json.body();
 }
 
@@ -154,7 +162,7 @@ const std::string OpenregActivity::metadataJson() const {
 // keeps their span out of the device time).
 const std::string OpenregActivity::getMetadataValue(const std::string& key) const {
   OneArg one(key);
-  writeArgs(args(), one);
+  writeAllArgs(one);
   return one.value ? *one.value : std::string();
 }
 
@@ -255,6 +263,16 @@ const OpenregActivity& ActivityStore::add(const TraceEvent& event, const libkine
     id = static_cast<int32_t>(event.userRange);
   }
   return *new (allocate(sizeof(OpenregActivity))) OpenregActivity(index, start, end, id, linked);
+}
+
+void ActivityStore::attachKernelMetrics(const OpenregActivity& kernel, const KernelMetrics& metrics) {
+  kernelMetrics_[&kernel] = metrics;
+}
+
+const KernelMetrics* ActivityStore::kernelMetricsOf(const OpenregActivity& kernel) const {
+  if (kernelMetrics_.empty()) return nullptr;
+  const auto it = kernelMetrics_.find(&kernel);
+  return it != kernelMetrics_.end() ? &it->second : nullptr;
 }
 
 void ActivityStore::doneBuilding() {

@@ -32,6 +32,7 @@
 #include <libkineto.h>
 #include <output_base.h>
 
+#include "device_metrics.h"
 #include "slab_arena.h"
 #include "trace_builder.h"
 
@@ -89,6 +90,8 @@ class OpenregActivity final : public libkineto::ITraceActivity {
   EventArgs args() const;
 
  private:
+  // The record's args, then its kernel metrics if it has any.
+  void writeAllArgs(ArgWriter& out) const;
   const ActivityStore& store() const;
   const ActivityShape& shape() const;
 
@@ -113,6 +116,13 @@ class ActivityStore final : public libkineto::GenericTraceActivity {
   const OpenregActivity& add(const TraceEvent& event, const libkineto::ITraceActivity* linked);
   // What building needed and the activities do not: name and shape caches.
   void doneBuilding();
+  // Per-kernel metrics (profiler_measure_per_kernel): which ones a kernel's
+  // args show, then each kernel's values. On the building thread only.
+  void setMetricsRequest(const MetricsRequest& request) { metricsRequest_ = request; }
+  void attachKernelMetrics(const OpenregActivity& kernel, const KernelMetrics& metrics);
+  // The kernel's metrics, or nullptr.
+  const KernelMetrics* kernelMetricsOf(const OpenregActivity& kernel) const;
+  const MetricsRequest& metricsRequest() const { return metricsRequest_; }
 
   const libkineto::TraceSpan& span() const { return *span_; }
   const std::string& nameAt(uint32_t index) const { return names_[index]; }
@@ -133,6 +143,9 @@ class ActivityStore final : public libkineto::GenericTraceActivity {
   std::deque<CommunicationInfo> communications_;  // what collectives' shapes point at
   std::deque<std::string> annotations_;           // what kernels' shapes point at
   std::unordered_map<const char*, const char*> annotationByPointer_;
+  MetricsRequest metricsRequest_;
+  // Only kernels with metrics have an entry: most traces ask for none.
+  std::unordered_map<const OpenregActivity*, KernelMetrics> kernelMetrics_;
   // Memory for the activities: 64 KiB blocks from a SlabArena, freed with the store.
   SlabArena arena_;
   std::vector<void*> blocks_;

@@ -12,8 +12,7 @@ namespace {
 
 constexpr const char* kKernelMetricNames[] = {"flops",   "bytes_read",  "bytes_written",
                                               "busy_ns", "flops_per_s", "bytes_per_s"};
-constexpr const char* kCounterMetricNames[] = {"memory_allocated", "memory_reserved", "queued_tasks",
-                                               "copy_bandwidth"};
+constexpr const char* kCounterMetricNames[] = {"memory_allocated", "memory_reserved", "queued_tasks", "copy_bandwidth"};
 static_assert(std::size(kKernelMetricNames) == static_cast<size_t>(KernelMetric::Count));
 static_assert(std::size(kCounterMetricNames) == static_cast<size_t>(CounterMetric::Count));
 
@@ -122,8 +121,7 @@ CounterMetric metricOf(uint32_t counter) {
 // Samples of one pass (same device, counter and time) become one event; a
 // QUEUED_TASKS pass has one series per stream.
 std::map<SampleKey, CounterEvent> groupSamples(const ChunkedVector<CounterSample>& samples,
-                                               const MetricsRequest& request, int64_t windowStart,
-                                               int64_t windowEnd) {
+                                               const MetricsRequest& request, int64_t windowStart, int64_t windowEnd) {
   std::map<SampleKey, CounterEvent> grouped;
   for (const CounterSample& s : samples) {
     if (s.counter == OR_COUNTER_INVALID || s.counter >= OR_COUNTER_KIND_COUNT) continue;  // a newer runtime's
@@ -159,8 +157,8 @@ void toBandwidth(std::vector<CounterEvent*>& track) {
 
 }  // namespace
 
-std::vector<CounterEvent> buildCounterEvents(const ChunkedVector<CounterSample>& samples,
-                                             const MetricsRequest& request, int64_t windowStart, int64_t windowEnd) {
+std::vector<CounterEvent> buildCounterEvents(const ChunkedVector<CounterSample>& samples, const MetricsRequest& request,
+                                             int64_t windowStart, int64_t windowEnd) {
   std::map<SampleKey, CounterEvent> grouped = groupSamples(samples, request, windowStart, windowEnd);
   // Tracks: (device, counter) → its events in time order (the map's order).
   std::map<std::pair<int32_t, uint32_t>, std::vector<CounterEvent*>> tracks;

@@ -88,7 +88,7 @@ struct CounterEvent {
 // its value until the next sample), except each track's last sample in the
 // window. copy_bandwidth is the bytes copied between a sample and the next
 // over their time apart, at the first one's time.
-std::vector<CounterEvent> buildCounterEvents(const ChunkedVector<CounterSample>& samples,
-                                             const MetricsRequest& request, int64_t windowStart, int64_t windowEnd);
+std::vector<CounterEvent> buildCounterEvents(const ChunkedVector<CounterSample>& samples, const MetricsRequest& request,
+                                             int64_t windowStart, int64_t windowEnd);
 
 }  // namespace openreg::profiler

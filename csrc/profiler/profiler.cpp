@@ -79,6 +79,10 @@ class TorchHostClock final : public HostClock {
 };
 
 class OpenregActivityProfiler final : public libkineto::IActivityProfiler {
+  struct BadRequest : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+
  public:
   const std::string& name() const override {
     static const std::string kName = "openreg";
@@ -98,7 +102,9 @@ class OpenregActivityProfiler final : public libkineto::IActivityProfiler {
     return configure(0, 0, activityTypes, config);
   }
 
-  // Never throws: an exception here would abort the whole trace.
+  // Throws only for a request that cannot be honoured as asked (an unknown
+  // metric name): torch then raises it as a RuntimeError from profile().
+  // Anything else that fails is a warning and a trace without device rows.
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(int64_t tsMs, int64_t durationMs,
                                                                  const std::set<libkineto::ActivityType>& activityTypes,
                                                                  const libkineto::Config& config) override {
@@ -114,11 +120,17 @@ class OpenregActivityProfiler final : public libkineto::IActivityProfiler {
       request.onDemand = !config.activitiesLogToMemory();
       if (request.onDemand) describeOnDemandRequest(config, request);
       describeClientConfig(config, request);
+      std::string error;
+      auto metrics = parseMetricsRequest(request.profilerMetrics.value_or(""), request.perKernel, &error);
+      if (!metrics) throw BadRequest(error);
+      request.metrics = *metrics;
       const ActivityApi& api = ActivityApi::instance();
       if (!api.available()) {
         TORCH_WARN("openreg profiler: ", api.error(), "; the openreg device lanes of this trace stay empty");
       }
       return std::make_unique<OpenregSession>(api, request);
+    } catch (const BadRequest& e) {
+      TORCH_CHECK(false, e.what());
     } catch (const std::exception& e) {
       try {
         TORCH_WARN("openreg profiler: configuring the device trace failed: ", e.what());

@@ -80,6 +80,8 @@ void RecordSet::append(RecordSet&& other) {
   runtimeCalls.append(other.runtimeCalls);
   hostSyncs.append(other.hostSyncs);
   external.append(other.external);
+  kernelMetrics.append(other.kernelMetrics);
+  counterSamples.append(other.counterSamples);
   for (auto& [device, points] : other.clock) {
     auto& mine = clock[device];
     mine.insert(mine.end(), points.begin(), points.end());
@@ -101,6 +103,8 @@ void RecordSet::releaseRecords() {
   communications.clear();  // collective activities keep their own copy
   eventWaits.clear();
   launchShapes.clear();
+  kernelMetrics.clear();
+  counterSamples.clear();
   launchShapeCache = {};
   lastLaunchShape = 0;
   clock = {};
@@ -267,6 +271,27 @@ bool readOverhead(const orActivityRecord& record, RecordSet& out) {
   return true;
 }
 
+bool readKernelMetrics(const orActivityRecord& record, RecordSet& out) {
+  orActivityKernelMetrics m;
+  if (!readPrefix(record, m)) return false;
+  out.kernelMetrics.push_back({.device = m.device,
+                               .known = m.known,
+                               .correlationId = m.correlationId,
+                               .flops = m.flops,
+                               .bytesRead = m.bytesRead,
+                               .bytesWritten = m.bytesWritten,
+                               .busyNs = m.busyNs});
+  return true;
+}
+
+bool readCounter(const orActivityRecord& record, RecordSet& out) {
+  orActivityCounter c;
+  if (!readPrefix(record, c)) return false;
+  out.counterSamples.push_back(
+      {.device = c.device, .counter = c.counter, .stream = c.streamId, .timestamp = c.timestamp, .value = c.value});
+  return true;
+}
+
 }  // namespace
 
 void parseRecord(const orActivityRecord& record, RecordSet& out) {
@@ -298,6 +323,12 @@ void parseRecord(const orActivityRecord& record, RecordSet& out) {
       break;
     case OR_ACTIVITY_KIND_OVERHEAD:
       complete = readOverhead(record, out);
+      break;
+    case OR_ACTIVITY_KIND_KERNEL_METRICS:
+      complete = readKernelMetrics(record, out);
+      break;
+    case OR_ACTIVITY_KIND_COUNTER:
+      complete = readCounter(record, out);
       break;
     case OR_ACTIVITY_KIND_MEMORY:
       ++out.memoryRecords;

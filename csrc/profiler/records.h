@@ -203,15 +203,38 @@ struct ExternalRecord {
   uint32_t kind = 0;  // orActivityExternalCorrelationKind
 };
 
+// A KERNEL_METRICS record: what a kernel's launcher defined and the device
+// measured, joined to its kernel by correlation id.
+struct KernelMetrics {
+  int32_t device = 0;
+  uint32_t known = 0;  // OR_KERNEL_WORK_* bits
+  uint64_t correlationId = 0;
+  uint64_t flops = 0;
+  uint64_t bytesRead = 0;
+  uint64_t bytesWritten = 0;
+  uint64_t busyNs = 0;
+};
+
+// A COUNTER record: one sample, in host time.
+struct CounterSample {
+  int32_t device = 0;
+  uint32_t counter = 0;  // orActivityCounterKind
+  uint64_t stream = 0;   // QUEUED_TASKS only
+  uint64_t timestamp = 0;
+  uint64_t value = 0;
+};
+
 // Everything one tracing session received, plus what went wrong on the way.
 struct RecordSet {
   ChunkedVector<DeviceOp> deviceOps;
   ChunkedVector<RuntimeCall> runtimeCalls;
   ChunkedVector<HostSync> hostSyncs;
-  ChunkedVector<ExternalRecord> external;                      // later records win
-  ChunkedVector<CommunicationInfo> communications;             // see DeviceOp::eventId
-  ChunkedVector<EventWait> eventWaits;                         // see DeviceOp::eventId
-  ChunkedVector<LaunchShape> launchShapes;                     // see DeviceOp::launchShape
+  ChunkedVector<ExternalRecord> external;           // later records win
+  ChunkedVector<CommunicationInfo> communications;  // see DeviceOp::eventId
+  ChunkedVector<EventWait> eventWaits;              // see DeviceOp::eventId
+  ChunkedVector<LaunchShape> launchShapes;          // see DeviceOp::launchShape
+  ChunkedVector<KernelMetrics> kernelMetrics;
+  ChunkedVector<CounterSample> counterSamples;
   std::unordered_map<int32_t, std::vector<ClockPoint>> clock;  // by device
   uint64_t recordsParsed = 0;
   uint64_t unknownKinds = 0;      // skipped by size, as the header allows

@@ -243,6 +243,129 @@ void OpenregSession::writeClientConfig(common::JsonWriter& out) const {
   out.endObject();
 }
 
+void OpenregSession::applyCounterPeriod() {
+  const char* value = std::getenv("OPENREG_COUNTER_PERIOD_US");
+  if (value == nullptr || !request_.metrics.anyCounter()) return;
+  char* end = nullptr;
+  const unsigned long long us = std::strtoull(value, &end, 10);
+  if (end == value || *end != '\0') {
+    addError(std::string("OPENREG_COUNTER_PERIOD_US='") + value +
+                 "' is not a whole number of microseconds; the "
+                 "counters keep the library's period",
+             true);
+    return;
+  }
+  if (api_.fn().setCounterPeriod == nullptr) {
+    addError("the activity library '" + api_.library() +
+                 "' cannot set its counter period (it lacks "
+                 "orActivitySetCounterPeriod); OPENREG_COUNTER_PERIOD_US is ignored",
+             true);
+    return;
+  }
+  if (orError_t rc = api_.fn().setCounterPeriod(us * 1000ull); rc != orSuccess) {
+    addError(std::string("OPENREG_COUNTER_PERIOD_US=") + value + " was refused: " + api_.describe(rc) +
+                 "; the counters keep the library's period",
+             true);
+  }
+}
+
+namespace {
+
+// Totals per device of the kernels in [start, end] that have metrics.
+std::map<int32_t, KernelMetricTotals> kernelMetricTotals(const PreparedTrace& trace, int64_t start, int64_t end) {
+  std::map<int32_t, KernelMetricTotals> out;
+  if (trace.records == nullptr || trace.records->kernelMetrics.empty()) return out;
+  const auto byCorrelation = kernelMetricsByCorrelation(trace.records->kernelMetrics);
+  for (const PreparedDeviceOp& op : trace.deviceOps) {
+    if (op.op->kind != DeviceOpKind::Kernel || op.start < start || op.end > end) continue;
+    const auto it = byCorrelation.find(op.op->correlationId);
+    if (it == byCorrelation.end()) continue;
+    const KernelMetrics& m = *it->second;
+    KernelMetricTotals& t = out[op.op->device];
+    ++t.kernels;
+    t.kernelNs += op.end - op.start;
+    t.busyNs += m.busyNs;
+    if (m.known & OR_KERNEL_WORK_FLOPS) {
+      ++t.kernelsWithFlops;
+      t.flops += m.flops;
+    }
+    if (m.known & OR_KERNEL_WORK_BYTES) {
+      ++t.kernelsWithBytes;
+      t.bytesRead += m.bytesRead;
+      t.bytesWritten += m.bytesWritten;
+    }
+  }
+  return out;
+}
+
+void writeMetricNames(common::JsonWriter& out, const MetricsRequest& request) {
+  out.key("kernel").beginArray();
+  for (int m = 0; m < static_cast<int>(KernelMetric::Count); ++m) {
+    if (request.wants(static_cast<KernelMetric>(m))) out.value(kernelMetricName(static_cast<KernelMetric>(m)));
+  }
+  out.endArray().key("counters").beginArray();
+  for (int m = 0; m < static_cast<int>(CounterMetric::Count); ++m) {
+    if (request.wants(static_cast<CounterMetric>(m))) out.value(counterMetricName(static_cast<CounterMetric>(m)));
+  }
+  out.endArray();
+}
+
+void writeTotals(common::JsonWriter& out, int32_t device, const KernelMetricTotals& t) {
+  out.beginObject()
+      .field("device", device)
+      .field("kernels", t.kernels)
+      .field("kernels_with_flops", t.kernelsWithFlops)
+      .field("kernels_with_bytes", t.kernelsWithBytes)
+      .field("flops", t.flops)
+      .field("bytes_read", t.bytesRead)
+      .field("bytes_written", t.bytesWritten)
+      .field("busy_ns", t.busyNs)
+      .field("kernel_ns", t.kernelNs);
+  const double seconds = static_cast<double>(t.kernelNs) / 1e9;
+  if (seconds > 0) {
+    out.key("flops_per_s").valueFixed(static_cast<double>(t.flops) / seconds, 0);
+    out.key("bytes_per_s").valueFixed(static_cast<double>(t.bytesRead + t.bytesWritten) / seconds, 0);
+  }
+  out.endObject();
+}
+
+}  // namespace
+
+void OpenregSession::writeMetrics(common::JsonWriter& out, const PreparedTrace& trace) const {
+  const MetricsRequest& request = request_.metrics;
+  out.key("metrics");
+  if (request.empty()) {
+    out.null();
+    return;
+  }
+  out.beginObject();
+  writeMetricNames(out, request);
+  out.field("per_kernel", request.perKernel).field("refused", metricsRefused_).key("totals").beginArray();
+  if (request.anyKernelMetric()) {
+    for (const auto& [device, totals] : kernelMetricTotals(trace, startedNs_, stoppedNs_))
+      writeTotals(out, device, totals);
+  }
+  out.endArray().endObject();
+}
+
+void OpenregSession::emitCounters(libkineto::ActivityLogger& logger, libkineto::CpuTraceBuffer& buffer,
+                                  int64_t windowStart, int64_t windowEnd) const {
+  if (!request_.metrics.anyCounter()) return;
+  for (const CounterEvent& event :
+       buildCounterEvents(records_.counterSamples, request_.metrics, windowStart, windowEnd)) {
+    // Kineto 2.13 writes this type's activities as counter events ("ph": "C").
+    auto activity = std::make_unique<libkineto::GenericTraceActivity>(
+        buffer.span, libkineto::ActivityType::MTIA_COUNTERS, counterMetricName(event.metric));
+    activity->startTime = event.timestamp;
+    activity->endTime = event.timestamp;
+    activity->device = event.device;
+    activity->resource = 0;
+    for (const auto& [series, value] : event.series) activity->addCounterValue(series, value);
+    logger.handleActivity(*activity);
+    buffer.activities.push_back(std::move(activity));
+  }
+}
+
 void OpenregSession::writeOnDemand(common::JsonWriter& out) const {
   out.key("on_demand");
   if (!request_.onDemand) {
@@ -283,6 +406,12 @@ void OpenregSession::enableKinds(bool on, bool collectedOnly) {
   set(OR_ACTIVITY_KIND_EXTERNAL_CORRELATION, deviceWork || request_.runtime);
   set(OR_ACTIVITY_KIND_CLOCK_SYNC, !collectedOnly);
   set(OR_ACTIVITY_KIND_OVERHEAD, !collectedOnly);
+  // A library older than version 3 refuses these kinds: said once, in a warning.
+  auto setMetric = [&](orActivityKind kind, bool wanted) {
+    if (wanted && (on ? fn.enable : fn.disable)(kind) != orSuccess && on) metricsRefused_ = true;
+  };
+  setMetric(OR_ACTIVITY_KIND_KERNEL_METRICS, request_.metrics.anyKernelMetric() && request_.kernels);
+  setMetric(OR_ACTIVITY_KIND_COUNTER, request_.metrics.anyCounter() && !collectedOnly);
 }
 
 void OpenregSession::takeClockSamples() {
@@ -333,6 +462,7 @@ void OpenregSession::convertHostTimes() {
     }
   }
   for (auto& [device, point] : directClockSamples_) point.host = epoch(point.host);
+  for (auto& sample : records_.counterSamples) sample.timestamp = epoch(sample.timestamp);
   // Overhead is a sum of durations in the clock's units.
   if (reference != 0 && records_.overheadNs > 0) {
     records_.overheadNs = epoch(reference + records_.overheadNs) - epoch(reference);
@@ -380,7 +510,14 @@ void OpenregSession::start() {
     addError("orActivityRegisterCallbacks failed: " + api_.describe(rc) + "; this trace gets no device activity", true);
     return;
   }
+  applyCounterPeriod();
   enableKinds(true);
+  if (metricsRefused_) {
+    addError("the activity library '" + api_.library() + "' (API version " + std::to_string(api_.version()) +
+                 ") refused the kernel-metric or counter records (version 3); this trace has none of the "
+                 "requested metrics",
+             true);
+  }
   fn.getNumDroppedRecords(-1, &droppedAtStart_);
   countersAtStart_ = readRuntimeCounters(fn);
   useHostClock();
@@ -632,11 +769,23 @@ void OpenregSession::processTrace(libkineto::ActivityLogger& logger,
     const auto* range = linked(userId);
     return range != nullptr ? std::optional<std::string>(range->name()) : std::nullopt;
   };
+  const MetricsRequest& metrics = request_.metrics;
+  std::unordered_map<uint64_t, const KernelMetrics*> kernelMetrics;
+  if (metrics.perKernel && metrics.anyKernelMetric())
+    kernelMetrics = kernelMetricsByCorrelation(records_.kernelMetrics);
+  store.setMetricsRequest(metrics);
   emitTrace(trace, options, rangeName, result, [&](const TraceEvent& event) {
-    logger.handleActivity(store.add(event, linkedOp(event.linkedOp)));
+    const OpenregActivity& activity = store.add(event, linkedOp(event.linkedOp));
+    if (!kernelMetrics.empty() && event.type == TraceEventType::Kernel && event.device != nullptr) {
+      if (auto it = kernelMetrics.find(event.device->op->correlationId); it != kernelMetrics.end()) {
+        store.attachKernelMetrics(activity, *it->second);
+      }
+    }
+    logger.handleActivity(activity);
     if (event.device != nullptr) ++buffer->gpuOpCount;
   });
   store.doneBuilding();
+  emitCounters(logger, *buffer, options.windowStart, options.windowEnd);
   // The activities have what they need: the records and joins go now, not
   // when Kineto destroys the session.
   const PrepareStats prepareStats = prepared_.stats;
@@ -852,6 +1001,7 @@ std::unordered_map<std::string, std::string> OpenregSession::getMetadata() {
       .field("deferred_start", deferredStart());
   writeOnDemand(w);
   writeClientConfig(w);
+  writeMetrics(w, trace);
   w.endObject();
   out["openreg_profiler"] = w.take();
   return out;

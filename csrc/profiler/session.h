@@ -19,6 +19,7 @@
 #include <IActivityProfiler.h>
 
 #include "activity_api.h"
+#include "device_metrics.h"
 #include "record_buffers.h"
 #include "records.h"
 #include "trace_builder.h"
@@ -55,6 +56,7 @@ struct SessionRequest {
   // CUPTI_PROFILER_ENABLE_PER_KERNEL). Recorded in the trace's metadata.
   std::string customConfig;
   std::optional<std::string> profilerMetrics, perKernel;
+  MetricsRequest metrics;  // parsed from profilerMetrics and perKernel
 
   bool anyDeviceActivity() const { return kernels || memcpy || memset || userAnnotations; }
   static SessionRequest fromActivityTypes(const std::set<libkineto::ActivityType>& types);
@@ -210,6 +212,13 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   void writeOnDemand(common::JsonWriter& out) const;
   // What torch's _ExperimentalConfig passed on ("client_config" in the metadata).
   void writeClientConfig(common::JsonWriter& out) const;
+  // OPENREG_COUNTER_PERIOD_US, if set, as the library's counter period.
+  void applyCounterPeriod();
+  // The "metrics" field of the metadata: what was asked, the totals per device.
+  void writeMetrics(common::JsonWriter& out, const PreparedTrace& trace) const;
+  // Counter tracks as Kineto counter activities (in `buffer`, handed to `logger`).
+  void emitCounters(libkineto::ActivityLogger& logger, libkineto::CpuTraceBuffer& buffer, int64_t windowStart,
+                    int64_t windowEnd) const;
   // Says so when Kineto drops this on-demand trace unwritten.
   void warnIfCancelled() const;
   // OPENREG_PROFILER_DEBUG's line on stderr.
@@ -244,6 +253,7 @@ class OpenregSession final : public libkineto::IActivityProfilerSession {
   uint64_t buffersRefused_ = 0;
   uint64_t buffersCompleted_ = 0;
   uint64_t flushTimeouts_ = 0;
+  bool metricsRefused_ = false;  // the library refused KERNEL_METRICS or COUNTER (older than version 3)
   SessionTimings timings_;
 
   bool preparedDone_ = false;

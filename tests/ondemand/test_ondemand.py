@@ -158,6 +158,23 @@ def test_request_naming_types_gets_exactly_those(daemon, start_job, tmp_path):
     assert job.stop() == 0
 
 
+def test_request_for_metrics_gets_kernel_metrics_and_counter_tracks(daemon, start_job, tmp_path):
+    """What `_ExperimentalConfig(profiler_metrics=...)` writes into the config text works in a request too."""
+    job = start_job()
+    extra = (
+        "CUPTI_PROFILER_METRICS=flops,bytes_read,memory_allocated,queued_tasks\nCUPTI_PROFILER_ENABLE_PER_KERNEL=true"
+    )
+    trace = request(daemon, job, tmp_path / "trace.json", iterations=2, extra=extra)
+    gemms = [e for e in events(trace, "kernel") if e["name"].startswith("gemm")]
+    assert gemms and all(e["args"]["flops"] > 0 and e["args"]["bytes_read"] > 0 for e in gemms)
+    counter_names = {e["name"] for e in trace["traceEvents"] if e.get("ph") == "C"}
+    assert counter_names == {"memory_allocated", "queued_tasks"}, counter_names
+    meta = trace["openreg_profiler"]["metrics"]
+    assert meta["kernel"] == ["flops", "bytes_read"] and meta["per_kernel"] is True, meta
+    check_passes(trace_path(tmp_path / "trace.json", job.pid))
+    assert job.stop() == 0
+
+
 # ---- 5. the tools on an on-demand trace (no ProfilerStep#N)
 
 

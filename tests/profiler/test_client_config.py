@@ -45,10 +45,10 @@ def test_custom_profiler_config_reaches_the_plugin(tmp_path):
 
 
 def test_profiler_metrics_reach_the_plugin_as_config_text(tmp_path):
-    config = _ExperimentalConfig(profiler_metrics=["flops", "dram__bytes_read.sum"], profiler_measure_per_kernel=True)
+    config = _ExperimentalConfig(profiler_metrics=["flops", "memory_allocated"], profiler_measure_per_kernel=True)
     got = client_config(tmp_path, config)
     assert got == {
         "custom_config": "",
-        "profiler_metrics": "flops,dram__bytes_read.sum",
+        "profiler_metrics": "flops,memory_allocated",
         "profiler_measure_per_kernel": "true",
     }

@@ -345,6 +345,52 @@ LaunchPlan planLaunch(const KernelSpec& spec, const KernelNames& names, c10::Arr
   TORCH_INTERNAL_ASSERT(false, "unknown kernel style");
 }
 
+// Device tensors' distinct bytes (Launch.h), each tensor once.
+uint64_t tensorBytes(c10::ArrayRef<ArgRef> args) {
+  uint64_t bytes = 0;
+  forEachTensor(args, [&](const at::Tensor& t) {
+    if (t.device().is_privateuseone()) bytes += distinctBytes(t);
+  });
+  return bytes;
+}
+
+// A product's floating-point operations: a multiply-add per term, 2 real
+// operations (8 for complex); integer products have none.
+std::optional<uint64_t> gemmFlops(const at::Tensor& lhs, const at::Tensor& rhs) {
+  const bool complex = c10::isComplexType(lhs.scalar_type());
+  if (!complex && !c10::isFloatingType(lhs.scalar_type())) return std::nullopt;
+  const uint64_t batch = lhs.dim() == 3 ? static_cast<uint64_t>(lhs.size(0)) : 1;
+  const auto terms = batch * static_cast<uint64_t>(lhs.size(-2)) * static_cast<uint64_t>(lhs.size(-1)) *
+                     static_cast<uint64_t>(rhs.size(-1));
+  return terms * (complex ? 8 : 2);
+}
+
+// What the kernel's arguments define it to do (orLaunchConfig's work):
+// bytes read are the inputs' (an in-place self is an input too), bytes
+// written the outputs'; products also count their operations. `inputs`
+// holds no out= argument.
+void addWork(LaunchShape& shape, const KernelSpec& spec, c10::ArrayRef<ArgRef> inputs,
+             c10::ArrayRef<at::Tensor> outputs, const at::Tensor& firstResult) {
+  uint64_t written = 0;
+  for (const at::Tensor& out : outputs) written += distinctBytes(out);
+  if (outputs.empty() && firstResult.defined()) written = distinctBytes(firstResult);
+  shape.withBytes(tensorBytes(inputs), written);
+  if (spec.style == KernelStyle::Gemm) {
+    if (auto flops = gemmFlops(tensorArg(inputs, spec.lhs), tensorArg(inputs, spec.rhs))) shape.withFlops(*flops);
+  }
+}
+
+// The arguments that are not out= tensors: the functional overload's, or
+// those the out= schema does not mark as outputs.
+c10::SmallVector<ArgRef, 8> inputArgs(const c10::FunctionSchema& schema, c10::ArrayRef<ArgRef> args) {
+  c10::SmallVector<ArgRef, 8> inputs;
+  const auto& declared = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    inputs.push_back(i < declared.size() && declared[i].is_out() ? ArgRef{} : args[i]);
+  }
+  return inputs;
+}
+
 }  // namespace
 
 c10::Device commonDevice(c10::ArrayRef<ArgRef> args, const c10::OperatorHandle& op) {
@@ -441,7 +487,12 @@ void detail::StructuredLauncher::launch(c10::Device device, c10::ArrayRef<ArgRef
     probeCpuKernel(s.bodyOp, args, outputs, s.standInCheck);
   }
   const at::Tensor& firstResult = result != nullptr ? *result : outputs.empty() ? namingTensor(args) : outputs.front();
-  const LaunchPlan plan = planLaunch(s.spec, s.names, args, firstResult);
+  LaunchPlan plan = planLaunch(s.spec, s.names, args, firstResult);
+  if (s.spec.functionalOverload != nullptr) {
+    addWork(plan.shape, s.spec, args.slice(0, s.bodyInputs), outputs, firstResult);
+  } else {
+    addWork(plan.shape, s.spec, inputArgs(s.bodyOp.schema(), args), outputs, firstResult);
+  }
   std::unique_ptr<CpuOpKernel> call;
   if (s.spec.functionalOverload != nullptr) {
     // The body computes functionally and copies into the outputs.

@@ -68,8 +68,8 @@ TEST(DeviceMetrics, AKernelsArgsAreWhatItsLauncherDefinedAndTheRatesOverItsDurat
   CollectArgs all;
   writeKernelMetricArgs(m, parse("flops,bytes_read,bytes_written,busy_ns,flops_per_s,bytes_per_s"), 1000000, all);
   const std::vector<std::pair<std::string, std::string>> expected = {
-      {"flops", "524288"},         {"bytes_read", "32768"},   {"bytes_written", "16384"},
-      {"busy_ns", "900"},          {"flops_per_s", "524288000"}, {"bytes_per_s", "49152000"}};
+      {"flops", "524288"}, {"bytes_read", "32768"},      {"bytes_written", "16384"},
+      {"busy_ns", "900"},  {"flops_per_s", "524288000"}, {"bytes_per_s", "49152000"}};
   EXPECT_EQ(all.args, expected);
 
   CollectArgs unknownWork;  // the launcher defined nothing: no value is made up
