@@ -11,6 +11,8 @@
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 
+#include <openreg/activity.h>
+
 #include "backend/Device.h"
 #include "backend/Stream.h"
 
@@ -132,6 +134,11 @@ LaunchShape reductionShape(int64_t outputs, int64_t inputsPerOutput) {
   shape.grid = {clampDim(outputs), 1, 1};
   shape.sharedMemBytes = static_cast<uint32_t>(threads / 32 * sizeof(double));
   return shape;
+}
+
+bool kernelWorkWanted() {
+  int active = 0;
+  return orActivityIsActive(OR_ACTIVITY_KIND_KERNEL_METRICS, &active) == orSuccess && active != 0;
 }
 
 uint64_t distinctBytes(const at::Tensor& tensor) {

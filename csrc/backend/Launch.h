@@ -60,6 +60,9 @@ LaunchShape gemmShape(int64_t m, int64_t n, int64_t batch);
 // Bytes of the distinct elements a tensor's view covers: broadcast (stride 0)
 // dimensions count once. What a kernel must at least read or write of it.
 uint64_t distinctBytes(const at::Tensor& tensor);
+// Whether a launch should define its work (LaunchShape::withFlops/withBytes)
+// now: only while the profiler records kernel metrics (one atomic load).
+bool kernelWorkWanted();
 
 namespace detail {
 // Runs `run(body)` on an executor thread in the state kernel bodies expect:

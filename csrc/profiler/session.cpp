@@ -921,8 +921,12 @@ std::string OpenregSession::getDeviceProperties() {
         .field("totalGlobalMem", device.info.totalMemory)
         .field("computeUnits", device.info.computeUnits)
         .field("clockRateKHz", device.info.clockRateKHz)
-        .field("executorThreads", device.info.executorThreads)
-        .endObject();
+        .field("executorThreads", device.info.executorThreads);
+    // Declared peaks, for rooflines (0: the library declares none; an older
+    // one leaves them so).
+    if (device.info.peakFlopsPerSecond > 0) w.key("peakFlopsPerSecond").valueFixed(device.info.peakFlopsPerSecond, 0);
+    if (device.info.peakBytesPerSecond > 0) w.key("peakBytesPerSecond").valueFixed(device.info.peakBytesPerSecond, 0);
+    w.endObject();
     if (!out.empty()) out += ",";
     out += w.str();
   }

@@ -204,6 +204,25 @@ TEST(Counters, MisuseIsRefusedWithItsCause) {
     ASSERT_OR(orActivityDisableTracing());
   }
   EXPECT_EQ(orActivityEnable(OR_ACTIVITY_KIND_COUNT), orErrorInvalidValue);
+  int active = 0;
+  EXPECT_EQ(orActivityIsActive(OR_ACTIVITY_KIND_COUNT, &active), orErrorInvalidValue);
+  EXPECT_EQ(orActivityIsActive(OR_ACTIVITY_KIND_KERNEL, nullptr), orErrorInvalidValue);
+}
+
+TEST(Counters, IsActiveAnswersWhetherAKindIsRecordedNow) {
+  ActivityCollector collector;
+  int active = -1;
+  ASSERT_OR(orActivityIsActive(OR_ACTIVITY_KIND_KERNEL_METRICS, &active));
+  EXPECT_EQ(active, 0);
+  enable({OR_ACTIVITY_KIND_KERNEL_METRICS});
+  ASSERT_OR(orActivityIsActive(OR_ACTIVITY_KIND_KERNEL_METRICS, &active));
+  EXPECT_EQ(active, 0) << "enabled, but the window is closed";
+  ASSERT_OR(orActivityEnableTracing());
+  ASSERT_OR(orActivityIsActive(OR_ACTIVITY_KIND_KERNEL_METRICS, &active));
+  EXPECT_EQ(active, 1);
+  ASSERT_OR(orActivityIsActive(OR_ACTIVITY_KIND_COUNTER, &active));
+  EXPECT_EQ(active, 0) << "another kind";
+  ASSERT_OR(orActivityDisableTracing());
 }
 
 TEST(Counters, DeviceInfoDeclaresItsPeaks) {

@@ -663,6 +663,14 @@ REPLAY_API orError_t orActivityGetVersion(uint32_t* version) {
   return orSuccess;
 }
 
+REPLAY_API orError_t orActivityIsActive(orActivityKind kind, int* active) {
+  auto& r = Replay::get();
+  if (active == nullptr || kind <= OR_ACTIVITY_KIND_INVALID || kind >= OR_ACTIVITY_KIND_COUNT) return invalid();
+  std::lock_guard<std::mutex> guard(r.mutex);
+  *active = r.tracing && r.enabledKinds[kind] ? 1 : 0;
+  return orSuccess;
+}
+
 #ifndef OPENREG_REPLAY_MINIMAL  // optional for the plugin
 REPLAY_API orError_t orActivitySetCounterPeriod(uint64_t periodNs) {
   // Counters come from the scenario; the period is only checked.

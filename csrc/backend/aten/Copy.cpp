@@ -50,7 +50,9 @@ void launchCopyKernel(const at::Tensor& dst, const at::Tensor& src) {
       src.scalar_type() == dst.scalar_type()
           ? kernelName("copy_strided", dst.scalar_type())
           : std::string("copy_") + dtypeSuffix(src.scalar_type()) + "_to_" + dtypeSuffix(dst.scalar_type());
-  launchKernel(streamFor(dst), name, elementwiseShape(dst.numel()).withBytes(distinctBytes(src), distinctBytes(dst)),
+  LaunchShape shape = elementwiseShape(dst.numel());
+  if (kernelWorkWanted()) shape.withBytes(distinctBytes(src), distinctBytes(dst));
+  launchKernel(streamFor(dst), name, shape,
                [d = describeTensor(dst), s = describeTensor(src)]() { d.view().copy_(s.view()); });
 }
 

@@ -488,10 +488,10 @@ void detail::StructuredLauncher::launch(c10::Device device, c10::ArrayRef<ArgRef
   }
   const at::Tensor& firstResult = result != nullptr ? *result : outputs.empty() ? namingTensor(args) : outputs.front();
   LaunchPlan plan = planLaunch(s.spec, s.names, args, firstResult);
-  if (s.spec.functionalOverload != nullptr) {
-    addWork(plan.shape, s.spec, args.slice(0, s.bodyInputs), outputs, firstResult);
-  } else {
-    addWork(plan.shape, s.spec, inputArgs(s.bodyOp.schema(), args), outputs, firstResult);
+  if (kernelWorkWanted()) {
+    const bool functional = s.spec.functionalOverload != nullptr;
+    addWork(plan.shape, s.spec, functional ? args.slice(0, s.bodyInputs) : inputArgs(s.bodyOp.schema(), args), outputs,
+            firstResult);
   }
   std::unique_ptr<CpuOpKernel> call;
   if (s.spec.functionalOverload != nullptr) {

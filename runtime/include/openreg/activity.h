@@ -524,6 +524,15 @@ OR_API orError_t orActivityMarkerInstant(const char* name);
 
 /* -------------------------------------------------------------- counters */
 
+/* Whether records of `kind` are being written now (the window is open and
+ * the kind enabled): *active = 1 or 0. One relaxed atomic load, for a
+ * launcher that only works out what orLaunchConfig's work fields need
+ * (FLOPs, bytes) while KERNEL_METRICS records are wanted, so that tracing
+ * nothing costs nothing. A window that opens right after the answer only
+ * leaves that launch's work undefined. orErrorInvalidValue for an unknown
+ * kind or a NULL active. */
+OR_API orError_t orActivityIsActive(orActivityKind kind, int* active);
+
 /* Default and bounds of the counter period. */
 #define OR_ACTIVITY_COUNTER_PERIOD_DEFAULT_NS 1000000ull /* 1 ms */
 #define OR_ACTIVITY_COUNTER_PERIOD_MIN_NS 100000ull      /* 100 us */

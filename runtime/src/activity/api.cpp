@@ -303,6 +303,14 @@ orError_t orActivityGetVersion(uint32_t* version) {
   return orSuccess;
 }
 
+orError_t orActivityIsActive(orActivityKind kind, int* active) {
+  if (active == nullptr || !validKind(kind)) {
+    return fail(orErrorInvalidValue, "orActivityIsActive: %s", active == nullptr ? "active is NULL" : "unknown kind");
+  }
+  *active = activity::active(kind) ? 1 : 0;
+  return orSuccess;
+}
+
 orError_t orActivitySetCounterPeriod(uint64_t periodNs) {
   return guarded([&]() -> orError_t {
     if (periodNs < OR_ACTIVITY_COUNTER_PERIOD_MIN_NS || periodNs > OR_ACTIVITY_COUNTER_PERIOD_MAX_NS) {
