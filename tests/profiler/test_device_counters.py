@@ -229,3 +229,13 @@ def test_an_unknown_metric_is_a_runtime_error_naming_the_known_ones():
         a @ a
         torch.openreg.synchronize()
     assert [e for e in prof.events() if e.name.startswith("gemm")]
+
+
+def test_device_properties_declare_the_peaks_rooflines_need(tmp_path):
+    a = torch.randn(8, 8, device="openreg")
+    _, trace = traced(tmp_path, lambda: a @ a)
+    for device in trace["deviceProperties"]:
+        # Declared, as a datasheet would: a multiply-add per compute unit per cycle, 16 bytes per cycle per
+        # executor thread (OPENREG_PEAK_GFLOPS / OPENREG_PEAK_GBPS override them).
+        assert device["peakFlopsPerSecond"] == 2 * device["computeUnits"] * device["clockRateKHz"] * 1000
+        assert device["peakBytesPerSecond"] == 16 * device["executorThreads"] * device["clockRateKHz"] * 1000
