@@ -239,3 +239,30 @@ def test_device_properties_declare_the_peaks_rooflines_need(tmp_path):
         # executor thread (OPENREG_PEAK_GFLOPS / OPENREG_PEAK_GBPS override them).
         assert device["peakFlopsPerSecond"] == 2 * device["computeUnits"] * device["clockRateKHz"] * 1000
         assert device["peakBytesPerSecond"] == 16 * device["executorThreads"] * device["clockRateKHz"] * 1000
+
+
+def test_the_trace_tools_roofline_reads_an_openreg_trace(tmp_path):
+    """openreg-trace summary takes the kernels' metric args and the declared peaks: exact FLOPs and bytes, the kernel's
+    own time, and the bound by the ridge point."""
+    import subprocess
+    import sys
+
+    a = torch.randn(64, 64, device="openreg")
+    traced(tmp_path, lambda: [a @ a for _ in range(3)], KERNEL_METRICS + COUNTERS)
+    done = subprocess.run(
+        [sys.executable, "-m", "openreg_trace", "summary", "--json", str(tmp_path / "trace.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    (device,) = [d for d in summary["roofline"]["devices"] if d["device"] == 0]
+    assert device["peak_flops_source"] == "deviceProperties"
+    (gemm,) = [k for k in device["kernels"] if k["name"].startswith("gemm")]
+    assert (gemm["count"], gemm["flops"], gemm["bytes"]) == (3, 3 * 2 * 64**3, 3 * 3 * 64 * 64 * 4)
+    assert gemm["time_basis"] == "kernel"
+    ridge = device["ridge_flops_per_byte"]
+    assert gemm["intensity_flops_per_byte"] == pytest.approx(2 * 64**3 / (3 * 64 * 64 * 4))
+    assert gemm["bound"] == ("compute" if gemm["intensity_flops_per_byte"] >= ridge else "memory")
+    assert {c["name"] for c in summary["counters"]["tracks"]} >= {"memory_allocated", "queued_tasks"}

@@ -39,6 +39,8 @@ struct SummaryOptions {
   // HTA's runtime_cutoff and launch_delay_cutoff (its outlier thresholds).
   int64_t slowLaunchNs = 50'000;
   int64_t slowStartNs = 100'000;
+  // The roofline's peaks for every device; each overrides deviceProperties'.
+  std::optional<double> peakFlops, peakBytesPerS;
 };
 
 struct Interval {
@@ -190,6 +192,92 @@ struct SourceAttribution {
   std::vector<SourceLineStat> lines;  // by device time, descending (all)
 };
 
+// ---------------------------------------------------------------- roofline (summary_roofline.cpp)
+
+// Where a metric range's time came from.
+enum class RangeTime : uint8_t {
+  Kernel,      // the kernel event it measures (same correlation, else same row, ts and dur)
+  Kernels,     // a device total ("kernels" arg): the summed durations of the kernels inside it
+  Range,       // its own duration: no kernel event to match
+  CuptiSplit,  // unknown: Kineto's CUPTI range profiler splits its span evenly among its ranges
+};
+const char* rangeTimeName(RangeTime r);
+
+// One metric range, read: each value only when the range carries it.
+struct RangeMetrics {
+  uint32_t range = 0;  // index into Trace::metricRanges
+  std::optional<double> flops, bytesRead, bytesWritten, busyNs;
+  bool flopsFromSass = false;      // summed from CUPTI's SASS instruction counters
+  std::optional<int64_t> kernels;  // a device total's "kernels"
+  RangeTime time = RangeTime::Range;
+  int64_t timeNs = 0;  // unknown for CuptiSplit
+};
+// Every range of the trace, in file order, with its time found.
+std::vector<RangeMetrics> readRangeMetrics(const Trace& t);
+
+// The ranges of one kernel name on one device, summed. A value is known only
+// when every range had it (a partial sum would pass for the whole).
+struct RooflineRow {
+  uint32_t name = kNoString;
+  bool deviceTotal = false;  // openreg's one range per device ("kernels" arg)
+  uint64_t count = 0;        // ranges
+  int64_t kernels = 0;       // kernels they cover
+  uint8_t timeBases = 0;     // bit set of 1 << RangeTime
+  std::optional<double> flops, bytesRead, bytesWritten, busyNs;
+  std::optional<int64_t> timeNs;
+  std::optional<double> bytes() const;  // read + written
+};
+
+// What a row achieved against its device's peaks: each null when a value it
+// needs is unknown.
+struct RooflineRates {
+  std::optional<double> intensity;  // FLOP per byte
+  std::optional<double> flopsPerS, bytesPerS, peakFlopsShare, peakBytesShare, attainableFlopsPerS, rooflineShare;
+  const char* bound = nullptr;  // "memory" (intensity below the ridge), "compute", or null
+};
+
+struct RooflineDevice {
+  Key device;
+  uint32_t name = kNoString;  // from deviceProperties
+  std::optional<double> peakFlops, peakBytesPerS;
+  const char *peakFlopsSource = nullptr, *peakBytesSource = nullptr;  // "options", "deviceProperties"
+  uint64_t ranges = 0, flopsRanges = 0, sassRanges = 0;               // all, with FLOPs, with FLOPs from SASS counters
+  std::vector<RooflineRow> rows;        // per kernel name: most time first, then most FLOPs
+  RooflineRow total;                    // its kernels' rows together (its device total without them)
+  std::vector<std::string> notes;       // what is unknown and why, in words
+  std::optional<double> ridge() const;  // peakFlops / peakBytesPerS
+};
+
+struct Roofline {
+  uint64_t ranges = 0;
+  std::vector<RooflineDevice> devices;  // by device
+  std::vector<std::string> notes;       // trace-wide: what is missing
+};
+Roofline computeRoofline(const Trace& t, const SummaryOptions& options);
+RooflineRates rooflineRates(const RooflineRow& row, const RooflineDevice& device);
+
+// ---------------------------------------------------------------- counter tracks (summary_counters.cpp)
+
+struct CounterSeriesStat {
+  uint32_t name = kNoString;
+  uint64_t samples = 0;
+  double min = 0, max = 0, last = 0;
+  // Weighted by how long each value held (until the series' next sample);
+  // null when all its samples share one timestamp.
+  std::optional<double> mean;
+  int64_t firstTs = 0, lastTs = 0;
+};
+
+// The samples of one counter name on one pid (Chrome's and Perfetto's track).
+struct CounterTrack {
+  Key device;  // the pid
+  uint32_t name = kNoString, cat = kNoString;
+  std::vector<uint32_t> points;           // into Trace::counters, by ts (file order among equals)
+  std::vector<CounterSeriesStat> series;  // in the order they first appear
+};
+// By device, then name.
+std::vector<CounterTrack> computeCounterTracks(const Trace& t);
+
 struct Summary {
   std::optional<Window> window;
   int64_t deviceTotalNs = 0;
@@ -206,6 +294,8 @@ struct Summary {
   LaunchStats launches;
   Communication communication;
   SourceAttribution sourceLines;
+  Roofline roofline;
+  std::vector<CounterTrack> counters;
 };
 
 // The HTA-style parts of the summary (device_analysis.cpp).
@@ -260,6 +350,12 @@ void computeMemory(const Trace& t, const SummaryOptions& options, Summary& s);
 void writeMemory(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
 // critical_path_json.cpp: the critical path of the first ProfilerStep, in short
 void writeCriticalPath(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+// summary_roofline.cpp: FLOPs, bytes and rates per kernel against the peaks
+void computeRoofline(const Trace& t, const SummaryOptions& options, Summary& s);
+void writeRoofline(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
+// summary_counters.cpp: min, max, last and mean of every counter series
+void computeCounters(const Trace& t, const SummaryOptions& options, Summary& s);
+void writeCounters(JsonWriter& w, const Trace& t, const Summary& s, const SummaryOptions& options);
 }  // namespace sections
 
 // A python_function name "path(line): function" of user code (not

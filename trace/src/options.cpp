@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <cmath>
 #include <functional>
 #include <stdexcept>
 #include <utility>
@@ -43,6 +44,15 @@ Setter int64Option(const char* name, int64_t& out) {
   return [name, &out](JsonReader& r) {
     if (r.peekKind() != JsonKind::Number || !parseInt64(r.readNumber(), out) || out < 0)
       throw std::invalid_argument(std::string("option \"") + name + "\" must be a non-negative integer");
+  };
+}
+
+Setter peakOption(const char* name, std::optional<double>& out) {
+  return [name, &out](JsonReader& r) {
+    const double v = r.peekKind() == JsonKind::Number ? parseDouble(r.readNumber()) : 0.0;
+    if (!(v > 0) || !std::isfinite(v))
+      throw std::invalid_argument(std::string("option \"") + name + "\" must be a positive number");
+    out = v;
   };
 }
 
@@ -92,7 +102,9 @@ SummaryOptions parseSummaryOptions(std::string_view json) {
                      {"gaps", intOption("gaps", o.gaps)},
                      {"kernel_wait_ns", int64Option("kernel_wait_ns", o.kernelWaitNs)},
                      {"slow_launch_ns", int64Option("slow_launch_ns", o.slowLaunchNs)},
-                     {"slow_start_ns", int64Option("slow_start_ns", o.slowStartNs)}});
+                     {"slow_start_ns", int64Option("slow_start_ns", o.slowStartNs)},
+                     {"peak_flops", peakOption("peak_flops", o.peakFlops)},
+                     {"peak_bytes_per_s", peakOption("peak_bytes_per_s", o.peakBytesPerS)}});
   return o;
 }
 

@@ -1,5 +1,6 @@
 #include "report_data.h"
 
+#include <cmath>
 #include <stdexcept>
 
 #include "json_reader.h"
@@ -24,9 +25,17 @@ ReportOptions parseReportOptions(std::string_view json) {
         (k == "events" ? o.events : o.deflate) = r.readBool();
         continue;
       }
+      if (k == "peak_flops" || k == "peak_bytes_per_s") {
+        const double v = r.peekKind() == JsonKind::Number ? parseDouble(r.readNumber()) : 0.0;
+        if (!(v > 0) || !std::isfinite(v))
+          throw std::invalid_argument("option \"" + k + "\" must be a positive number");
+        (k == "peak_flops" ? o.peakFlops : o.peakBytesPerS) = v;
+        continue;
+      }
       int* target = k == "top"              ? &o.top
                     : k == "gaps"           ? &o.gaps
                     : k == "memory_points"  ? &o.memoryPoints
+                    : k == "counter_points" ? &o.counterPoints
                     : k == "live_at_peak"   ? &o.liveAtPeak
                     : k == "max_table_rows" ? &o.maxTableRows
                                             : nullptr;
@@ -46,6 +55,8 @@ std::string reportJson(const Trace& t, const std::string& path, const ReportOpti
   SummaryOptions so;
   so.top = o.top;
   so.gaps = o.gaps;
+  so.peakFlops = o.peakFlops;
+  so.peakBytesPerS = o.peakBytesPerS;
   std::string summary = summaryToJson(t, computeSummary(t, so), so);
   const EventArgs args = readEventArgs(path, t.eventCount);
   JsonWriter w;
@@ -54,6 +65,7 @@ std::string reportJson(const Trace& t, const std::string& path, const ReportOpti
   writeOpTable(w, t, args, o);
   writeKernelTable(w, t, o);
   writeMemoryCurves(w, t, args, o);
+  writeCounterCurves(w, t, o);
   writeTimelineEvents(w, t, args, o);
   w.endObject();
   std::string out;

@@ -18,16 +18,18 @@ namespace openreg::trace {
 struct ReportOptions {
   int top = 1'000'000'000;  // summary rows (the report's tables show them all)
   int gaps = 10;
-  int memoryPoints = 4000;  // points of each memory curve (peaks kept)
-  int liveAtPeak = 20;      // largest live allocations listed at the peak
+  int memoryPoints = 4000;   // points of each memory curve (peaks kept)
+  int counterPoints = 2000;  // samples of each counter track (peaks kept)
+  int liveAtPeak = 20;       // largest live allocations listed at the peak
   int maxTableRows = 20000;
-  bool events = true;   // the packed events of the timeline
-  bool deflate = true;  // zlib-compress each packed array
+  bool events = true;                              // the packed events of the timeline
+  bool deflate = true;                             // zlib-compress each packed array
+  std::optional<double> peakFlops, peakBytesPerS;  // the roofline's, as the summary's options
 };
 ReportOptions parseReportOptions(std::string_view json);
 
 // {"summary": <the summary JSON>, "report": {steps, op_table, kernel_table,
-// memory, timeline}}. `path` is read a second time for the args.
+// memory, counters, timeline}}. `path` is read a second time for the args.
 std::string reportJson(const Trace& t, const std::string& path, const ReportOptions& options);
 
 }  // namespace openreg::trace

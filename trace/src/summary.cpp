@@ -173,12 +173,15 @@ void writeTraceInfo(JsonWriter& w, const Trace& t) {
   w.endObject();
   std::map<uint32_t, uint64_t> cats;
   for (const Slice& s : t.slices) ++cats[s.cat];
+  // Metric ranges are no slices, but complete events of their own category.
+  const uint32_t metricCat = t.strings.find(kMetricCategory);
+  if (!t.metricRanges.empty()) cats[metricCat] += t.metricRanges.size();
   w.key("categories").beginArray();
   for (auto& [cat, n] : cats) {
     w.beginObject();
     w.key("name");
     writeName(w, t, cat);
-    w.field("role", roleName(t.role(cat)));
+    w.field("role", cat == metricCat && cat != kNoString ? "metric" : roleName(t.role(cat)));
     w.field("complete_events", n);
     w.endObject();
   }
@@ -253,6 +256,8 @@ const std::vector<SummarySection>& summarySections() {
       {"source_lines", computeSourceLines, writeSourceLines},
       {"memory", computeMemory, writeMemory},
       {"critical_path", nullptr, writeCriticalPath},
+      {"roofline", computeRoofline, writeRoofline},
+      {"counters", computeCounters, writeCounters},
   };
   return kSections;
 }

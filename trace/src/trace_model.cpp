@@ -1,9 +1,11 @@
 #include "trace_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <set>
+#include <tuple>
 
 namespace openreg::trace {
 
@@ -89,6 +91,12 @@ uint32_t Trace::laneId(const Lane& lane) {
   return it->second;
 }
 
+std::optional<uint32_t> Trace::findLane(const Lane& lane) const {
+  auto it = laneIds_.find(lane);
+  if (it == laneIds_.end()) return std::nullopt;
+  return it->second;
+}
+
 // ---------------------------------------------------------------- loading
 
 namespace {
@@ -117,6 +125,8 @@ class Loader {
   Loader(Trace& t, JsonReader& r) : t_(t), r_(r) {
     memoryName_ = t_.strings.intern("[memory]");
     windowEndName_ = t_.strings.intern("Record Window End");
+    metricCat_ = t_.strings.intern(kMetricCategory);
+    kernelCat_ = t_.strings.intern("kernel");
   }
 
   void readDocument() {
@@ -136,6 +146,8 @@ class Loader {
           readDistributedInfo();
         } else if (key == "openreg_profiler" && r_.peekKind() == JsonKind::Object) {
           readOpenregProfiler();
+        } else if (key == "deviceProperties" && r_.peekKind() == JsonKind::Array) {
+          readDeviceProperties();
         } else {
           r_.skipValue();
         }
@@ -198,6 +210,41 @@ class Loader {
         }
       }
       t_.onDemand = info;
+    }
+  }
+
+  // Each entry's id, name and declared peaks; other fields are skipped.
+  void readDeviceProperties() {
+    r_.beginArray();
+    while (r_.nextElement()) {
+      if (r_.peekKind() != JsonKind::Object) {
+        r_.skipValue();
+        continue;
+      }
+      DeviceProperties d;
+      IntArg id;
+      r_.beginObject();
+      std::string_view key;
+      while (r_.nextKey(key)) {
+        if (key == "id") {
+          readIntArg(id);
+        } else if (key == "name") {
+          d.name = readInternedString();
+        } else if (key == "peakFlopsPerSecond" || key == "peakBytesPerSecond") {
+          std::optional<double>& peak = key == "peakFlopsPerSecond" ? d.peakFlops : d.peakBytesPerS;
+          if (r_.peekKind() != JsonKind::Number) {
+            r_.skipValue();
+            continue;
+          }
+          // A peak of 0 or less declares nothing.
+          if (const double v = parseDouble(r_.readNumber()); v > 0 && std::isfinite(v)) peak = v;
+        } else {
+          r_.skipValue();
+        }
+      }
+      if (!id.ok()) continue;
+      d.id = id.value;
+      t_.deviceProperties.push_back(d);
     }
   }
 
@@ -280,12 +327,39 @@ class Loader {
       r_.skipValue();
       return;
     }
+    // Numeric args are kept for counters and metric ranges only (or while
+    // "ph" or "cat" is still unread: commit() drops them if unneeded). A
+    // counter's are all its series, even one named "device" or "stream";
+    // only when its "ph" follows its args do such names go to the event's
+    // own fields (one pass cannot keep both; Kineto writes "ph" first).
+    const bool counter = e.phOk && e.ph == 'C';
+    // A kernel's own args may carry its metrics (openreg writes them there):
+    // only those are kept.
+    const bool kernel = e.phOk && e.ph == 'X' && e.cat == kernelCat_;
+    const bool keep = counter || !e.phOk || (e.ph == 'X' && (e.cat == kNoString || e.cat == metricCat_)) || kernel;
     r_.beginObject();
     std::string_view key;
     while (r_.nextKey(key)) {
-      if (!readEventArg(key, e) && !readCommArg(key, e.comm, e.hasComm) && !readSyncArg(key, e.sync, e.hasSync))
-        r_.skipValue();
+      if (counter && readNumArg(key)) continue;
+      if (readEventArg(key, e) || readCommArg(key, e.comm, e.hasComm) || readSyncArg(key, e.sync, e.hasSync)) continue;
+      if (!keep || (kernel && !isKernelMetricKey(key)) || !readNumArg(key)) r_.skipValue();
     }
+  }
+
+  // A number into pendingArgs_; false (the value unread) for anything else.
+  bool readNumArg(std::string_view key) {
+    if (r_.peekKind() != JsonKind::Number) return false;
+    const uint32_t id = t_.strings.intern(key);  // before reading on: a refill moves the key's bytes
+    const double v = parseDouble(r_.readNumber());
+    if (std::isfinite(v)) pendingArgs_.push_back({id, v});
+    return true;
+  }
+
+  // The args just read, moved to the trace: {first, count}.
+  std::pair<uint32_t, uint32_t> keepPendingArgs() {
+    const auto first = static_cast<uint32_t>(t_.numArgs.size());
+    t_.numArgs.insert(t_.numArgs.end(), pendingArgs_.begin(), pendingArgs_.end());
+    return {first, static_cast<uint32_t>(pendingArgs_.size())};
   }
 
   // The args of events in general (ids, lanes, memory, metadata); false if
@@ -370,6 +444,7 @@ class Loader {
   void readEvent(const Origin& origin) {
     EventFields& e = fields_;
     e = EventFields{};
+    pendingArgs_.clear();
     r_.beginObject();
     std::string_view key;
     while (r_.nextKey(key)) {
@@ -454,6 +529,8 @@ class Loader {
           malformed(origin, "complete event with negative dur", e.name);
           return;
         }
+        if (e.cat == metricCat_) return commitMetricRange(origin);
+        if (e.cat == kernelCat_ && keepKernelMetrics()) commitMetricRange(origin);  // and the kernel itself
         Slice s;
         s.ts = e.ts;
         s.dur = e.dur;
@@ -519,6 +596,8 @@ class Loader {
         t_.memory.push_back(m);
         return;
       }
+      case 'C':
+        return commitCounter(origin);
       case 'M': {
         MetaEvent m;
         m.origin = origin;
@@ -534,10 +613,51 @@ class Loader {
     }
   }
 
+  static bool isKernelMetricKey(std::string_view key) {
+    return key == "flops" || key == "bytes_read" || key == "bytes_written" || key == "busy_ns";
+  }
+
+  // Leaves only a kernel's metric args pending (all its numeric args are
+  // pending when they came before its "cat"); true if it has any.
+  bool keepKernelMetrics() {
+    std::erase_if(pendingArgs_, [&](const NumArg& a) { return !isKernelMetricKey(t_.strings.view(a.key)); });
+    return !pendingArgs_.empty();
+  }
+
+  void commitMetricRange(const Origin& origin) {
+    const EventFields& e = fields_;
+    MetricRange m;
+    m.ts = e.ts;
+    m.dur = e.dur;
+    m.origin = origin;
+    m.lane = Lane{e.pid, e.tid};
+    m.name = e.name;
+    m.correlation = e.correlation;
+    std::tie(m.firstArg, m.argCount) = keepPendingArgs();
+    t_.metricRanges.push_back(m);
+  }
+
+  void commitCounter(const Origin& origin) {
+    const EventFields& e = fields_;
+    if (!e.hasTs || !e.hasPid || e.name == kNoString) {
+      malformed(origin, "counter event without a numeric ts, a pid or a name", e.name);
+      return;
+    }
+    CounterPoint c;
+    c.ts = e.ts;
+    c.origin = origin;
+    c.pid = e.pid;
+    c.name = e.name;
+    c.cat = e.cat;
+    std::tie(c.firstArg, c.argCount) = keepPendingArgs();
+    t_.counters.push_back(c);
+  }
+
   Trace& t_;
   JsonReader& r_;
   EventFields fields_;
-  uint32_t memoryName_, windowEndName_;
+  std::vector<NumArg> pendingArgs_;  // the event's numeric args (readNumArg)
+  uint32_t memoryName_, windowEndName_, metricCat_, kernelCat_;
 };
 
 bool endsWith(std::string_view s, std::string_view suffix) {
@@ -687,6 +807,8 @@ void buildIndexes(Trace& t) {
   for (const Slice& s : t.slices) consider(s.ts);
   for (const MemoryPoint& m : t.memory) consider(m.ts);
   for (const FlowPoint& f : t.flows) consider(f.ts);
+  for (const CounterPoint& c : t.counters) consider(c.ts);
+  for (const MetricRange& m : t.metricRanges) consider(m.ts);
   t.originNs = origin;
   buildSteps(t);
 }

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -137,6 +138,46 @@ struct MemoryPoint {  // ph "i", name "[memory]"
   IntArg deviceType, deviceId, totalAllocated, bytes;
 };
 
+// A numeric arg kept as written: counter series and metrics may be fractions
+// or exceed int64 (CUPTI's instruction counts).
+struct NumArg {
+  uint32_t key = kNoString;
+  double value = 0;
+};
+
+// One sample of a counter track (ph "C"): its args are the series' values,
+// each holding from ts until the track's next sample of that series.
+struct CounterPoint {
+  int64_t ts = 0;
+  Origin origin;
+  Key pid;
+  uint32_t name = kNoString, cat = kNoString;
+  uint32_t firstArg = 0, argCount = 0;  // into Trace::numArgs
+};
+
+// The category of per-kernel metrics: openreg's, and Kineto's CUPTI range
+// profiler's (CUDA_PROFILER_RANGE).
+inline constexpr std::string_view kMetricCategory = "cuda_profiler_range";
+
+// A complete event of kMetricCategory: metrics of a kernel (or of a range of
+// kernels), not device work. Kept apart from the slices, so that no analysis
+// of device time counts it beside the kernel it measures.
+struct MetricRange {
+  int64_t ts = 0, dur = 0;  // ns
+  Origin origin;
+  Lane lane;
+  uint32_t name = kNoString;
+  IntArg correlation;                   // the kernel's, for an exact join
+  uint32_t firstArg = 0, argCount = 0;  // into Trace::numArgs
+};
+
+// An entry of the document's "deviceProperties": the peaks a backend declares.
+struct DeviceProperties {
+  int64_t id = 0;
+  uint32_t name = kNoString;
+  std::optional<double> peakFlops, peakBytesPerS;  // "peakFlopsPerSecond", "peakBytesPerSecond"
+};
+
 struct MetaEvent {  // ph "M"
   Origin origin;
   uint32_t lane = 0;
@@ -216,6 +257,10 @@ class Trace {
   std::vector<CommArgs> commArgs;        // by slice index, ascending
   std::vector<SourceLines> sourceLines;  // by slice index, ascending
   std::vector<SyncArgs> syncArgs;        // by slice index, ascending
+  std::vector<CounterPoint> counters;    // in file order
+  std::vector<MetricRange> metricRanges;
+  std::vector<NumArg> numArgs;  // the args of counters and metric ranges
+  std::vector<DeviceProperties> deviceProperties;
   // distributedInfo (torch.profiler writes it once torch.distributed runs).
   std::optional<int64_t> rank, worldSize;
   uint32_t distBackend = kNoString;
@@ -304,6 +349,12 @@ class Trace {
   }
 
   uint32_t laneId(const Lane& lane);
+  // The lane's id, or nullopt when no event is on it.
+  std::optional<uint32_t> findLane(const Lane& lane) const;
+  // The numeric args of a counter sample or a metric range.
+  std::span<const NumArg> argsOf(uint32_t firstArg, uint32_t argCount) const {
+    return {numArgs.data() + firstArg, argCount};
+  }
 
  private:
   struct LaneHash {

@@ -129,6 +129,28 @@ class TraceBuilder {
         R"json(,"pid":"Spans","tid":"PyTorch Profiler","name":"PyTorch Profiler (0)","args":{"Op count":0}})json");
   }
 
+  // Metrics of a kernel as openreg writes them (cat cuda_profiler_range, on the
+  // kernel's row with its ts and dur); `args` is the args object's inside.
+  TraceBuilder& metrics(const std::string& name, int64_t ts, int64_t dur, int64_t device, int64_t tid,
+                        const std::string& args) {
+    return raw(R"({"ph":"X","cat":"cuda_profiler_range","name":")" + name + R"(","pid":)" + std::to_string(device) +
+               R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + us(ts) + R"(,"dur":)" + us(dur) + R"(,"args":{)" +
+               args + "}}");
+  }
+
+  // One sample of a counter track; `args` is the args object's inside ({series: value}).
+  TraceBuilder& counter(const std::string& name, int64_t ts, int64_t device, const std::string& args,
+                        const std::string& cat = "mtia_counters") {
+    return raw(R"({"ph":"C","cat":")" + cat + R"(","name":")" + name + R"(","pid":)" + std::to_string(device) +
+               R"(,"tid":0,"ts":)" + us(ts) + R"(,"args":{)" + args + "}}");
+  }
+
+  // The document's deviceProperties, as JSON text (default: an empty list).
+  TraceBuilder& deviceProperties(const std::string& json) {
+    deviceProperties_ = json;
+    return *this;
+  }
+
   // A top-level key of the document (metadata such as distributedInfo), its value as JSON text.
   TraceBuilder& metadata(const std::string& key, const std::string& json) {
     metadata_ += "  \"" + key + "\": " + json + ",\n";
@@ -136,10 +158,9 @@ class TraceBuilder {
   }
 
   std::string json() const {
-    std::string out =
-        "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n  \"displayTimeUnit\": \"ms\",\n"
-        "  \"baseTimeNanoseconds\": 1700000000000000000,\n" +
-        metadata_ + "  \"traceEvents\": [";
+    std::string out = "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": " + deviceProperties_ +
+                      ",\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": 1700000000000000000,\n" +
+                      metadata_ + "  \"traceEvents\": [";
     for (size_t i = 0; i < events_.size(); ++i) {
       out += i ? ",\n  " : "\n  ";
       out += events_[i];
@@ -158,6 +179,7 @@ class TraceBuilder {
  private:
   std::vector<std::string> events_;
   std::string metadata_;
+  std::string deviceProperties_ = "[]";
 };
 
 // A host that launches faster than the device runs (times in us): steps 1-3 are

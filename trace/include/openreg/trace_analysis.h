@@ -96,14 +96,17 @@ ORTRACE_API void ortrace_close(ortrace_trace* trace);
  * utilisation, largest idle gaps with the host activity during each, the
  * device memory peak with the op that reached it, and what
  * HolisticTraceAnalysis reports: kernel classes, the temporal and idle-time
- * breakdowns, launch statistics and communication (trace/README.md lists
- * the keys and where the definitions differ from HTA's).
+ * breakdowns, launch statistics and communication; the roofline per kernel
+ * (from cuda_profiler_range metric ranges) and the counter tracks
+ * (trace/README.md lists the keys and where the definitions differ from HTA's).
  *
  * optionsJson keys: "top" (int, rows per table, default 10),
  * "gaps" (int, idle gaps to report, default 5), "kernel_wait_ns" (int, a
  * gap shorter than this between queued kernels is kernel wait, default
  * 30000), "slow_launch_ns" and "slow_start_ns" (int, launch outlier
- * thresholds, defaults 50000 and 100000).
+ * thresholds, defaults 50000 and 100000), "peak_flops" and
+ * "peak_bytes_per_s" (positive numbers, the roofline's peaks of every
+ * device; default: the trace's deviceProperties, else unknown).
  */
 ORTRACE_API ortrace_status ortrace_summary(const ortrace_trace* trace, const char* optionsJson, char** outJson);
 

@@ -14,13 +14,15 @@ extern "C" {
 /*
  * Reads the trace at `path` (loadOptionsJson as ortrace_open_file takes it)
  * and returns {"summary": <as ortrace_summary>, "report": {"steps",
- * "op_table", "kernel_table", "memory", "timeline"}} (trace/README.md,
+ * "op_table", "kernel_table", "memory", "counters", "timeline"}} (trace/README.md,
  * "The report's data"). The file is read twice: the second pass collects the
  * args of every event, which the indexed trace does not keep.
  *
  * reportOptionsJson keys: "top" (summary rows, default all), "gaps" (default
  * 10), "memory_points" (points per memory curve, default 4000),
- * "live_at_peak" (default 20), "max_table_rows" (default 20000), "events"
+ * "live_at_peak" (default 20), "max_table_rows" (default 20000),
+ * "counter_points" (samples per counter track, default 2000), "peak_flops"
+ * and "peak_bytes_per_s" (the summary's roofline peaks), "events"
  * (bool, the packed timeline events, default true), "deflate" (bool,
  * zlib-compress each packed array, default true).
  *

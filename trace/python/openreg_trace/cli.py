@@ -64,9 +64,15 @@ def _add_classification(p: argparse.ArgumentParser) -> None:
 
 def _cmd_summary(args: argparse.Namespace) -> int:
     from . import commands
+    from .peak_options import peaks
 
     return commands.summary(
-        args.trace, top=args.top, gaps=args.gaps, as_json=args.json, classification=_classification(args)
+        args.trace,
+        top=args.top,
+        gaps=args.gaps,
+        as_json=args.json,
+        classification=_classification(args),
+        peaks=peaks(args),
     )
 
 
@@ -112,12 +118,17 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Adds every trace command to a parser's subcommands (this one's, or torch_openreg's beside its demo)."""
     summary = sub.add_parser(
-        "summary", help="what the device did: kernels, ops, streams, idle time, launches, communication, memory"
+        "summary",
+        help="what the device did: kernels, ops, streams, idle time, launches, communication, memory, roofline, "
+        "counters",
     )
     summary.add_argument("trace", nargs="+", help="trace file (.json or .json.gz) or a folder of traces")
     summary.add_argument("--top", type=int, default=10, help="rows per table (default 10)")
     summary.add_argument("--gaps", type=int, default=5, help="idle gaps to show (default 5)")
     summary.add_argument("--json", action="store_true", help="print the result as JSON")
+    from .peak_options import add_peaks
+
+    add_peaks(summary)
     _add_classification(summary)
     summary.set_defaults(func=_cmd_summary)
 

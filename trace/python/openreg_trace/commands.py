@@ -74,8 +74,10 @@ def summary(
     as_json: bool = False,
     classification: dict[str, Any] | None = None,
     out: TextIO | None = None,
+    peaks: dict[str, float] | None = None,
 ) -> int:
-    """Each trace's summary; on several traces (a folder of rank traces) also what the ranks did together."""
+    """Each trace's summary; on several traces (a folder of rank traces) also what the ranks did together.
+    `peaks`: the roofline's summary options peak_flops and peak_bytes_per_s (each overrides deviceProperties')."""
     from .format import ranks_text, summary_text
     from .ranks import compare_ranks
 
@@ -85,7 +87,11 @@ def summary(
         return summary_text(result, path, top=top)
 
     results = _for_each_trace(
-        paths, lambda t: t.summary(top=top, gaps=gaps), None if as_json else text, classification or {}, out
+        paths,
+        lambda t: t.summary(top=top, gaps=gaps, **(peaks or {})),
+        None if as_json else text,
+        classification or {},
+        out,
     )
     if len(results) == 1:
         if as_json:

@@ -29,6 +29,23 @@ def percent(x: float) -> str:
     return f"{100.0 * x:.1f}%"
 
 
+def si(x: float, unit: str) -> str:
+    """A rate or count with a decimal prefix: 524.288 MFLOP/s, 1.500 GB/s."""
+    for prefix, scale in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3f} {prefix}{unit}"
+    return f"{x:.0f} {unit}" if float(x).is_integer() else f"{x:.3g} {unit}"
+
+
+def _share(x: float) -> str:
+    """A share of a peak: small ones keep two digits (a simulated device runs far below its declared peak)."""
+    return f"{100.0 * x:.2g}%" if 0 < x < 0.01 else percent(x)
+
+
+def _known(x: Any, fmt: Any) -> str:
+    return "?" if x is None else fmt(x)
+
+
 def _table(rows: list[list[str]], header: list[str], right: set[int]) -> list[str]:
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
 
@@ -181,6 +198,8 @@ def summary_text(s: dict[str, Any], path: str = "", top: int = 10) -> str:
         op = m["op"]
         out.append(f"  (host memory peak: {size(m['peak_bytes'])}{', in ' + op['name'] if op else ''})")
     out.extend(_critical_path_text(s.get("critical_path")))
+    out.extend(roofline_text(s.get("roofline"), top))
+    out.extend(counters_text(s.get("counters")))
     return "\n".join(out)
 
 
@@ -336,6 +355,96 @@ def _device_analyses_text(s: dict[str, Any]) -> list[str]:
             for c in comm["collectives"]
         ]
         out += _table(rows, ["collective", "calls", "bytes", "device", "algbw GB/s", "busbw GB/s"], {1, 2, 3, 4, 5})
+    return out
+
+
+def _peaks_text(d: dict[str, Any]) -> str:
+    flops, nbytes = d["peak_flops_per_s"], d["peak_bytes_per_s"]
+    if flops is None and nbytes is None:
+        return "peak unknown"
+    sources = sorted({x for x in (d["peak_flops_source"], d["peak_bytes_source"]) if x})
+    text = f"peaks {_known(flops, lambda v: si(v, 'FLOP/s'))} and {_known(nbytes, lambda v: si(v, 'B/s'))}"
+    text += f" (from {' and '.join(sources)})"
+    ridge = d["ridge_flops_per_byte"]
+    return text + (f", ridge {ridge:.2f} FLOP/B" if ridge is not None else "")
+
+
+def _roofline_row(r: dict[str, Any]) -> list[str]:
+    name = r["name"] if r["name"] is not None else "(all kernels)"
+    if r["device_total"]:
+        name += f" ({r['kernels']:,} kernels)"
+    return [
+        f"{r['count']:,}",
+        _known(r["time_ns"], duration),
+        _known(r["flops"], lambda v: si(v, "FLOP")),
+        _known(r["bytes"], lambda v: si(v, "B")),
+        _known(r["intensity_flops_per_byte"], lambda v: f"{v:.3g}"),
+        _known(r["flops_per_s"], lambda v: si(v, "FLOP/s")),
+        _known(r["peak_flops_share"], _share),
+        _known(r["bytes_per_s"], lambda v: si(v, "B/s")),
+        _known(r["peak_bytes_share"], _share),
+        r["bound"] or "?",
+        name,
+    ]
+
+
+def roofline_text(roofline: dict[str, Any] | None, top: int = 10) -> list[str]:
+    """Per device: the kernels' FLOPs, bytes, intensity and rates against the peaks; what is unknown and why."""
+    if roofline is None:
+        return []
+    out = [""]
+    if not roofline["devices"]:
+        return out + [f"Roofline: {note}" for note in roofline["notes"]]
+    for d in roofline["devices"]:
+        name = f" ({d['name']})" if d["name"] else ""
+        ranges = f"{d['ranges']:,} metric range{'s' if d['ranges'] != 1 else ''}"
+        out.append(f"Roofline of device {d['device']}{name}: {_peaks_text(d)}; {ranges}")
+        rows = [_roofline_row(r) for r in d["kernels"][:top]]
+        if len(d["kernels"]) > 1:
+            rows.append(_roofline_row(d["total"]))
+        header = ["count", "time", "FLOPs", "bytes", "FLOP/B", "FLOP/s", "of peak", "bytes/s", "of peak"]
+        out += _table(rows, header + ["bound", "kernel"], set(range(9)))
+        out += [f"  note: {note}" for note in d["notes"]]
+    return out
+
+
+def _counter_value(series: str, v: float) -> str:
+    if "bytes" in series and series.endswith("per_s"):
+        return si(v, "B/s")
+    if "bytes" in series:
+        return size(v)
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:.4g}"
+
+
+def counters_text(counters: dict[str, Any] | None) -> list[str]:
+    """Per counter track: each series' min, max, last value and time-weighted mean."""
+    if counters is None:
+        return []
+    tracks = counters["tracks"]
+    if not tracks:
+        note = counters["note"]
+        return ["", note[:1].upper() + note[1:]]
+    devices = len({str(t["device"]) for t in tracks})
+    out = [
+        "",
+        f"Counter tracks ({len(tracks)} on {devices} device{'s' if devices > 1 else ''}; each value holds until "
+        "its series' next sample; mean weighted by that time)",
+    ]
+    for t in tracks:
+        when = f"from +{duration(t['first_ns'])} to +{duration(t['last_ns'])}"
+        cat = f" [{t['category']}]" if t["category"] else ""
+        out.append(f"  device {t['device']}  {t['name']}{cat}: {t['samples']:,} samples {when}")
+        rows = [
+            [
+                c["name"],
+                f"min {_counter_value(c['name'], c['min'])}",
+                f"max {_counter_value(c['name'], c['max'])}",
+                f"last {_counter_value(c['name'], c['last'])}",
+                "mean " + _known(c["mean"], lambda v, n=c["name"]: _counter_value(n, v)),
+            ]
+            for c in t["series"]
+        ]
+        out += ["  " + line for line in _table(rows, ["series", "", "", "", ""], set())[1:]]
     return out
 
 

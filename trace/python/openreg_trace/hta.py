@@ -36,6 +36,9 @@ collectives ``openregComm_*``             ``CommunicateKernelGroupingPattern`` a
 ``orStreamSynchronize``,
 ``orEventSynchronize``, ``orMemcpy``,
 ``orMemcpyAsync``
+per-kernel metric ranges                 after HTA parses a trace, their rows get correlation -1: HTA would take
+(``cuda_profiler_range`` with the         each for a second launch of its kernel (launch statistics, idle time
+kernel's ``correlation``)                 breakdown, critical path)
 Inductor's launch op (``cpu_op`` with     after HTA parses a trace (``hta.common.trace.parse_trace_dataframe``),
 a ``stream`` arg, with record_shapes)     ``cpu_op`` rows get stream -1: HTA takes any row with a stream for a
                                           kernel and would count the op's host time as compute (on CUDA too).
@@ -258,7 +261,10 @@ def _teach_stragglers(straggler: Any) -> None:
 def _teach_host_ops(trace_module: Any) -> None:
     """Host ops are never device work. Inductor's launch op (a ``cpu_op``) carries its launch's ``stream`` arg, on
     CUDA as on openreg, when shapes are recorded; HTA takes every row whose stream is not -1 for a kernel and would
-    count that op's host time as compute. After HTA parses a trace, its ``cpu_op`` rows get stream -1."""
+    count that op's host time as compute. After HTA parses a trace, its ``cpu_op`` rows get stream -1.
+    Nor are metrics launches: openreg's per-kernel metric ranges (``cuda_profiler_range``) carry their kernel's
+    ``correlation``, which HTA would pair with the kernel as a second launch; they get correlation -1 (the rows
+    stay, for HTA's CUPTI counter analysis)."""
 
     def make(original: Any) -> Any:
         @functools.wraps(original)
@@ -267,11 +273,17 @@ def _teach_host_ops(trace_module: Any) -> None:
             cpu_op = table.sym_index.get("cpu_op")
             if cpu_op is not None and "stream" in df.columns:
                 df.loc[df["cat"].eq(cpu_op) & df["stream"].ge(0), "stream"] = -1
+            metric = table.sym_index.get(METRIC_CATEGORY)
+            if metric is not None and "correlation" in df.columns:
+                df.loc[df["cat"].eq(metric), "correlation"] = -1
             return meta, df, table
 
         return wrapper
 
     _wrap(trace_module, "parse_trace_dataframe", make)
+
+
+METRIC_CATEGORY = "cuda_profiler_range"  # metric ranges: openreg's per-kernel metrics, CUPTI's range profiler
 
 
 def _warn_if_parsed_already(trace_module: Any) -> None:

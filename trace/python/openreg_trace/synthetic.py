@@ -39,6 +39,8 @@ class KinetoTraceWriter:
         self.events: list[str] = []
         # torch.profiler's footer once torch.distributed runs: {"backend", "rank", "world_size"}.
         self.distributed: dict[str, Any] | None = None
+        # The document's deviceProperties: {"id", "name", "peakFlopsPerSecond", "peakBytesPerSecond"...} each.
+        self.device_properties: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------ raw events
 
@@ -201,11 +203,43 @@ class KinetoTraceWriter:
         self.flow("s", correlation, launch_ts, self.host_pid, self.host_tid)
         return self.flow("f", correlation, kernel_ts, device, stream)
 
+    def kernel_metrics(
+        self,
+        name: str,
+        ts: int,
+        dur: int,
+        device: int,
+        tid: int,
+        correlation: int | None = None,
+        **metrics: float,
+    ) -> KinetoTraceWriter:
+        """Metrics of a kernel as openreg writes them: cat cuda_profiler_range on the kernel's row with its ts and
+        dur; `metrics` among flops, bytes_read, bytes_written, busy_ns (and kernels, for a device's one total
+        range). flops_per_s and bytes_per_s follow, over dur, as openreg adds them."""
+        args: dict[str, Any] = dict(metrics)
+        if "flops" in metrics and dur > 0:
+            args["flops_per_s"] = metrics["flops"] * 1e9 / dur
+        if "bytes_read" in metrics and "bytes_written" in metrics and dur > 0:
+            args["bytes_per_s"] = (metrics["bytes_read"] + metrics["bytes_written"]) * 1e9 / dur
+        if correlation is not None:
+            args["correlation"] = correlation
+        return self.complete("cuda_profiler_range", name, ts, dur, device, tid, args)
+
+    def counter(
+        self, name: str, ts: int, device: int, values: dict[str, float], cat: str = "mtia_counters"
+    ) -> KinetoTraceWriter:
+        """One sample of a counter track (Kineto's MTIA_COUNTERS layout): each value holds until the next."""
+        return self.raw(
+            f'{{\n    "ph": "C", "cat": {json.dumps(cat)}, "name": {json.dumps(name)}, "pid": {device}, "tid": 0,\n'
+            f'    "ts": {us(ts)},\n    "args": {{\n      {_args(values)}\n    }}\n  }}'
+        )
+
     # ------------------------------------------------------------ output
 
     def text(self) -> str:
+        props = ",\n    ".join(json.dumps(d) for d in self.device_properties)
         header = (
-            f'{{\n  "schemaVersion": 1,\n  "deviceProperties": [\n  ],\n  "displayTimeUnit": "ms",\n'
+            f'{{\n  "schemaVersion": 1,\n  "deviceProperties": [\n    {props}\n  ],\n  "displayTimeUnit": "ms",\n'
             f'  "baseTimeNanoseconds": {self.base_time_ns},\n  "traceEvents": [\n  '
         )
         footer = ""
@@ -418,3 +452,68 @@ def write_rank_traces(
             w.device_event(comm_kernel_name(style), arrive, end - arrive, rank, COMM_STREAM, corr, ext, args=args)
         paths.append(w.write(folder / f"rank{rank}.json"))
     return paths
+
+
+# The metrics trace: a 64x64x64 f32 matmul's FLOPs and bytes, and an elementwise add's.
+GEMM_FLOPS = 2 * 64 * 64 * 64
+GEMM_BYTES = (2 * 64 * 64 * 4, 64 * 64 * 4)  # read (A and B), written (C)
+ADD_FLOPS = 64 * 64
+ADD_BYTES = (2 * 64 * 64 * 4, 64 * 64 * 4)
+PEAK_FLOPS = 1e12
+PEAK_BYTES_PER_S = 2e11  # ridge: 5 FLOP/B; the gemm (10.7) is compute-bound, the add (1/12) memory-bound
+
+
+def metrics_trace(metrics: str = "per_kernel", counters: bool = True, peaks: bool = True) -> KinetoTraceWriter:
+    """A step on device 0 as openreg writes it with its counters and metrics: stream 7 runs three 1 ms gemms
+    (at 1, 3 and 5 ms), stream 13 two 0.5 ms adds (at 2 and 6 ms); then a 0.1 ms copy. `metrics`: "per_kernel"
+    (a cuda_profiler_range event under each kernel), "total" (one "openreg kernels" range over them all, on
+    its own row) or "none". `counters`: memory_allocated, memory_reserved, queued_tasks, copy_bandwidth.
+    `peaks`: deviceProperties declare PEAK_FLOPS and PEAK_BYTES_PER_S."""
+    ms = 1_000_000
+    w = KinetoTraceWriter()
+    w.host_rows().device_rows(0, [7, 13])
+    if peaks:
+        w.device_properties.append(
+            {"id": 0, "name": "openreg 0", "peakFlopsPerSecond": PEAK_FLOPS, "peakBytesPerSecond": PEAK_BYTES_PER_S}
+        )
+    w.span(0, 10 * ms)
+    w.op("ProfilerStep#1", 0, 9 * ms, 1, cat="user_annotation")
+    kernels = [("gemm", 7, t * ms, ms, GEMM_FLOPS, GEMM_BYTES) for t in (1, 3, 5)]
+    kernels += [("add", 13, t * ms, ms // 2, ADD_FLOPS, ADD_BYTES) for t in (2, 6)]
+    for k, (name, stream, ts, dur, flops, (read, written)) in enumerate(kernels):
+        ext, corr = 10 + k, 100 + k
+        w.op("aten::mm" if name == "gemm" else "aten::add", 100_000 * (k + 1), 50_000, ext)
+        w.launch(name, 100_000 * (k + 1) + 10_000, ts, dur, 0, stream, corr, ext)
+        if metrics == "per_kernel":
+            w.kernel_metrics(name, ts, dur, 0, stream, corr, flops=flops, bytes_read=read, bytes_written=written)
+    w.op("aten::copy_", 600_000, 50_000, 20)
+    w.launch("Memcpy DtoH (Device -> Host)", 610_000, 7 * ms, ms // 10, 0, 7, 120, 20, cat="gpu_memcpy")
+    if metrics == "total":
+        flops = sum(k[4] for k in kernels)
+        read, written = (sum(k[5][i] for k in kernels) for i in (0, 1))
+        w.kernel_metrics(
+            "openreg kernels",
+            1 * ms,
+            6 * ms - ms // 2,
+            0,
+            0,
+            flops=flops,
+            bytes_read=read,
+            bytes_written=written,
+            kernels=len(kernels),
+        )
+    if counters:
+        _metrics_counters(w, ms)
+    return w
+
+
+def _metrics_counters(w: KinetoTraceWriter, ms: int) -> None:
+    """openreg's four counters over the step: memory 1 MiB then 3 MiB at 2 ms, back to 1 MiB at 6 ms; two
+    streams' queues; the copy's bandwidth while it runs."""
+    for ts, allocated in ((0, 1 << 20), (2 * ms, 3 << 20), (6 * ms, 1 << 20), (8 * ms, 1 << 20)):
+        w.counter("memory_allocated", ts, 0, {"bytes": allocated})
+        w.counter("memory_reserved", ts, 0, {"bytes": 4 << 20})
+    for ts, q7, q13 in ((0, 3, 2), (2 * ms, 2, 1), (4 * ms, 1, 1), (8 * ms, 0, 0)):
+        w.counter("queued_tasks", ts, 0, {"stream 7": q7, "stream 13": q13})
+    for ts, bw in ((7 * ms, 2.5e10), (7 * ms + ms // 10, 0.0)):
+        w.counter("copy_bandwidth", ts, 0, {"bytes_per_s": bw})

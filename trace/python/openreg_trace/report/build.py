@@ -67,11 +67,13 @@ def report_traces(paths: Sequence[str | os.PathLike]) -> list[Path]:
     return files
 
 
-def _trace_text(path: Path, classification: dict[str, Any] | None, events: bool) -> str:
+def _trace_text(
+    path: Path, classification: dict[str, Any] | None, events: bool, peaks: dict[str, float] | None = None
+) -> str:
     from openreg_trace import TraceError
 
     try:
-        return report_data_text(path, classification, events=events)
+        return report_data_text(path, classification, events=events, **(peaks or {}))
     except TraceError as e:
         what = {"parse": "not a valid trace", "io": "cannot be read"}.get(e.status, e.status)
         raise ReportError(f"{path}: {what}: {e}") from e
@@ -107,14 +109,15 @@ def build_page(
     memory: str | os.PathLike | None = None,
     classification: dict[str, Any] | None = None,
     title: str | None = None,
+    peaks: dict[str, float] | None = None,
 ) -> str:
     """The page's HTML for the traces named (a folder of rank traces: every one, the views showing one at a
-    time, the first at first)."""
+    time, the first at first). `peaks`: the roofline's peak_flops and peak_bytes_per_s, as summary's."""
     files = report_traces(paths)
     chartjs = chartjs_path().read_text(encoding="utf-8")
     texts, timelines = [], []
     for f in files:  # every trace's events: the page shows any one of them (a selector chooses)
-        text, timeline = _split_timeline(_trace_text(f, classification, events=True))
+        text, timeline = _split_timeline(_trace_text(f, classification, events=True, peaks=peaks))
         texts.append(text)
         timelines.append(timeline)
     ranks = None
@@ -165,12 +168,13 @@ def write_report(
     memory: str | os.PathLike | None = None,
     classification: dict[str, Any] | None = None,
     title: str | None = None,
+    peaks: dict[str, float] | None = None,
 ) -> Path:
     """Writes the page atomically (a temporary file beside `output`, then a rename); returns its path."""
     output = Path(output)
     if output.is_dir():
         raise ReportError(f"{output} is a folder: name the page's file (e.g. {output / 'report.html'})")
-    html = build_page(paths, memory=memory, classification=classification, title=title)
+    html = build_page(paths, memory=memory, classification=classification, title=title, peaks=peaks)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix="." + output.name + ".", suffix=".tmp", dir=output.parent)

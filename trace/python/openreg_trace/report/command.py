@@ -26,15 +26,27 @@ def add_command(
     p.add_argument("-o", "--output", default="report.html", help="the HTML file (default ./report.html)")
     p.add_argument("--memory", metavar="SNAPSHOT", help="a memory snapshot (_dump_snapshot) to add to the Memory view")
     p.add_argument("--title", default=None, help="the page's title")
+    from openreg_trace.peak_options import add_peaks
+
+    add_peaks(p)
     add_classification(p)
     p.set_defaults(func=lambda args: run(args, classification(args)))
 
 
 def run(args: argparse.Namespace, classification: dict[str, Any] | None = None) -> int:
+    from openreg_trace.peak_options import peaks
+
     from .build import ReportError, write_report
 
     try:
-        out = write_report(args.trace, args.output, memory=args.memory, classification=classification, title=args.title)
+        out = write_report(
+            args.trace,
+            args.output,
+            memory=args.memory,
+            classification=classification,
+            title=args.title,
+            peaks=peaks(args),
+        )
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

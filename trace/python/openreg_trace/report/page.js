@@ -39,6 +39,14 @@
     return { name: u[i], bytes: 1024 ** i };
   }
   const pct = (x) => (x == null ? '–' : (100 * x).toFixed(1) + ' %');
+  // Small shares of a peak keep two digits (a simulated device runs far below its declared peak).
+  const share = (x) => (x == null ? '–' : x > 0 && x < 0.01 ? (100 * x).toPrecision(2) + ' %' : pct(x));
+  // A count or rate with a decimal prefix: 524.3 MFLOP/s, 25.00 GB/s.
+  function fmtSi(x, unit) {
+    if (x == null) return '–';
+    const p = [['E', 1e18], ['P', 1e15], ['T', 1e12], ['G', 1e9], ['M', 1e6], ['k', 1e3]].find(([, v]) => Math.abs(x) >= v);
+    return (p ? (x / p[1]).toPrecision(4) + ' ' + p[0] : (Number.isInteger(x) ? String(x) : x.toPrecision(3)) + ' ') + unit;
+  }
   const fmtInt = (n) => (n == null ? '–' : Number(n).toLocaleString('en-US'));
   function el(tag, attrs, ...kids) {
     const e = document.createElement(tag);
@@ -302,6 +310,66 @@
       { key: 'self_host_ns', label: 'self host', num: true, fmt: fmtNs }, { key: 'device_ns', label: 'device time', num: true, fmt: fmtNs },
       { key: 'kernels', label: 'kernels', num: true, fmt: fmtInt },
     ], ops, { id: 'ops', sort: 'host_ns' });
+    buildRoofline();
+  }
+
+  // ------------------------------------------------------------ roofline
+  // From the summary's roofline (libopenreg_trace): per device and kernel name, FLOPs, bytes and the rates
+  // they achieved against the peaks; the notes say what the trace lacks for the rest.
+  function buildRoofline() {
+    const rf = S.roofline || { ranges: 0, devices: [], notes: [] };
+    const rows = rf.devices.flatMap((d) => d.kernels.map((k) => ({ ...k, device: d.device, kernel: k.name + (k.device_total ? ` (${fmtInt(k.kernels)} kernels)` : '') })));
+    $('roofline-count').textContent = rf.ranges ? `${fmtInt(rf.ranges)} metric ranges, ${fmtInt(rows.length)} rows` : '';
+    const many = rf.devices.length > 1;
+    const notes = [...rf.notes, ...rf.devices.flatMap((d) => d.notes.map((n) => (many ? `device ${d.device}: ` : '') + n))];
+    $('roofline-notes').replaceChildren(...notes.map((n) => el('li', { text: n })));
+    state.roofline = { mode: rooflineChart(rf, rows), notes };
+    if (!rows.length) return;
+    table($('roofline'), [
+      { key: 'kernel', label: 'kernel', cls: 'name mono' }, { key: 'device', label: 'device', num: true },
+      { key: 'count', label: 'ranges', num: true, fmt: fmtInt }, { key: 'time_ns', label: 'time', num: true, fmt: fmtNs },
+      { key: 'flops', label: 'FLOPs', num: true, fmt: (v) => fmtSi(v, 'FLOP') }, { key: 'bytes', label: 'bytes', num: true, fmt: (v) => fmtSi(v, 'B') },
+      { key: 'intensity_flops_per_byte', label: 'FLOP/B', num: true, fmt: (v) => (v == null ? '–' : v.toPrecision(3)) },
+      { key: 'flops_per_s', label: 'FLOP/s', num: true, fmt: (v) => fmtSi(v, 'FLOP/s') }, { key: 'peak_flops_share', label: 'of peak', num: true, fmt: share },
+      { key: 'bytes_per_s', label: 'bytes/s', num: true, fmt: (v) => fmtSi(v, 'B/s') }, { key: 'peak_bytes_share', label: 'of peak', num: true, fmt: share },
+      { key: 'bound', label: 'bound', fmt: (v) => v || '–' },
+    ], rows, { id: 'roofline-table', sort: rows.some((r) => r.time_ns != null) ? 'time_ns' : 'flops' });
+  }
+
+  // The log-log roofline: kernels at (intensity, achieved FLOP/s) under min(peak FLOP/s, intensity x peak
+  // bytes/s). Without intensities, FLOPs per kernel; without FLOPs, nothing. Returns which it drew.
+  function rooflineChart(rf, rows) {
+    const canvas = $('roofline-chart'), box = canvas.parentElement;
+    const points = rows.filter((r) => r.intensity_flops_per_byte > 0 && r.flops_per_s > 0);
+    const withFlops = rows.filter((r) => r.flops > 0).sort((a, b) => b.flops - a.flops).slice(0, 20);
+    if (!window.Chart || (!points.length && !withFlops.length)) { box.remove(); return 'none'; }
+    if (!points.length) {
+      box.style.height = Math.max(160, 40 + 20 * withFlops.length) + 'px';
+      new Chart(canvas, { type: 'bar', data: { labels: withFlops.map((r) => r.kernel.length > 70 ? r.kernel.slice(0, 69) + '…' : r.kernel),
+        datasets: [{ label: 'FLOPs (no intensity or achieved FLOP/s to place them on a roofline: see the notes)', data: withFlops.map((r) => r.flops), backgroundColor: COLORS.device }] },
+        options: { indexAxis: 'y', scales: { x: { title: { display: true, text: 'FLOPs' }, ticks: { callback: (v) => fmtSi(v, '') } }, y: { ticks: { autoSkip: false } } } } });
+      return 'flops';
+    }
+    const xs = points.map((r) => r.intensity_flops_per_byte);
+    const ridges = rf.devices.map((d) => d.ridge_flops_per_byte).filter((v) => v > 0);
+    const lo = Math.min(...xs, ...ridges) / 4, hi = Math.max(...xs, ...ridges) * 4;
+    const BOUND = { memory: COLORS.communication, compute: COLORS.device };
+    const datasets = rf.devices.map((d, i) => ({ label: `kernels on device ${d.device} (blue: compute-bound, orange: memory-bound, grey: no ridge)`, type: 'scatter', pointRadius: 5, pointStyle: ['circle', 'triangle', 'rect', 'star'][i % 4],
+      data: points.filter((r) => r.device === d.device).map((r) => ({ x: r.intensity_flops_per_byte, y: r.flops_per_s, row: r })),
+      backgroundColor: (c) => (c.raw && BOUND[c.raw.row.bound]) || '#94a3b8' }));
+    for (const d of rf.devices) {
+      const roof = (x) => Math.min(d.peak_flops_per_s == null ? Infinity : d.peak_flops_per_s, d.peak_bytes_per_s == null ? Infinity : x * d.peak_bytes_per_s);
+      if (!isFinite(roof(lo))) continue;
+      const at = [lo, ...(d.ridge_flops_per_byte ? [d.ridge_flops_per_byte] : []), hi];
+      datasets.push({ label: `roofline of device ${d.device}` + (d.ridge_flops_per_byte ? ` (ridge ${d.ridge_flops_per_byte.toPrecision(3)} FLOP/B)` : ''),
+        type: 'line', data: at.map((x) => ({ x, y: roof(x) })), borderColor: '#dc2626', borderWidth: 1.5, pointRadius: 0 });
+    }
+    const decade = (unit) => (v) => { const l = Math.log10(v); return Math.abs(l - Math.round(l)) < 1e-9 ? fmtSi(v, unit) : ''; };
+    new Chart(canvas, { type: 'scatter', data: { datasets }, options: { parsing: false,
+      scales: { x: { type: 'logarithmic', min: lo, max: hi, title: { display: true, text: 'arithmetic intensity (FLOP/byte)' }, ticks: { callback: decade('') } },
+        y: { type: 'logarithmic', title: { display: true, text: 'achieved FLOP/s (over the kernels\' time)' }, ticks: { callback: decade('FLOP/s') } } },
+      plugins: { tooltip: { callbacks: { label: (c) => c.raw.row ? `${c.raw.row.kernel}: ${c.raw.x.toPrecision(3)} FLOP/B, ${fmtSi(c.raw.y, 'FLOP/s')}` + (c.raw.row.bound ? `, ${c.raw.row.bound}-bound` : '') : `${fmtSi(c.raw.y, 'FLOP/s')} attainable at ${c.raw.x.toPrecision(3)} FLOP/B` } } } } });
+    return 'roofline';
   }
 
   // ------------------------------------------------------------ timeline
@@ -332,12 +400,13 @@
     }
     return ev;
   }
+  const TL_LABEL_W = 230;  // the timeline's label column; the counter charts' y axes as wide, so the plots align
   const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#86bcb6', '#8cd17d', '#d4a6c8'];
   let timeline = null;
 
   function Timeline(canvas, T, ev) {
     const n = T.events;
-    const LABEL_W = 230, AXIS_H = 22, ROW_H = 16, LANE_GAP = 6;
+    const LABEL_W = TL_LABEL_W, AXIS_H = 22, ROW_H = 16, LANE_GAP = 6;
     const nameColor = T.names.map((s, i) => { let h = 0; const t = s || ''; for (let j = 0; j < t.length; j++) h = (h * 31 + t.charCodeAt(j)) | 0; return PALETTE[Math.abs(h) % PALETTE.length]; });
     // Layout: lanes one under another; each depth row ROW_H tall.
     let y = 0; const rows = [];
@@ -364,7 +433,7 @@
       request();
     }
     function request() { if (!pending) { pending = true; requestAnimationFrame(frame); } }
-    function frame() { pending = false; const t = performance.now(); draw(); self.frameTimes.push(performance.now() - t); if (self.frameTimes.length > 1000) self.frameTimes.shift(); }
+    function frame() { pending = false; const t = performance.now(); draw(); self.frameTimes.push(performance.now() - t); if (self.frameTimes.length > 1000) self.frameTimes.shift(); if (self.onView) self.onView(view.t0, view.t1); }
     const xOf = (t) => LABEL_W + (t - view.t0) * (W - LABEL_W) / (view.t1 - view.t0);
     const tOf = (x) => view.t0 + (x - LABEL_W) * (view.t1 - view.t0) / (W - LABEL_W);
 
@@ -612,15 +681,57 @@
       R.timeline = tag && tag.textContent ? JSON.parse(tag.textContent) : null;
     }
     const T = R.timeline;
+    buildCounters(T && T.events ? T.end_ns : Math.max(1, ...(R.counters || []).map((c) => c.t_ns[c.t_ns.length - 1] || 0)));
     if (!T || !T.events) { $('tl-canvas').parentElement.replaceWith(el('div', { class: 'panel note', text: 'No events to draw.' })); return; }
     state.names = T.names;
     unpackEvents(T).then((ev) => {
       timeline = window.__timeline = Timeline($('tl-canvas'), T, ev);
+      timeline.onView = syncCounters;
       timeline.resize();
       timeline.ready = true;
       for (const fn of whenTimeline.queue.splice(0)) fn(timeline);
     }).catch((e) => { state.errors.push(String(e && e.stack || e)); $('tl-details').textContent = 'The timeline could not be read: ' + e; });
   }
+  // ------------------------------------------------------------ counter tracks
+  // Under the timeline: a step chart per counter track (a value holds until its series' next sample), its
+  // plot aligned with the timeline's and following its zoom and pan.
+  const counterCharts = [];
+  // The unit of a track's axis, and its whole range: zoomed in, the value holding from before the view
+  // must stay on the chart (Chart.js would fit the axis to the samples in view only).
+  function counterScale(c) {
+    const values = c.values.flat().filter((v) => v != null);
+    const min = Math.min(0, ...values), max = Math.max(0, ...values);
+    const unit = c.series.every((s) => /bytes/.test(s) && /per_s$/.test(s)) ? { bytes: 1e9, name: 'GB/s' }
+      : c.series.every((s) => /bytes/.test(s)) ? byteUnit(max) : { bytes: 1, name: c.series.length === 1 ? c.series[0] : '' };
+    return { div: unit.bytes, unit: unit.name, min: min / unit.bytes, max: max / unit.bytes };
+  }
+  function buildCounters(endNs) {
+    const box = $('counter-tracks'), tracks = R.counters || [];
+    if (!tracks.length) { box.append(el('div', { class: 'note', id: 'counters-note', text: S.counters && S.counters.note ? S.counters.note : 'No counter tracks.' })); return; }
+    tracks.forEach((c, i) => {
+      const canvas = el('canvas', { id: 'counter-chart-' + i });
+      box.append(el('div', { class: 'track', 'data-track': `${c.device}/${c.name}` }, canvas));
+      if (!window.Chart) return;
+      const scale = counterScale(c);
+      const datasets = c.series.map((name, j) => ({ label: name, stepped: true, spanGaps: true, borderWidth: 1.5, pointRadius: c.t_ns.length > 60 ? 0 : 2,
+        borderColor: PALETTE[j % PALETTE.length], backgroundColor: PALETTE[j % PALETTE.length],
+        data: c.t_ns.map((t, k) => ({ x: t / 1e6, y: c.values[j][k] == null ? null : c.values[j][k] / scale.div })) }));
+      const title = `dev ${c.device} · ${c.name}` + (c.category ? ` [${c.category}]` : '') + ` · ${fmtInt(c.samples)} samples` + (c.samples > c.t_ns.length ? ` (${fmtInt(c.t_ns.length)} drawn, peaks kept)` : '');
+      counterCharts.push(new Chart(canvas, { type: 'line', data: { datasets }, options: { parsing: false, normalized: true,
+        plugins: { title: { display: true, text: title, align: 'start', padding: 2 }, legend: { align: 'end', labels: { boxWidth: 10 } } },
+        scales: { x: { type: 'linear', min: 0, max: endNs / 1e6, ticks: { align: 'inner', maxRotation: 0, callback: (v) => fmtNs(v * 1e6) } },
+          y: { suggestedMin: scale.min, suggestedMax: scale.max, title: { display: !!scale.unit, text: scale.unit }, afterFit: (axis) => { axis.width = TL_LABEL_W; } } } } }));
+    });
+  }
+  function syncCounters(t0, t1) {
+    const lo = t0 / 1e6, hi = t1 / 1e6;
+    for (const c of counterCharts) {
+      if (c.options.scales.x.min === lo && c.options.scales.x.max === hi) continue;
+      c.options.scales.x.min = lo; c.options.scales.x.max = hi; c.update('none');
+    }
+  }
+  state.counterCharts = counterCharts;
+
   // A table's name, found in the timeline: its first occurrence selected, Enter walks through the rest.
   function findInTimeline(name) {
     show('timeline');
