@@ -576,6 +576,10 @@ write_result(dict(props=[torch_openreg._C._get_device_properties(d) for d in ran
             computeUnits=p["multi_processor_count"],
             clockRateKHz=p["clock_rate_khz"],
             executorThreads=p["executor_threads"],
+            # Declared peaks (runtime config defaults): 2 FLOPs per compute unit per cycle, 16 bytes per cycle
+            # per executor thread.
+            peakFlopsPerSecond=2 * p["multi_processor_count"] * p["clock_rate_khz"] * 1000,
+            peakBytesPerSecond=16 * p["executor_threads"] * p["clock_rate_khz"] * 1000,
         )
         for d, p in enumerate(case.result["props"])
     ]
