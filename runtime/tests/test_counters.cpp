@@ -184,9 +184,11 @@ TEST(Counters, QueuedTasksCountWorkThatHasNotRun) {
   for (const auto& c : collector.records<orActivityCounter>(OR_ACTIVITY_KIND_COUNTER)) {
     if (c.counter == OR_COUNTER_QUEUED_TASKS && c.streamId == streamId) values.push_back(c.value);
   }
-  ASSERT_EQ(values.size(), 2u) << "the opening and closing samples";
-  EXPECT_EQ(values[0], 5u);
-  EXPECT_EQ(values[1], 5u);
+  // The opening and closing samples, and any period that fell between them
+  // (a slow sanitizer build can take a millisecond here): the gate was shut
+  // throughout, so each one saw all five.
+  ASSERT_GE(values.size(), 2u) << "the opening and closing samples";
+  for (uint64_t value : values) EXPECT_EQ(value, 5u);
   ASSERT_OR(orStreamDestroy(stream));
 }
 
